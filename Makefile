@@ -1,0 +1,27 @@
+# Two commands for a new user:  `make demo`  and  `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+POETC  := $(VENV)/bin/poetc
+
+.PHONY: setup demo test bench clean
+
+setup: $(VENV)/.installed
+
+# torch is pinned to the CPU build first: an unpinned torch pulls several GB of CUDA wheels.
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev,ray]'
+	touch $@
+
+demo: setup
+	$(POETC) models
+	$(POETC) compile kws_dscnn --device m4 --ram 256k -o schedules/kws_dscnn_m4.poet
+
+test: setup
+	$(PY) -m pytest -n 2 -q
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,1 @@
+"""Device profiles, the cost model and the host profiler."""

@@ -1,0 +1,1 @@
+"""Schedule (matrices) -> Program (instructions) -> simulator, and the arena planner."""

@@ -1,0 +1,1 @@
+"""Formulations, solver backends, heuristics and baselines: Problem -> Result."""
