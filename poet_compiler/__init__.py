@@ -6,3 +6,18 @@ Pipeline (one package each): frontends -> graph -> devices (costs) -> solve -> s
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["Compilation", "compile", "compare", "sweep", "__version__"]
+
+
+def __getattr__(name: str):
+    # Lazy: `import poet_compiler` stays cheap (no torch, no solvers) until the API is used.
+    if name in ("compile", "Compilation"):
+        from poet_compiler import api
+
+        return getattr(api, name)
+    if name in ("compare", "sweep"):
+        from poet_compiler import comparison
+
+        return getattr(comparison, name)
+    raise AttributeError(f"module 'poet_compiler' has no attribute {name!r}")

@@ -1,0 +1,88 @@
+"""``poetc compile MODEL --device DEV --ram SIZE``: the product's main verb."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from poet_compiler.units import format_bytes
+
+
+def _fmt(key: str, value: object) -> str:
+    if value is None:
+        return "-"
+    if key.endswith("_bytes") and isinstance(value, (int, float)):
+        return f"{format_bytes(value)} ({int(value):,} B)"
+    if key == "gap" and isinstance(value, float):
+        return f"{100 * value:.3f}%"
+    if key.endswith("_j") and isinstance(value, float):
+        return f"{value:.6g} J"
+    if key.endswith("_s") and isinstance(value, float):
+        return f"{value:.6g} s"
+    return str(value)
+
+
+def print_summary(report: dict, console: Console | None = None) -> None:
+    table = Table(title=f"poetc: {report['model']} on {report['device']}", show_header=False)
+    for key in ("status", "strategy", "mode", "energy_j", "runtime_s", "peak_ram_bytes",
+                "arena_bytes", "ram_budget_bytes", "deadline_s", "lower_bound_j", "gap",
+                "n_nodes", "n_compute", "n_page_in", "n_page_out", "solver", "formulation",
+                "solve_time_s", "checkpoint_all_peak_bytes", "checkpoint_all_energy_j"):
+        if key in report:
+            table.add_row(key, _fmt(key, report[key]))
+    (console or Console()).print(table)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("compile")
+    def compile_cmd(
+        model: str = typer.Argument(..., help="zoo model name, poet-graph/1 .json file, or .onnx file"),
+        device: str = typer.Option(None, "--device", "-d", help="device profile name or path (e.g. m4)"),
+        ram: str = typer.Option(None, "--ram", help="RAM budget: 256k, 256KiB, 1.5M, bytes, or 50% of the checkpoint-all peak"),
+        deadline: str = typer.Option(None, "--deadline", help="deadline: 120ms, 2s, or 1.5x the compute-only time"),
+        mode: str = typer.Option("poet", "--mode", help="poet | remat | paging | none"),
+        strategy: str = typer.Option("optimal", "--strategy", help="optimal (MILP) or a baseline name"),
+        solver: str = typer.Option("cpsat", "--solver", help="cpsat | highs | gurobi"),
+        formulation: str = typer.Option("fast", "--formulation", help="fast | dense"),
+        time_limit: float = typer.Option(60.0, "--time-limit", help="solver time limit, seconds"),
+        threads: int = typer.Option(2, "--threads", help="solver threads"),
+        output: Path = typer.Option(None, "-o", "--output", help="schedule file (.poet); report goes beside it (.json)"),
+        strip: bool = typer.Option(False, "--strip", help="omit the node table from the bytecode"),
+        granularity: str = typer.Option("op", "--granularity", help="op | module"),
+        batch: int = typer.Option(None, "--batch", help="batch size for zoo models"),
+        count_fixed: bool = typer.Option(False, "--count-fixed", help="count params/grads/optimizer state/input in the RAM budget"),
+        as_json: bool = typer.Option(False, "--json", help="print the report as JSON on stdout"),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress line"),
+        report: Path = typer.Option(None, "--report", help="also write a self-contained report (.html or .md)"),
+    ) -> None:
+        """Find the least-energy schedule within the RAM budget and deadline, and write it."""
+        from poet_compiler.api import compile as compile_model
+
+        c = compile_model(
+            model, device, ram, deadline, mode=mode, strategy=strategy, solver=solver,
+            formulation=formulation, time_limit_s=time_limit, threads=threads,
+            count_fixed=count_fixed, granularity=granularity, batch=batch,
+            progress=not (quiet or as_json),
+        )
+        rep = c.report()
+        if c.result.ok:
+            out = output or Path(f"{Path(model).stem}.poet")
+            path, sidecar = c.save(out, strip=strip)
+            rep["schedule_file"] = str(path)
+            if report is not None:
+                from poet_compiler.reporting import write_report
+
+                write_report(c, report)
+        if as_json:
+            typer.echo(json.dumps(rep, indent=1, sort_keys=True))
+        else:
+            print_summary(rep)
+            if c.result.ok:
+                typer.echo(f"wrote {rep['schedule_file']} and {Path(rep['schedule_file']).with_suffix('.json')}")
+        if not c.result.ok:
+            typer.echo(f"{c.result.status}: {c.result.message}", err=True)
+            raise typer.Exit(1)

@@ -1,0 +1,58 @@
+"""The strategy registry: every way poetc can produce a schedule, by name.
+
+``optimal`` is the MILP (POET's formulation) in the problem's mode; the others are the
+baselines of :mod:`poet_compiler.solve.baselines`. All return a :class:`Result` whose
+figures come from the simulator, so they can be compared side by side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from poet_compiler.errors import PoetError
+from poet_compiler.solve.problem import Problem
+from poet_compiler.solve.result import Result
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    solver: str = "cpsat"
+    formulation: str = "fast"
+    time_limit_s: float = 60.0
+    threads: int = 2
+    progress: bool = False
+
+
+def _optimal(problem: Problem, opts: SolveOptions) -> Result:
+    from poet_compiler.solve.milp import solve_milp
+
+    return solve_milp(
+        problem,
+        solver=opts.solver,
+        formulation=opts.formulation,
+        time_limit_s=opts.time_limit_s,
+        threads=opts.threads,
+        progress=opts.progress,
+    )
+
+
+def strategy_names() -> list[str]:
+    from poet_compiler.solve.baselines import BASELINES
+
+    return ["optimal", *sorted(BASELINES)]
+
+
+def get_strategy(name: str) -> Callable[[Problem, SolveOptions], Result]:
+    if name == "optimal":
+        return _optimal
+    from poet_compiler.solve.baselines import BASELINES
+
+    if name not in BASELINES:
+        raise PoetError(f"unknown strategy {name!r}; known: {', '.join(strategy_names())}")
+    fn = BASELINES[name]
+    return lambda problem, opts: fn(problem)
+
+
+def run_strategy(name: str, problem: Problem, opts: SolveOptions | None = None) -> Result:
+    return get_strategy(name)(problem, opts or SolveOptions())
