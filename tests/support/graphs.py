@@ -125,7 +125,8 @@ def random_problem(seed: int, n: int, mode: str = "poet", *, deadline_prob: floa
     )
     hi = simulate(graph, costs, linearize(graph, Schedule.checkpoint_all(n))).peak_bytes
     lo = min(working_set_floor(graph), hi)
-    budget = rng.randint(lo, hi)
+    # Biased towards tight budgets, where recomputing and paging matter.
+    budget = lo + int((hi - lo) * rng.random() ** 2)
     deadline = None
     if rng.random() < deadline_prob:
         deadline = round(costs.compute_only_s * rng.uniform(1.0, 1.6), 3)
