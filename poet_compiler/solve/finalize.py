@@ -1,0 +1,115 @@
+"""Turn any strategy's plan (Schedule or Program) into a Result with simulator figures.
+
+Every strategy — MILP, heuristic, baseline — ends here, so every Result is produced the
+same way: linearize (if given matrices), remove pointless work, plan the arena, replay in
+the independent simulator with the budget and deadline, and copy the simulator's numbers
+into the Result. A plan that breaks a rule raises :class:`ScheduleError` (a bug in the
+strategy); a plan whose arena does not fit the budget because of fragmentation comes
+back with status ``infeasible`` and a message giving arena vs budget, so a solver can
+retry with a smaller budget.
+"""
+
+from __future__ import annotations
+
+from poet_compiler.errors import ScheduleError
+from poet_compiler.schedule.arena import plan_arena
+from poet_compiler.schedule.cleanup import remove_pointless_work
+from poet_compiler.schedule.linearize import linearize
+from poet_compiler.schedule.program import Program
+from poet_compiler.schedule.schedule import Schedule
+from poet_compiler.schedule.simulate import simulate
+from poet_compiler.solve.problem import Problem
+from poet_compiler.solve.result import Result
+
+# Extra perturbed arena orders tried when the first layout exceeds the budget.
+ARENA_RETRY_EFFORT = 64
+
+
+def finalize(
+    problem: Problem,
+    plan: Schedule | Program,
+    *,
+    strategy: str,
+    status: str = "feasible",
+    solver: str = "none",
+    formulation: str = "none",
+    lower_bound_j: float | None = None,
+    solve_time_s: float = 0.0,
+    message: str = "",
+) -> Result:
+    """Linearize, clean up, plan the arena, simulate, and fill a :class:`Result`."""
+    graph, costs = problem.graph, problem.costs
+    budget = problem.activation_budget
+    schedule = plan if isinstance(plan, Schedule) else None
+    program = linearize(graph, plan, mode=problem.mode) if isinstance(plan, Schedule) else plan
+    raw = simulate(graph, costs, program)          # rule check before any rewriting
+    program = remove_pointless_work(graph, program)
+    # Budget and deadline are judged on the cleaned program (cleanup never makes it worse).
+    sim = simulate(graph, costs, program)
+    program = plan_arena(graph, program, budget_bytes=budget)
+    if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes:
+        program = plan_arena(graph, program, effort=ARENA_RETRY_EFFORT, budget_bytes=budget)
+
+    result = Result(
+        status=status,  # type: ignore[arg-type]
+        strategy=strategy,
+        mode=problem.mode,
+        ram_budget_bytes=problem.ram_budget_bytes,
+        deadline_s=problem.deadline_s,
+        program=program,
+        schedule=schedule,
+        lower_bound_j=lower_bound_j,
+        solve_time_s=solve_time_s,
+        n_nodes=graph.n,
+        solver=solver,
+        formulation=formulation,
+        message=message,
+    )
+    # Arena check (no overlap, no overflow) — a failure here is a planner bug, so it raises.
+    sim = simulate(graph, costs, program)
+    _fill(result, sim, program, lower_bound_j)
+    result.extra["cleanup_removed_instructions"] = len(raw.timeline) - len(sim.timeline)
+    problems = []
+    if sim.peak_bytes > budget:
+        problems.append(f"peak live bytes {sim.peak_bytes} exceed the activation budget {budget}")
+    elif program.arena_bytes is not None and program.arena_bytes > budget:
+        problems.append(
+            f"arena {program.arena_bytes} bytes (fragmentation {result.extra['fragmentation']:.3f}) exceeds the "
+            f"activation budget {budget} although peak live bytes are {sim.peak_bytes}"
+        )
+    if problem.deadline_s is not None:
+        try:
+            simulate(graph, costs, program, deadline_s=problem.deadline_s)
+        except ScheduleError as exc:
+            problems.append(str(exc))
+    if problems:
+        result.status = "infeasible"
+        result.message = "; ".join([*problems, *([message] if message else [])])
+        result.gap = None
+    return result
+
+
+def _fill(result: Result, sim, program: Program, lower_bound_j: float | None) -> None:
+    """Copy the simulator's figures into the Result."""
+    result.energy_j = sim.energy_j
+    result.runtime_s = sim.runtime_s
+    result.peak_ram_bytes = sim.peak_bytes
+    result.arena_bytes = program.arena_bytes
+    result.n_compute = sim.n_compute
+    result.n_page_in = sim.n_page_in
+    result.n_page_out = sim.n_page_out
+    if lower_bound_j is not None and sim.energy_j > 0:
+        result.gap = max(0.0, (sim.energy_j - lower_bound_j) / sim.energy_j)
+    elif lower_bound_j is not None:
+        result.gap = 0.0
+    result.extra.update(
+        fragmentation=float(program.meta.get("fragmentation", 1.0)),
+        n_recompute=sim.n_recompute,
+        page_in_bytes=sim.page_in_bytes,
+        page_out_bytes=sim.page_out_bytes,
+        compute_j=sim.compute_j,
+        page_in_j=sim.page_in_j,
+        page_out_j=sim.page_out_j,
+        static_j=sim.static_j,
+        n_instructions=len(program.instructions),
+    )
