@@ -1,0 +1,1 @@
+"""Code generation from a validated Program: the .poet bytecode (and the PyTorch executor)."""
