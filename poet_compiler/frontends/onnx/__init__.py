@@ -1,0 +1,35 @@
+"""ONNX frontend: an ONNX model -> an executable, trainable PyTorch module.
+
+``load_onnx_module(path, input_shapes=None, loss=None) -> OnnxModel`` reads and checks
+the file, converts every node with a per-op converter (``ops/``), folds the
+shape-driven parts at conversion time, and returns the module with a deterministic
+example batch, a target and a loss — what the torch tracing frontend needs to build the
+joint forward+backward graph. ``export_zoo_model`` writes a zoo model as ONNX.
+"""
+
+from __future__ import annotations
+
+from .context import CONVERTERS
+from .convert import OnnxModule, Step
+from .export import export_module, export_zoo_model
+from .model import LOSSES, OnnxLoss, OnnxModel, load_onnx_module
+
+__all__ = [
+    "CONVERTERS",
+    "LOSSES",
+    "OnnxLoss",
+    "OnnxModel",
+    "OnnxModule",
+    "Step",
+    "export_module",
+    "export_zoo_model",
+    "load_onnx_module",
+    "supported_ops",
+]
+
+
+def supported_ops() -> list[str]:
+    """Sorted ONNX op types that have a converter."""
+    from . import ops  # noqa: F401
+
+    return sorted(CONVERTERS)
