@@ -1,0 +1,54 @@
+"""Baseline strategies: every published way to fit training into less RAM, same Result.
+
+Each entry of :data:`BASELINES` maps a :class:`~poet_compiler.solve.problem.Problem` to a
+:class:`~poet_compiler.solve.result.Result` whose figures come from the independent
+simulator (through :func:`poet_compiler.solve.finalize.finalize`). A heuristic that cannot
+meet the budget or deadline returns status ``"infeasible"`` with a one-line reason (and
+its best attempt's figures under ``extra["attempt"]``) — never an exception.
+
+==================  ==================================================  ===============
+name                what it does                                        modes
+==================  ==================================================  ===============
+checkpoint_all      compute once, free after last use (PyTorch)         all
+chen_sqrt_n         sqrt(n) segments, recompute a segment in backward   poet, remat
+chen_greedy         Chen's byte-budgeted greedy segments, best of grid  poet, remat
+griewank            binomial checkpointing (revolve), chains only       poet, remat
+capuchin            page longest idle tensors, then recompute by MSPS   all (by mode)
+dtr                 online eviction by cost/(bytes*staleness)           poet, remat
+pofo                keep/offload/recompute DP for chains                all (by mode)
+checkmate           MILP optimum with recomputation only                (mode remat)
+paging_only         MILP optimum with paging only                       (mode paging)
+==================  ==================================================  ===============
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from poet_compiler.solve.baselines.capuchin import capuchin
+from poet_compiler.solve.baselines.chen import chen_greedy, chen_sqrt_n
+from poet_compiler.solve.baselines.dtr import dtr
+from poet_compiler.solve.baselines.griewank import griewank
+from poet_compiler.solve.baselines.keep_all import checkpoint_all
+from poet_compiler.solve.baselines.optimal import checkmate, paging_only
+from poet_compiler.solve.baselines.pofo import pofo
+from poet_compiler.solve.problem import Problem
+from poet_compiler.solve.result import Result
+
+BASELINES: dict[str, Callable[[Problem], Result]] = {
+    "checkpoint_all": checkpoint_all,
+    "chen_sqrt_n": chen_sqrt_n,
+    "chen_greedy": chen_greedy,
+    "griewank": griewank,
+    "capuchin": capuchin,
+    "dtr": dtr,
+    "pofo": pofo,
+    "checkmate": checkmate,
+    "paging_only": paging_only,
+}
+
+#: The heuristics (no solver needed), e.g. for warm starts and quick comparisons.
+HEURISTICS: tuple[str, ...] = ("checkpoint_all", "chen_sqrt_n", "chen_greedy", "griewank",
+                               "capuchin", "dtr", "pofo")
+
+__all__ = ["BASELINES", "HEURISTICS"]

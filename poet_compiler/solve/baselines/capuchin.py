@@ -1,0 +1,111 @@
+"""Capuchin-like (Peng et al., ASPLOS 2020): page first, then recompute by memory saving per second.
+
+Starting from checkpoint-all, the strategy lowers the peak step by step, always acting
+on tensors that are idle in RAM *at the current peak* (the stage whose memory is highest):
+
+1. **Paging** (modes ``poet``/``paging``): candidates are idle intervals long enough to
+   page (out in the stage after the use, in the stage before the next use), tried in
+   order of decreasing idle time — Capuchin's "largest free time first". A candidate is
+   taken if it lowers the peak and the plan still meets the deadline (with DMA, paging
+   that hides under compute is free in time; without DMA it adds up), i.e. paging is
+   used while it "can be hidden or afforded".
+2. **Recomputation** (modes ``poet``/``remat``): if the peak is still over budget,
+   intervals of unpinned forward tensors are turned into recomputation at the next use,
+   in order of Capuchin's *memory saving per second* ``bytes / recompute time`` (the
+   recompute time includes inputs that must be recomputed too). Taken if it lowers the
+   peak and meets the deadline.
+
+Every step is judged by the independent simulator. The strategy stops when the peak fits
+the budget, or reports infeasible with the lowest peak it reached.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from poet_compiler.schedule.schedule import Schedule
+from poet_compiler.solve.baselines._common import (
+    Figures, Gap, assemble, evaluate, finish, idle_gaps, recomputable,
+)
+from poet_compiler.solve.baselines.remat import closure
+from poet_compiler.solve.problem import Problem
+from poet_compiler.solve.result import Result
+from poet_compiler.schedule.memory import stage_memory
+
+
+class _Plan:
+    """R plus paged intervals, with the simulator's verdict on them."""
+
+    def __init__(self, problem: Problem, R: np.ndarray, paged: frozenset[tuple[int, int]]) -> None:
+        self.R = R
+        self.paged = paged
+        self.schedule: Schedule = assemble(problem.graph, R, paged)
+        self.fig: Figures = evaluate(problem, self.schedule)
+        mem = stage_memory(problem.graph, self.schedule)
+        self.peak_stage = int(np.argmax(mem.max(axis=1)))
+
+    def idle_at_peak(self, problem: Problem) -> list[Gap]:
+        """Intervals of tensors kept idle across the peak stage (in RAM there, unused)."""
+        t = self.peak_stage
+        return [g for g in idle_gaps(problem.graph, self.R) if g.last < t < g.next]
+
+
+def _better(new: _Plan, old: _Plan, problem: Problem) -> bool:
+    if new.fig.peak_bytes >= old.fig.peak_bytes:
+        return False
+    return problem.deadline_s is None or new.fig.runtime_s <= problem.deadline_s * (1 + 1e-9)
+
+
+def capuchin(problem: Problem) -> Result:
+    started = time.perf_counter()
+    graph = problem.graph
+    budget = problem.activation_budget
+    plan = _Plan(problem, np.eye(problem.n, dtype=bool), frozenset())
+    tried: set[tuple[str, int, int]] = set()
+    steps = {"page": 0, "recompute": 0}
+
+    # Phase 1: paging, largest idle interval first.
+    while problem.allows_paging and plan.fig.peak_bytes > budget:
+        cands = [g for g in plan.idle_at_peak(problem)
+                 if not graph.nodes[g.node].pinned and g.length >= 3 and ("page", g.node, g.last) not in tried]
+        cands.sort(key=lambda g: (-g.length, -graph.nodes[g.node].output_bytes, g.node))
+        for g in cands:
+            tried.add(("page", g.node, g.last))
+            new = _Plan(problem, plan.R, plan.paged | {(g.node, g.last)})
+            if _better(new, plan, problem):
+                plan = new
+                steps["page"] += 1
+                break
+        else:
+            break
+
+    # Phase 2: recomputation, largest memory saving per second first.
+    droppable = recomputable(graph)
+    while problem.allows_remat and plan.fig.peak_bytes > budget:
+        scored = []
+        for g in plan.idle_at_peak(problem):
+            if not droppable[g.node] or ("re", g.node, g.next) in tried:
+                continue
+            # Inputs that are resident there, computed there anyway, or never dropped are
+            # simply kept (assemble extends their life); the others are recomputed too.
+            avail = set(np.flatnonzero(plan.schedule.S_RAM[g.next] | plan.R[g.next] | ~droppable).tolist())
+            stage = closure(graph, {g.node}, avail - {g.node})
+            secs = sum(problem.costs.compute_s[k] for k in stage) or 1e-12
+            scored.append((graph.nodes[g.node].output_bytes / secs, g, stage))
+        scored.sort(key=lambda x: (-x[0], x[1].node, x[1].next))
+        for _, g, stage in scored:
+            tried.add(("re", g.node, g.next))
+            R = plan.R.copy()
+            R[g.next, sorted(stage)] = True
+            new = _Plan(problem, R, plan.paged)
+            if _better(new, plan, problem):
+                plan = new
+                steps["recompute"] += 1
+                break
+        else:
+            break
+
+    return finish(problem, "capuchin", plan.schedule, started=started, fig=plan.fig,
+                  note=f"{steps['page']} paged intervals, {steps['recompute']} recomputations")

@@ -1,0 +1,195 @@
+"""Chen et al. 2016 ("Training deep nets with sublinear memory cost"): segment checkpointing.
+
+The forward nodes are cut into segments; the last node of each segment (its boundary)
+is kept for the whole step, the other forward tensors are freed as soon as the forward
+pass no longer reads them. When the backward pass first needs a dropped tensor of a
+segment, the stage recomputes the *whole* segment from the previous boundary and keeps
+the recomputed tensors until their last backward use (Chen's "recompute the segment once
+during backward"). Backward, loss and pinned nodes are never recomputed. The last
+segment is not dropped at all (its backward starts right after the forward ends).
+
+General DAGs: boundaries are taken among *articulation nodes* of the forward phase — a
+forward node ``v`` such that no forward edge jumps over it (``a < v < b``). On a chain
+every node qualifies; on a residual network the block outputs do. If a graph has none,
+any forward node is used (a topological-order segmentation; a recomputation then also
+recomputes what it needs from earlier segments, recursively).
+
+* :func:`chen_sqrt_n`: ``round(sqrt(n_forward))`` segments of about equal node count.
+* :func:`chen_greedy`: Chen's memory-budgeted greedy rule (walk the forward nodes adding
+  output bytes; when the running sum exceeds ``b`` at a candidate, make it a boundary and
+  restart), searched over a grid of ``b``; the least-energy plan that fits the budget and
+  deadline wins.
+
+Both need recomputation: in modes ``paging`` and ``none`` they report infeasible.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from poet_compiler.graph.ir import TrainingGraph
+from poet_compiler.schedule.schedule import Schedule
+from poet_compiler.solve.baselines._common import (
+    Figures, assemble, evaluate, finish, forward_phase, infeasible, recomputable,
+)
+from poet_compiler.solve.baselines.remat import plan_remat
+from poet_compiler.solve.problem import Problem
+from poet_compiler.solve.result import Result
+
+
+def forward_nodes(graph: TrainingGraph) -> list[int]:
+    """Droppable forward nodes, in topological order."""
+    return [int(i) for i in np.flatnonzero(recomputable(graph))]
+
+
+def articulation_nodes(graph: TrainingGraph) -> list[int]:
+    """Forward nodes no forward-phase edge jumps over (valid segment boundaries)."""
+    fwd = forward_nodes(graph)
+    phase = forward_phase(graph)
+    # cover[v] > 0 when some edge (a, b) between forward-phase nodes has a < v < b.
+    cover = np.zeros(graph.n + 1, dtype=np.int64)
+    for a, b in graph.edges:
+        if phase[a] and phase[b] and b > a + 1:
+            cover[a + 1] += 1
+            cover[b] -= 1
+    jumped = np.cumsum(cover)[: graph.n] > 0
+    return [v for v in fwd if not jumped[v]]
+
+
+class SegmentPolicy:
+    """Retention/recompute rules of segment checkpointing (see the module docstring)."""
+
+    def __init__(self, graph: TrainingGraph, boundaries: list[int]) -> None:
+        self.graph = graph
+        self.phase = forward_phase(graph)
+        fwd = forward_nodes(graph)
+        bset = sorted(set(boundaries))
+        self.segment: dict[int, int] = {}
+        self.members: dict[int, list[int]] = {}
+        seg = 0
+        for v in fwd:
+            self.segment[v] = seg
+            self.members.setdefault(seg, []).append(v)
+            if v in bset:
+                seg += 1
+        self.boundaries = set(bset)
+        # Nodes after the last boundary form the last segment, which is never dropped.
+        self.last_segment = seg
+        self.droppable = np.zeros(graph.n, dtype=bool)
+        for v in fwd:
+            if v not in self.boundaries and self.segment[v] != self.last_segment:
+                self.droppable[v] = True
+
+    def extra(self, t: int, missing: set[int], resident: set[int]) -> set[int]:
+        out: set[int] = set()
+        consumers = self.graph.consumers
+        for j in missing:
+            if j not in self.segment:
+                continue
+            for m in self.members[self.segment[j]]:
+                if m <= t and m not in resident and self.droppable[m] and any(
+                    c >= t and not self.phase[c] for c in consumers[m]
+                ):
+                    out.add(m)
+        return out
+
+    def keep(self, i: int, t: int, resident: set[int]) -> bool:
+        if not self.phase[t]:
+            return True   # backward: keep recomputed tensors until their last use
+        return any(c > t and self.phase[c] for c in self.graph.consumers[i])
+
+
+def segment_schedule(graph: TrainingGraph, boundaries: list[int]) -> Schedule:
+    policy = SegmentPolicy(graph, boundaries)
+    return assemble(graph, plan_remat(graph, policy.droppable, policy))
+
+
+def _candidates(graph: TrainingGraph) -> list[int]:
+    return articulation_nodes(graph) or forward_nodes(graph)
+
+
+def sqrt_n_boundaries(graph: TrainingGraph) -> list[int]:
+    """About ``sqrt(n)`` boundaries spread evenly over the forward nodes."""
+    fwd = forward_nodes(graph)
+    cand = _candidates(graph)
+    if len(fwd) < 2 or not cand:
+        return []
+    k = max(1, round(math.sqrt(len(fwd))))
+    pos = {v: p for p, v in enumerate(fwd)}
+    out = set()
+    for j in range(1, k):
+        target = j * len(fwd) / k - 1
+        out.add(min(cand, key=lambda v: (abs(pos[v] - target), v)))
+    return sorted(out)
+
+
+def greedy_boundaries(graph: TrainingGraph, b: float) -> list[int]:
+    """Chen's greedy rule with segment byte budget ``b``."""
+    cand = set(_candidates(graph))
+    out, temp = [], 0
+    for v in forward_nodes(graph):
+        temp += graph.nodes[v].output_bytes
+        if temp > b and v in cand:
+            out.append(v)
+            temp = 0
+    return out
+
+
+def _mode_check(problem: Problem, name: str, started: float) -> Result | None:
+    if not problem.allows_remat:
+        return infeasible(problem, name, f"needs recomputation, which mode {problem.mode!r} forbids",
+                          started=started)
+    return None
+
+
+def chen_sqrt_n(problem: Problem) -> Result:
+    started = time.perf_counter()
+    if (r := _mode_check(problem, "chen_sqrt_n", started)) is not None:
+        return r
+    bounds = sqrt_n_boundaries(problem.graph)
+    return finish(problem, "chen_sqrt_n", segment_schedule(problem.graph, bounds), started=started,
+                  note=f"{len(bounds) + 1} segments")
+
+
+def greedy_grid(graph: TrainingGraph, points: int = 24) -> list[float]:
+    """Segment budgets to try: a geometric grid from the largest tensor to the total."""
+    sizes = [graph.nodes[v].output_bytes for v in forward_nodes(graph)]
+    if not sizes:
+        return [0.0]
+    lo, hi = max(1, max(sizes)), max(1, sum(sizes))
+    grid = {float(lo), float(hi)}
+    # Chen's own guess: sqrt(x * y) with x = all bytes, y = the largest tensor.
+    grid.add(math.sqrt(lo * hi))
+    for j in range(points):
+        grid.add(lo * (hi / lo) ** (j / max(1, points - 1)))
+    return sorted(grid)
+
+
+def chen_greedy(problem: Problem) -> Result:
+    started = time.perf_counter()
+    if (r := _mode_check(problem, "chen_greedy", started)) is not None:
+        return r
+    graph = problem.graph
+    seen: set[tuple[int, ...]] = set()
+    best: tuple[float, Schedule, Figures, int] | None = None
+    fallback: tuple[int, Schedule, Figures] | None = None
+    for b in greedy_grid(graph):
+        bounds = tuple(greedy_boundaries(graph, b))
+        if bounds in seen:
+            continue
+        seen.add(bounds)
+        sched = segment_schedule(graph, list(bounds))
+        fig = evaluate(problem, sched)
+        if fig.fits(problem):
+            if best is None or fig.energy_j < best[0] - 1e-15:
+                best = (fig.energy_j, sched, fig, len(bounds))
+        elif fallback is None or fig.peak_bytes < fallback[0]:
+            fallback = (fig.peak_bytes, sched, fig)
+    if best is not None:
+        return finish(problem, "chen_greedy", best[1], started=started, fig=best[2],
+                      note=f"{best[3] + 1} segments, best of {len(seen)} budgets")
+    assert fallback is not None
+    return finish(problem, "chen_greedy", fallback[1], started=started, fig=fallback[2])

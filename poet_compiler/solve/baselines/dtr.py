@@ -1,0 +1,135 @@
+"""DTR-like online eviction (Kirisame et al., "Dynamic Tensor Rematerialization", 2021).
+
+The strategy *executes* the step in stage order with a RAM limit of the activation
+budget and emits the Program directly (only COMPUTE and FREE; the simulator judges it).
+Before each computation it makes the inputs resident — an evicted input is recomputed on
+demand, recursively — and then evicts resident tensors until the output and workspace
+fit. The victim minimizes DTR's heuristic ``h = cost / (bytes * staleness)``, where
+``cost`` is the tensor's compute time (plus that of its evicted inputs, DTR's local
+"evicted neighbourhood" approximation), ``staleness`` is the time since its last use,
+measured on a clock that advances by compute time. Tensors that an in-progress
+computation reads are locked; pinned tensors are never evicted (they cannot be
+recomputed). A tensor is freed for good as soon as no future computation can need it:
+none of its consumers is still to be computed for the first time, and no evicted tensor
+that may still be needed reads it.
+
+DTR knows nothing of paging or deadlines: in modes without recomputation it reports
+infeasible; a plan that misses the deadline is reported infeasible too.
+"""
+
+from __future__ import annotations
+
+import time
+
+from poet_compiler.graph.ir import TrainingGraph
+from poet_compiler.schedule.program import Instruction, Op, Program
+from poet_compiler.solve.baselines._common import finish, infeasible
+from poet_compiler.solve.problem import Problem
+from poet_compiler.solve.result import Result
+
+
+class EvictionFailed(Exception):
+    """Nothing evictable is left and the next allocation still does not fit."""
+
+
+class _Run:
+    def __init__(self, graph: TrainingGraph, compute_s: tuple[float, ...], budget: int) -> None:
+        self.g = graph
+        self.cost = compute_s
+        self.budget = budget
+        self.size = [node.output_bytes for node in graph.nodes]
+        self.work = [node.workspace_bytes for node in graph.nodes]
+        self.ram: set[int] = set()
+        self.locked: dict[int, int] = {}
+        self.last_use: dict[int, float] = {}
+        self.computed = [False] * graph.n
+        self.live = 0
+        self.clock = 0.0
+        self.out: list[Instruction] = []
+
+    # ---- liveness ------------------------------------------------------------------
+    def needed(self, t: int) -> list[bool]:
+        """``needed[i]``: tensor ``i`` may still be read once stage ``t`` has started."""
+        n = self.g.n
+        need = [False] * n
+        for i in range(n - 1, -1, -1):
+            for c in self.g.consumers[i]:
+                # c still to be computed for the first time, or c evicted but still needed.
+                if c >= t or (need[c] and c not in self.ram):
+                    need[i] = True
+                    break
+        return need
+
+    def free_dead(self, t: int) -> None:
+        need = self.needed(t)
+        for i in sorted(self.ram):
+            if not need[i] and i not in self.locked:
+                self._free(i)
+
+    def _free(self, i: int) -> None:
+        self.ram.discard(i)
+        self.live -= self.size[i]
+        self.out.append(Instruction(Op.FREE, i))
+
+    # ---- eviction ------------------------------------------------------------------
+    def _score(self, i: int) -> float:
+        cost = self.cost[i] + sum(self.cost[j] for j in self.g.nodes[i].inputs if j not in self.ram)
+        stale = self.clock - self.last_use.get(i, 0.0) + 1e-12
+        return cost / (max(1, self.size[i]) * stale)
+
+    def make_room(self, need_bytes: int) -> None:
+        while self.live + need_bytes > self.budget:
+            victims = [i for i in self.ram if i not in self.locked and not self.g.nodes[i].pinned]
+            if not victims:
+                raise EvictionFailed(
+                    f"cannot fit {need_bytes} more bytes under {self.budget} with "
+                    f"{self.live} bytes locked or pinned"
+                )
+            victim = min(victims, key=lambda i: (self._score(i), i))
+            self._free(victim)
+
+    # ---- execution -----------------------------------------------------------------
+    def materialize(self, k: int) -> None:
+        """Compute ``k`` (recomputing evicted inputs first), evicting to make room."""
+        for i in self.g.nodes[k].inputs:
+            if i not in self.ram:
+                if self.g.nodes[i].pinned or not self.computed[i]:
+                    raise EvictionFailed(f"input {i} of node {k} is gone and cannot be recomputed")
+                self.materialize(i)
+            self.locked[i] = self.locked.get(i, 0) + 1
+        self.make_room(self.size[k] + self.work[k])
+        self.out.append(Instruction(Op.COMPUTE, k))
+        self.ram.add(k)
+        self.live += self.size[k]
+        self.computed[k] = True
+        self.clock += self.cost[k]
+        self.last_use[k] = self.clock
+        for i in self.g.nodes[k].inputs:
+            self.last_use[i] = self.clock
+            self.locked[i] -= 1
+            if not self.locked[i]:
+                del self.locked[i]
+
+
+def dtr_program(graph: TrainingGraph, compute_s: tuple[float, ...], budget: int) -> Program:
+    """The Program DTR executes under ``budget`` bytes; raises EvictionFailed."""
+    run = _Run(graph, compute_s, budget)
+    for t in range(graph.n):
+        run.free_dead(t)
+        run.materialize(t)
+    run.free_dead(graph.n)
+    return Program(n_nodes=graph.n, instructions=tuple(run.out))
+
+
+def dtr(problem: Problem) -> Result:
+    started = time.perf_counter()
+    name = "dtr"
+    if not problem.allows_remat:
+        return infeasible(problem, name, f"needs recomputation, which mode {problem.mode!r} forbids",
+                          started=started)
+    try:
+        program = dtr_program(problem.graph, problem.costs.compute_s, problem.activation_budget)
+    except EvictionFailed as exc:
+        return infeasible(problem, name, f"online eviction failed: {exc}", started=started)
+    return finish(problem, name, program, started=started,
+                  note=f"{program.n_recompute} recomputations by online eviction")

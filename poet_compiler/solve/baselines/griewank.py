@@ -1,0 +1,158 @@
+"""Griewank & Walther's binomial checkpointing (revolve) for training chains.
+
+Revolve reverses a chain of ``L`` uniform steps with at most ``s`` checkpoints and the
+least number of forward recomputations. The recursion: to deliver states ``c+d, ...,
+c+1`` (in that order) from a held state ``c`` with ``s`` free slots, either advance to
+``c+d`` storing nothing and start over for ``c+d-1 .. c+1``, or advance to ``c+m`` and
+store it, deliver ``c+d .. c+m+1`` from it with ``s-1`` slots, use ``c+m`` itself, free
+its slot and deliver ``c+m-1 .. c+1`` from ``c`` with ``s`` slots.
+:func:`revolve_table` computes the optimal cost and split ``m`` for every ``(d, s)``.
+
+Mapping to the stage model: the forward nodes must form a path (each forward node reads
+at most the previous forward node among forward nodes) and precede the rest. The initial
+forward sweep keeps the nested optimal split points (the checkpoints revolve stores on
+its first advance). At a backward stage that needs a dropped forward tensor ``j``, the
+stage recomputes from the nearest checkpoint ``c < j`` up to ``j`` and keeps the split
+points the table chooses for the free slots. Loss/backward/pinned nodes are never
+recomputed. Revolve assumes uniform step cost and size; the number of slots ``s`` is
+searched and the least-energy plan that fits the budget and deadline is kept.
+
+On graphs whose forward part is not a chain the strategy reports "unsupported".
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from poet_compiler.graph.ir import TrainingGraph
+from poet_compiler.schedule.schedule import Schedule
+from poet_compiler.solve.baselines._common import (
+    Figures, assemble, evaluate, finish, forward_phase, infeasible, recomputable,
+)
+from poet_compiler.solve.baselines.remat import plan_remat
+from poet_compiler.solve.problem import Problem
+from poet_compiler.solve.result import Result
+
+_BIG = np.iinfo(np.int64).max // 4
+
+
+def forward_chain(graph: TrainingGraph) -> list[int] | None:
+    """Forward nodes in order if they form a chain preceding every other node, else None."""
+    fwd = [node.id for node in graph.nodes if node.kind == "forward"]
+    if not fwd or fwd != list(range(len(fwd))):
+        return None
+    for pos, v in enumerate(fwd):
+        fw_inputs = [i for i in graph.nodes[v].inputs if graph.nodes[i].kind == "forward"]
+        if fw_inputs != ([] if pos == 0 else [pos - 1]):
+            return None
+    return fwd
+
+
+def revolve_table(length: int, slots: int) -> tuple[np.ndarray, np.ndarray]:
+    """``cost[d, s]``: recomputations to deliver ``d`` states downwards with ``s`` slots;
+    ``split[d, s]``: offset ``m`` of the checkpoint to store (0 = store none)."""
+    cost = np.zeros((length + 1, slots + 1), dtype=np.int64)
+    split = np.zeros((length + 1, slots + 1), dtype=np.int64)
+    for d in range(1, length + 1):
+        for s in range(slots + 1):
+            best, arg = d + cost[d - 1, s], 0      # advance to c+d storing nothing
+            if s >= 1 and d >= 2:
+                m = np.arange(1, d)
+                cand = m + cost[d - m, s - 1] + cost[m - 1, s]
+                j = int(np.argmin(cand))
+                if cand[j] < best:
+                    best, arg = int(cand[j]), int(m[j])
+            cost[d, s] = best
+            split[d, s] = arg
+    return cost, split
+
+
+class RevolvePolicy:
+    """Keeps the checkpoints revolve stores; recomputes from the nearest one."""
+
+    def __init__(self, graph: TrainingGraph, chain: list[int], slots: int, split: np.ndarray) -> None:
+        self.graph = graph
+        self.chain = chain
+        self.slots = slots
+        self.split = split
+        self.phase = forward_phase(graph)
+        self.droppable = recomputable(graph)
+        self.checkpoints: set[int] = set()
+        self._place(-1, len(chain) - 1, slots)    # the first sweep's checkpoints
+
+    def _place(self, c: int, j: int, free: int) -> None:
+        """Store the nested split points revolve chooses between held ``c`` and ``j``."""
+        while j - c >= 2 and free >= 1:
+            m = int(self.split[min(j - c, self.split.shape[0] - 1), free])
+            if m == 0:
+                return
+            self.checkpoints.add(c + m)
+            c, free = c + m, free - 1
+
+    def extra(self, t: int, missing: set[int], resident: set[int]) -> set[int]:
+        chain_missing = [j for j in missing if j < len(self.chain) and self.droppable[j]]
+        if chain_missing:
+            j = max(chain_missing)
+            held = [c for c in resident if c < j and c < len(self.chain)]
+            c = max(held, default=-1)
+            self.checkpoints &= resident
+            self._place(c, j, self.slots - len(self.checkpoints))
+        return set()
+
+    def keep(self, i: int, t: int, resident: set[int]) -> bool:
+        if i in self.checkpoints:
+            return True
+        if self.phase[t]:
+            return any(c > t and self.phase[c] for c in self.graph.consumers[i])
+        return False
+
+
+def revolve_schedule(graph: TrainingGraph, chain: list[int], slots: int,
+                     split: np.ndarray) -> Schedule:
+    policy = RevolvePolicy(graph, chain, slots, split)
+    return assemble(graph, plan_remat(graph, policy.droppable, policy))
+
+
+def slot_grid(length: int) -> list[int]:
+    """Slot counts to try: all up to 16, then roughly geometric up to the chain length
+    (capped at 96: beyond that revolve already stores nearly everything it wants)."""
+    top = min(length, 96)
+    out = set(range(0, min(top, 16) + 1))
+    s = 16
+    while s < top:
+        out.add(s)
+        s = int(s * 1.5)
+    out.add(top)
+    return sorted(out)
+
+
+def griewank(problem: Problem) -> Result:
+    started = time.perf_counter()
+    name = "griewank"
+    if not problem.allows_remat:
+        return infeasible(problem, name, f"needs recomputation, which mode {problem.mode!r} forbids",
+                          started=started)
+    graph = problem.graph
+    chain = forward_chain(graph)
+    if chain is None:
+        return infeasible(problem, name, "unsupported graph: revolve needs the forward nodes to form a "
+                          "chain that precedes the loss and backward nodes", started=started)
+    slots = slot_grid(len(chain))
+    _, split = revolve_table(len(chain), max(slots))
+    best: tuple[Schedule, Figures, int] | None = None
+    fallback: tuple[Schedule, Figures] | None = None
+    for s in slots:
+        sched = revolve_schedule(graph, chain, s, split)
+        fig = evaluate(problem, sched)
+        if fig.fits(problem):
+            if best is None or fig.energy_j < best[1].energy_j - 1e-15:
+                best = (sched, fig, s)
+        elif fallback is None or fig.peak_bytes < fallback[1].peak_bytes:
+            fallback = (sched, fig)
+    if best is not None:
+        return finish(problem, name, best[0], started=started, fig=best[1],
+                      note=f"{best[2]} checkpoint slots")
+    assert fallback is not None
+    return finish(problem, name, fallback[0], started=started, fig=fallback[1])
