@@ -134,7 +134,11 @@ class DeviceProfile(_Strict):
     def _every_number_cited(self) -> DeviceProfile:
         data = self.model_dump(exclude={"sources"})
         paths = set(_all_paths(data))
-        numeric = sorted(p for p, v in _leaves(data) if isinstance(v, (int, float)) and not isinstance(v, bool))
+        # 'measurement' is metadata about how a profile was made (thread count...), not a device figure
+        numeric = sorted(
+            p for p, v in leaves(data)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and not p.startswith("measurement.")
+        )
         for key in sorted(self.sources):
             if key not in paths:
                 hint = difflib.get_close_matches(key, sorted(paths), n=1)
@@ -156,11 +160,11 @@ class DeviceProfile(_Strict):
 
 
 # ---- paths inside a profile --------------------------------------------------------------
-def _leaves(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
+def leaves(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
     if isinstance(obj, dict):
         out: list[tuple[str, Any]] = []
         for k, v in obj.items():
-            out.extend(_leaves(v, f"{prefix}.{k}" if prefix else str(k)))
+            out.extend(leaves(v, f"{prefix}.{k}" if prefix else str(k)))
         return out
     return [(prefix, obj)]
 
@@ -225,7 +229,10 @@ def _submodels(annotation: Any) -> list[type[BaseModel]]:
 
 def _describe(exc: ValidationError) -> str:
     """The first pydantic error as '<field.path>: <what is wrong>'."""
-    err = exc.errors()[0]
+    # An unknown key first: a misspelled key also shows up as the real one "missing",
+    # and the misspelling is what the user must fix.
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    err = errors[0]
     loc = [str(k) if not isinstance(k, int) else f"[{k}]" for k in err["loc"]]
     path = ".".join(loc).replace(".[", "[") or "(top level)"
     kind = err["type"]
