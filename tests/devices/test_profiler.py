@@ -1,0 +1,86 @@
+"""Host profiler: a quick real run writes a valid profile that the cost model can use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from poet_compiler.cli import main
+from poet_compiler.devices.cost_model import costs_for
+from poet_compiler.devices.profile import load_profile
+from poet_compiler.devices.profiler import RaplMeter, op_table_from_times, profile_host, time_fx_nodes
+from poet_compiler.errors import ProfileError
+from poet_compiler.graph.io import graph_from_dict
+
+NO_RAPL = Path("/nonexistent-powercap")
+
+
+def _graph():
+    nodes = [
+        {"id": 0, "name": "mm", "kind": "forward", "op": "aten.mm", "op_class": "matmul", "inputs": [],
+         "output_bytes": 4096, "flops": 2 * 32**3, "extra": {"signature": "aten.mm(f32[32,32],f32[32,32])"}},
+        {"id": 1, "name": "relu", "kind": "forward", "op": "aten.relu", "op_class": "elementwise", "inputs": [0],
+         "output_bytes": 4096, "flops": 1024, "extra": {"signature": "aten.relu(f32[32,32])"}},
+        {"id": 2, "name": "relu2", "kind": "forward", "op": "aten.relu", "op_class": "elementwise", "inputs": [1],
+         "output_bytes": 4096, "flops": 1024, "extra": {"signature": "aten.relu(f32[32,32])"}},
+    ]
+    return graph_from_dict({"format": "poet-graph/1", "name": "tiny", "nodes": nodes}, "tiny")
+
+
+def test_quick_cli_run_writes_a_usable_profile(tmp_path: Path) -> None:
+    out = tmp_path / "host.json"
+    rc = main(["profile", "-o", str(out), "--quick", "--power-w", "15", "--idle-w", "5",
+               "--page-file", str(tmp_path / "paging.bin")])
+    assert rc == 0
+    p = load_profile(out)
+    assert p.measurement is not None and p.measurement.energy_from == "power-w"
+    assert p.static_power_w == 5.0 and p.page_in.power_w == 15.0
+    assert not (tmp_path / "paging.bin").exists()  # the paging file is cleaned up
+    for c in ("conv", "matmul", "elementwise", "norm", "reduction", "data", "other"):
+        assert getattr(p.compute, c).throughput_flops > 0
+    assert p.compute.other.throughput_flops == min(
+        getattr(p.compute, c).throughput_flops for c in ("conv", "matmul", "elementwise", "norm", "reduction", "data"))
+    assert p.page_in.bandwidth_bps > 0 and p.page_out.latency_s >= 0 and p.memory.bandwidth_bps > 0
+    t = costs_for(_graph(), p)
+    assert all(s > 0 for s in t.compute_s) and t.device == "host" and t.static_w == 5.0
+
+
+def test_refuses_without_an_energy_source() -> None:
+    with pytest.raises(ProfileError, match="no readable RAPL.*--power-w"):
+        profile_host(quick=True, rapl_root=NO_RAPL)
+    with pytest.raises(ProfileError, match="--power-w must be positive"):
+        profile_host(quick=True, power_w=-1.0, rapl_root=NO_RAPL)
+
+
+def test_rapl_meter_reads_package_counters_with_wraparound(tmp_path: Path) -> None:
+    pkg = tmp_path / "intel-rapl:0"
+    sub = tmp_path / "intel-rapl:0:0"
+    for d in (pkg, sub):
+        d.mkdir()
+        (d / "max_energy_range_uj").write_text("1000\n")
+    (pkg / "energy_uj").write_text("900\n")
+    (sub / "energy_uj").write_text("5\n")
+    m = RaplMeter(tmp_path)
+    assert m.available and len(m.domains) == 1  # the sub-domain is inside the package: not counted twice
+    start = m.read_uj()
+    (pkg / "energy_uj").write_text("100\n")  # wrapped: 900 -> 1000 -> 100 = 200 uJ
+    assert m.joules_since(start) == pytest.approx(200e-6)
+    assert not RaplMeter(NO_RAPL).available
+
+
+def test_op_table_from_fx_times() -> None:
+    import torch
+    import torch.fx
+
+    class M(torch.nn.Module):
+        def forward(self, a, b):
+            return torch.relu(torch.relu(torch.mm(a, b)))
+
+    gm = torch.fx.symbolic_trace(M())
+    times = time_fx_nodes(gm, [torch.randn(32, 32), torch.randn(32, 32)])
+    names = [n.name for n in gm.graph.nodes if n.op == "call_function"]
+    assert set(names) <= set(times) and all(times[n] > 0 for n in names)
+    table = op_table_from_times(_graph(), [[names[0]], [names[1]], [names[2]]], times, overhead_s=1e-9)
+    assert set(table) == {"aten.mm(f32[32,32],f32[32,32])", "aten.relu(f32[32,32])"}
+    assert table["aten.mm(f32[32,32],f32[32,32])"] == pytest.approx(times[names[0]])
