@@ -91,12 +91,17 @@ class _Run:
     # ---- execution -----------------------------------------------------------------
     def materialize(self, k: int) -> None:
         """Compute ``k`` (recomputing evicted inputs first), evicting to make room."""
-        for i in self.g.nodes[k].inputs:
+        inputs = self.g.nodes[k].inputs
+        # Lock the resident inputs first, so rematerializing a missing one cannot evict them.
+        for i in inputs:
+            if i in self.ram:
+                self.locked[i] = self.locked.get(i, 0) + 1
+        for i in inputs:
             if i not in self.ram:
                 if self.g.nodes[i].pinned or not self.computed[i]:
                     raise EvictionFailed(f"input {i} of node {k} is gone and cannot be recomputed")
                 self.materialize(i)
-            self.locked[i] = self.locked.get(i, 0) + 1
+                self.locked[i] = self.locked.get(i, 0) + 1
         self.make_room(self.size[k] + self.work[k])
         self.out.append(Instruction(Op.COMPUTE, k))
         self.ram.add(k)

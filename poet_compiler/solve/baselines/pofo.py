@@ -17,7 +17,8 @@ The dynamic program runs over chain positions with the kept bytes (quantized to 
 the budget, rounded up) as state, minimizing the extra energy — recompute energy of
 dropped tensors plus page-out/page-in energy of offloaded ones, each with static power
 times the time it adds (paging adds no time when the device overlaps it with compute).
-Peak memory is approximated as kept bytes + the largest recomputed segment; the DP is
+Peak memory is approximated as kept bytes + the largest recomputed segment (or the
+kept tail, whichever is larger); the DP is
 solved for a grid of segment caps and kept-byte limits, every distinct solution is
 replayed in the simulator, and the least-energy one that fits the budget and deadline
 is returned. Non-chain graphs are reported unsupported.
@@ -96,12 +97,15 @@ def solve_dp(m: list[int], rec: list[float], off: list[float], unit: float, seg_
                     b_fate[p + 1, better + add_q] = fate
     # Finish: last checkpoint at p; the tail p+1..L-1 is kept.
     best: list[tuple[float, int, int]] = [(_INF, -1, -1)] * (_Q + 1)
+    # The tail is live at the start of the backward pass like a recomputed segment, and is
+    # freed as the backward pass walks through it: it counts against the segment cap.
     for p in range(-1, L):
-        tail = sum(buckets[p + 1:])
-        for q in range(_Q + 1 - tail):
+        if sum(m[p + 1:]) > max(seg_cap, m[-1]):
+            continue
+        for q in range(_Q + 1):
             e = f[p + 1, q]
-            if e < best[q + tail][0]:
-                best[q + tail] = (e, p + 1, q)
+            if e < best[q][0]:
+                best[q] = (e, p + 1, q)
     out: list[list[int] | None] = []
     running: tuple[float, int, int] = (_INF, -1, -1)
     for qlim in range(_Q + 1):
