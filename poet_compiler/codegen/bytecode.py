@@ -60,6 +60,7 @@ IMM_ESCAPE = 31
 U32 = 0xFFFFFFFF
 MAX_ARENA = 1 << 30   # offsets share a 32-bit word with two state bits on the device
 MAX_PALETTE_WIDTH = 24  # bits per packed size index
+MAX_NODES = 1 << 20     # far above any real graph; bounds the decoder's work
 
 # Error classes: the names are the C runtime's error codes (poet_runtime.h).
 E_TRUNCATED = "POET_E_TRUNCATED"
@@ -279,6 +280,8 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
     the size figures: bytes per section, total, bytes per instruction.
     """
     n = program.n_nodes
+    if not 0 <= n <= MAX_NODES:
+        raise BytecodeFormatError(E_COUNT, f"cannot encode: {n} nodes (the format allows 0..{MAX_NODES})")
     if graph is not None and graph.n != n:
         raise BytecodeFormatError(E_COUNT, f"cannot encode: program has {n} nodes but graph {graph.name!r} has {graph.n}")
     if program.arena_bytes is not None and not 0 <= program.arena_bytes < MAX_ARENA:
@@ -575,6 +578,8 @@ def decode(data: bytes) -> DecodedProgram:
     arena = r.varint("arena size") if flags & F_ARENA else None
     if arena is not None and arena >= MAX_ARENA:
         raise BytecodeFormatError(E_OFFSET, f"arena of {arena} B exceeds the {MAX_ARENA} B limit")
+    if n > MAX_NODES:
+        raise BytecodeFormatError(E_COUNT, f"{n} nodes exceed the format's limit of {MAX_NODES}")
     header_end = r.pos
     # Every instruction takes at least one byte: a count beyond the file is a lie.
     if n_instr > r.end - r.pos:

@@ -1,0 +1,491 @@
+/*
+ * poet_runtime.c - C99 loader and interpreter for .poet bytecode (docs/bytecode.md).
+ *
+ * Every read goes through a bounds-checked cursor, every count is checked against the
+ * bytes that are left before anything loops over it, and all arithmetic on untrusted
+ * values is done in 64 bits, so no input can read out of bounds, overflow or hang.
+ * The checks and their order mirror poet_compiler/codegen/bytecode.py, so the Python
+ * decoder and this runtime report the same error class for the same file.
+ */
+#include "poet_runtime.h"
+
+#define PREFIX 10u
+#define IMM_ESCAPE 31u
+#define MAX_BITS 24u
+#define U32MAX 0xFFFFFFFFu
+
+enum { C_SEQ, C_NEW, C_X, C_FREE_C, C_FREE_F, C_PAGE_OUT, C_PAGE_IN, C_FENCE };
+
+uint32_t poet_crc32(const uint8_t *data, size_t len)
+{
+    uint32_t crc = U32MAX;
+    size_t i;
+    int k;
+    for (i = 0; i < len; i++) {
+        crc ^= data[i];
+        for (k = 0; k < 8; k++)
+            crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
+/* ---- bounded reads ------------------------------------------------------------- */
+static int rd_u8(const poet_prog *p, uint32_t *pos, uint32_t *out)
+{
+    if (*pos >= p->len)
+        return POET_E_TRUNCATED;
+    *out = p->buf[(*pos)++];
+    return POET_OK;
+}
+
+/* Unsigned LEB128, at most 5 bytes, value < 2^32, minimal encoding. */
+static int rd_var(const poet_prog *p, uint32_t *pos, uint32_t *out)
+{
+    uint64_t value = 0;
+    uint32_t start = *pos, shift, byte;
+    for (shift = 0; shift < 35u; shift += 7u) {
+        if (rd_u8(p, pos, &byte) != POET_OK)
+            return POET_E_TRUNCATED;
+        value |= (uint64_t)(byte & 0x7Fu) << shift;
+        if (!(byte & 0x80u)) {
+            if (value > U32MAX || (byte == 0u && *pos - start > 1u))
+                return POET_E_MALFORMED;
+            *out = (uint32_t)value;
+            return POET_OK;
+        }
+    }
+    return POET_E_MALFORMED;
+}
+
+/* Instruction immediate: 5 bits, 31 continues with a varint. */
+static int rd_imm(const poet_prog *p, uint32_t *pos, uint32_t first, uint32_t *out)
+{
+    uint32_t more;
+    int rc;
+    *out = first >> 3;
+    if (*out != IMM_ESCAPE)
+        return POET_OK;
+    rc = rd_var(p, pos, &more);
+    if (rc != POET_OK)
+        return rc;
+    if ((uint64_t)more + IMM_ESCAPE > U32MAX)
+        return POET_E_MALFORMED;
+    *out = more + IMM_ESCAPE;
+    return POET_OK;
+}
+
+static int64_t unzz(uint32_t v) { return (v & 1u) ? -(int64_t)((v >> 1) + 1u) : (int64_t)(v >> 1); }
+
+static uint32_t rd_le(const uint8_t *b, uint32_t width)
+{
+    uint32_t v = 0, i;
+    for (i = 0; i < width; i++)
+        v |= (uint32_t)b[i] << (8u * i);
+    return v;
+}
+
+/* ---- size tables --------------------------------------------------------------- */
+static uint32_t pal_entry(const poet_prog *p, const poet_sizes *t, uint32_t k)
+{
+    return rd_le(p->buf + t->pal + k * t->width, t->width) << t->shift;
+}
+
+static uint32_t pal_index(const poet_prog *p, const poet_sizes *t, uint32_t node)
+{
+    uint32_t bit = node * t->bits, v = 0, i;
+    for (i = 0; i < t->bits; i++, bit++)
+        v |= (uint32_t)((p->buf[t->idx + (bit >> 3)] >> (bit & 7u)) & 1u) << i;
+    return v;
+}
+
+static uint32_t table_value(const poet_prog *p, const poet_sizes *t, uint32_t node)
+{
+    return pal_entry(p, t, pal_index(p, t, node));
+}
+
+static int rd_sizes(poet_prog *p, uint32_t *pos, poet_sizes *t)
+{
+    uint32_t shift, width, count, k, bits, nbytes;
+    uint64_t need;
+    int rc;
+    if ((rc = rd_u8(p, pos, &shift)) || (rc = rd_u8(p, pos, &width)))
+        return rc;
+    if (shift > 31u || width < 1u || width > 4u)
+        return POET_E_MALFORMED;
+    if ((rc = rd_var(p, pos, &count)))
+        return rc;
+    if (count > p->n_nodes)
+        return POET_E_COUNT;
+    need = (uint64_t)count * width;
+    if (need > p->len - *pos)
+        return POET_E_TRUNCATED;
+    t->pal = *pos;
+    t->count = count;
+    t->shift = (uint8_t)shift;
+    t->width = (uint8_t)width;
+    for (k = 0; k < count; k++)
+        if (((uint64_t)rd_le(p->buf + *pos + k * width, width) << shift) > U32MAX)
+            return POET_E_MALFORMED;
+    *pos += (uint32_t)need;
+    if (p->n_nodes && !count)
+        return POET_E_COUNT;
+    for (bits = 0; count > 1u && ((count - 1u) >> bits); bits++) {
+    }
+    if (bits > MAX_BITS)
+        return POET_E_MALFORMED;
+    t->bits = (uint8_t)bits;
+    need = ((uint64_t)p->n_nodes * bits + 7u) / 8u;
+    if (need > p->len - *pos)
+        return POET_E_TRUNCATED;
+    nbytes = (uint32_t)need;
+    t->idx = *pos;
+    *pos += nbytes;
+    for (k = 0; k < p->n_nodes; k++)
+        if (pal_index(p, t, k) >= count)
+            return POET_E_COUNT;
+    return POET_OK;
+}
+
+/* Offset of entry `index` of the offset table (validated at open). */
+static uint32_t offset_entry(const poet_prog *p, uint32_t index)
+{
+    uint32_t pos = p->off_tab, v = 0, j, acc = 0;
+    for (j = 0; j <= index; j++) {
+        (void)rd_var(p, &pos, &v);
+        acc += v < p->sizes.count ? pal_entry(p, &p->sizes, v) : v - p->sizes.count;
+    }
+    return acc;
+}
+
+static int rd_offsets(poet_prog *p, uint32_t *pos)
+{
+    uint32_t count, j, v;
+    uint64_t acc = 0, gap;
+    int rc;
+    if ((rc = rd_var(p, pos, &count)))
+        return rc;
+    if (count > p->n_instr)
+        return POET_E_COUNT;
+    if (count > p->len - *pos)
+        return POET_E_TRUNCATED;
+    p->off_tab = *pos;
+    p->n_off = count;
+    for (j = 0; j < count; j++) {
+        if ((rc = rd_var(p, pos, &v)))
+            return rc;
+        gap = v < p->sizes.count ? pal_entry(p, &p->sizes, v) : (uint64_t)v - p->sizes.count;
+        if (j && gap == 0u)
+            return POET_E_MALFORMED;
+        acc += gap;
+        if (acc >= POET_MAX_ARENA)
+            return POET_E_OFFSET;
+    }
+    if (count && acc > p->arena_bytes)
+        return POET_E_OFFSET;
+    return POET_OK;
+}
+
+/* ---- one instruction ------------------------------------------------------------ */
+uint32_t poet_node_bytes(const poet_prog *p, uint32_t node)
+{
+    return node < p->n_nodes ? table_value(p, &p->sizes, node) : 0u;
+}
+
+uint32_t poet_node_workspace(const poet_prog *p, uint32_t node)
+{
+    return (node < p->n_nodes && p->has_work) ? table_value(p, &p->work, node) : 0u;
+}
+
+static int take_slot(poet_prog *p, uint32_t code, uint32_t *offset)
+{
+    int64_t index = (int64_t)p->prev_slot + unzz(code);
+    if (index < 0 || index >= (int64_t)p->n_off)
+        return POET_E_OFFSET;
+    p->prev_slot = (uint32_t)index;
+    *offset = offset_entry(p, (uint32_t)index);
+    return POET_OK;
+}
+
+/* Allocation checks (node range, state, arena bounds, overlap), as the Python _Machine. */
+static int check_alloc(const poet_prog *p, int64_t node, uint32_t offset, int page_in, int full)
+{
+    uint32_t w, j, size, osize, at;
+    uint64_t end;
+    if (node < 0 || node >= (int64_t)p->n_nodes)
+        return POET_E_NODE;
+    w = p->where[node];
+    if (POET_WHERE_RESIDENT(w))
+        return POET_E_STATE;
+    if (page_in && !(w & POET_WHERE_FLASH))
+        return POET_E_STATE;
+    size = poet_node_bytes(p, (uint32_t)node);
+    end = (uint64_t)offset + size + (page_in ? 0u : poet_node_workspace(p, (uint32_t)node));
+    if (end > p->arena_bytes)
+        return POET_E_OFFSET;
+    if (full && end > offset) {
+        for (j = 0; j < p->n_nodes; j++) {
+            w = p->where[j];
+            if (!POET_WHERE_RESIDENT(w))
+                continue;
+            osize = poet_node_bytes(p, j);
+            at = POET_WHERE_OFFSET(w);
+            if (osize && offset < (uint64_t)at + osize && at < end)
+                return POET_E_OVERLAP;
+        }
+    }
+    return POET_OK;
+}
+
+/* Decode the instruction at pc, check it, and (when cb != NULL or dry) apply it. */
+static int exec_one(poet_prog *p, const poet_callbacks *cb, void *user, poet_instr *ins, int full)
+{
+    poet_prog save = *p;
+    uint32_t pos = p->pc, first, imm, code, off = 0, slot, w;
+    int64_t node = 0;
+    int rc;
+    if (p->index >= p->n_instr)
+        return POET_DONE;
+    if ((rc = rd_u8(p, &pos, &first)) || (rc = rd_imm(p, &pos, first, &imm)))
+        return rc;
+    code = first & 7u;
+    ins->node = ins->offset = ins->bytes = ins->workspace = 0;
+    switch (code) {
+    case C_SEQ:
+    case C_NEW:
+    case C_X:
+        if (code == C_X) {
+            node = (int64_t)p->prev_compute + 1 + unzz(imm);
+            if ((rc = rd_var(p, &pos, &slot)))
+                return rc;
+        } else {
+            node = code == C_SEQ ? (int64_t)p->prev_compute + 1 : (int64_t)p->frontier;
+            slot = imm;
+        }
+        if ((rc = take_slot(p, slot, &off)) || (rc = check_alloc(p, node, off, 0, full)))
+            goto fail;
+        ins->op = POET_OP_COMPUTE;
+        p->prev_compute = (int32_t)node;
+        if ((uint32_t)node + 1u > p->frontier)
+            p->frontier = (uint32_t)node + 1u;
+        break;
+    case C_PAGE_IN:
+        node = (int64_t)p->last_io + unzz(imm);
+        if ((rc = rd_var(p, &pos, &slot)) || (rc = take_slot(p, slot, &off)) ||
+            (rc = check_alloc(p, node, off, 1, full)))
+            goto fail;
+        ins->op = POET_OP_PAGE_IN;
+        p->last_io = (uint32_t)node;
+        break;
+    case C_FREE_C:
+    case C_FREE_F:
+    case C_PAGE_OUT:
+        node = (code == C_FREE_C ? (int64_t)p->prev_compute : code == C_FREE_F ? (int64_t)p->far_free
+                                                                               : (int64_t)p->last_io) + unzz(imm);
+        if (node < 0 || node >= (int64_t)p->n_nodes) {
+            rc = POET_E_NODE;
+            goto fail;
+        }
+        if (!POET_WHERE_RESIDENT(p->where[node])) {
+            rc = POET_E_STATE;
+            goto fail;
+        }
+        off = POET_WHERE_OFFSET(p->where[node]);
+        if (code == C_PAGE_OUT) {
+            ins->op = POET_OP_PAGE_OUT;
+            p->last_io = (uint32_t)node;
+        } else {
+            ins->op = POET_OP_FREE;
+            if (code == C_FREE_F)
+                p->far_free = (uint32_t)node;
+        }
+        break;
+    default:
+        if (imm) {
+            rc = POET_E_OPCODE;
+            goto fail;
+        }
+        ins->op = POET_OP_FENCE;
+        break;
+    }
+    if (ins->op != POET_OP_FENCE) {
+        ins->node = (uint32_t)node;
+        ins->offset = off;
+        ins->bytes = poet_node_bytes(p, (uint32_t)node);
+        if (ins->op == POET_OP_COMPUTE)
+            ins->workspace = poet_node_workspace(p, (uint32_t)node);
+    }
+    /* Apply: callbacks first where they need the old state, then the where table. */
+    w = ins->op == POET_OP_FENCE ? 0u : p->where[node];
+    rc = POET_OK;
+    switch (ins->op) {
+    case POET_OP_COMPUTE:
+        p->where[node] = off | (w & POET_WHERE_FLASH);
+        if (cb && cb->compute && cb->compute(user, (uint32_t)node, p->arena, p->where))
+            rc = POET_E_CALLBACK;
+        break;
+    case POET_OP_PAGE_IN:
+        if (cb && cb->page_in && cb->page_in(user, (uint32_t)node, p->arena, off, ins->bytes))
+            rc = POET_E_CALLBACK;
+        p->where[node] = off | POET_WHERE_FLASH;
+        break;
+    case POET_OP_PAGE_OUT:
+        if (cb && cb->page_out && cb->page_out(user, (uint32_t)node, p->arena, off, ins->bytes))
+            rc = POET_E_CALLBACK;
+        p->where[node] = w | POET_WHERE_FLASH;
+        break;
+    case POET_OP_FREE:
+        if (cb && cb->free && cb->free(user, (uint32_t)node, p->arena, off, ins->bytes))
+            rc = POET_E_CALLBACK;
+        p->where[node] = w | POET_WHERE_GONE;
+        break;
+    default:
+        if (cb && cb->fence && cb->fence(user))
+            rc = POET_E_CALLBACK;
+        break;
+    }
+    if (rc != POET_OK) {
+        if (ins->op != POET_OP_FENCE)
+            p->where[node] = w;
+        goto fail;
+    }
+    p->pc = pos;
+    p->index++;
+    return POET_OK;
+fail:
+    /* Leave registers as they were, so the instruction can be retried. */
+    save.where = p->where;
+    *p = save;
+    return rc;
+}
+
+static void rewind_state(poet_prog *p)
+{
+    uint32_t i;
+    p->pc = p->code;
+    p->index = 0;
+    p->frontier = p->far_free = p->last_io = p->prev_slot = 0;
+    p->prev_compute = -1;
+    for (i = 0; i < p->n_nodes; i++)
+        p->where[i] = POET_WHERE_NONE;
+}
+
+int poet_open(poet_prog *p, const uint8_t *buf, size_t len, uint8_t *arena, size_t arena_len,
+              uint32_t *where, size_t n_where)
+{
+    uint32_t pos = PREFIX, declared, flags, i;
+    poet_instr ins;
+    int rc;
+    if (!p || !buf || !where || !arena)
+        return POET_E_ARG;
+    p->buf = buf;
+    p->arena = arena;
+    p->where = where;
+    p->n_nodes = p->n_instr = p->arena_bytes = 0;
+    p->len = len > U32MAX ? U32MAX : (uint32_t)len;
+    if (len < PREFIX + 1u) {
+        for (i = 0; i < len && i < 4u; i++)
+            if (buf[i] != (uint8_t) "POET"[i])
+                return POET_E_MAGIC;
+        return POET_E_TRUNCATED;
+    }
+    if (buf[0] != 'P' || buf[1] != 'O' || buf[2] != 'E' || buf[3] != 'T')
+        return POET_E_MAGIC;
+    if (buf[4] != POET_VERSION)
+        return POET_E_VERSION;
+    flags = buf[5];
+    if ((flags & ~0x1Fu) || ((flags & POET_F_WORKSPACE) && !(flags & POET_F_SIZES)))
+        return POET_E_FLAGS;
+    if ((flags & (POET_F_SIZES | POET_F_OFFSETS | POET_F_ARENA)) != (POET_F_SIZES | POET_F_OFFSETS | POET_F_ARENA))
+        return POET_E_NOT_EXECUTABLE;
+    p->flags = (uint8_t)flags;
+    p->has_work = (uint8_t)((flags & POET_F_WORKSPACE) != 0u);
+    if ((rc = rd_var(p, &pos, &declared)))
+        return rc;
+    if (declared > len)
+        return POET_E_TRUNCATED;
+    if (declared < len)
+        return POET_E_LENGTH;
+    if (rd_le(buf + 6, 4) != poet_crc32(buf + PREFIX, len - PREFIX))
+        return POET_E_CRC;
+    if ((rc = rd_var(p, &pos, &p->n_nodes)) || (rc = rd_var(p, &pos, &p->n_instr)) ||
+        (rc = rd_var(p, &pos, &p->arena_bytes)))
+        return rc;
+    if (p->arena_bytes >= POET_MAX_ARENA)
+        return POET_E_OFFSET;
+    if (p->n_nodes > POET_MAX_NODES)
+        return POET_E_COUNT;
+    if (p->n_instr > p->len - pos)
+        return POET_E_COUNT;
+    if ((rc = rd_sizes(p, &pos, &p->sizes)))
+        return rc;
+    if (p->has_work && (rc = rd_sizes(p, &pos, &p->work)))
+        return rc;
+    if ((rc = rd_offsets(p, &pos)))
+        return rc;
+    if (p->n_instr > p->len - pos)
+        return POET_E_COUNT;
+    if (arena_len < p->arena_bytes || n_where < p->n_nodes)
+        return POET_E_RESOURCES;
+    p->code = pos;
+    /* Dry run: decode and check every instruction with the where table, no callbacks. */
+    rewind_state(p);
+    while ((rc = exec_one(p, NULL, NULL, &ins, 1)) == POET_OK) {
+    }
+    if (rc != POET_DONE)
+        return rc;
+    p->code_end = p->pc;
+    if (!(flags & POET_F_NODE_TABLE) && p->pc != p->len)
+        return POET_E_MALFORMED;
+    rewind_state(p);
+    return POET_OK;
+}
+
+void poet_reset(poet_prog *p)
+{
+    if (p && p->where)
+        rewind_state(p);
+}
+
+int poet_step(poet_prog *p, const poet_callbacks *cb, void *user, poet_instr *out)
+{
+    poet_instr tmp;
+    if (!p || !p->where)
+        return POET_E_ARG;
+    /* Overlap was checked by the dry run in poet_open; skip the O(n) scan here. */
+    return exec_one(p, cb, user, out ? out : &tmp, 0);
+}
+
+int poet_run(poet_prog *p, const poet_callbacks *cb, void *user)
+{
+    int rc;
+    while ((rc = poet_step(p, cb, user, NULL)) == POET_OK) {
+    }
+    return rc == POET_DONE ? POET_OK : rc;
+}
+
+uint32_t poet_n_nodes(const poet_prog *p) { return p->n_nodes; }
+uint32_t poet_n_instructions(const poet_prog *p) { return p->n_instr; }
+uint32_t poet_arena_bytes(const poet_prog *p) { return p->arena_bytes; }
+uint32_t poet_pc(const poet_prog *p) { return p->index; }
+
+int poet_node_table(const poet_prog *p, uint32_t *pos)
+{
+    if (!p || !pos || !(p->flags & POET_F_NODE_TABLE))
+        return 0;
+    *pos = p->code_end;
+    return 1;
+}
+
+const char *poet_strerror(int status)
+{
+    static const char *const names[] = {
+        "POET_OK", "POET_E_ARG", "POET_E_TRUNCATED", "POET_E_MAGIC", "POET_E_VERSION", "POET_E_FLAGS",
+        "POET_E_LENGTH", "POET_E_CRC", "POET_E_MALFORMED", "POET_E_COUNT", "POET_E_OPCODE", "POET_E_NODE",
+        "POET_E_OFFSET", "POET_E_STATE", "POET_E_OVERLAP", "POET_E_NOT_EXECUTABLE", "POET_E_RESOURCES",
+        "POET_E_CALLBACK"};
+    if (status == POET_DONE)
+        return "POET_DONE";
+    if (status <= 0 && status >= POET_E_CALLBACK)
+        return names[-status];
+    return "POET_E_UNKNOWN";
+}

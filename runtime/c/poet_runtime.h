@@ -1,0 +1,162 @@
+/*
+ * poet_runtime.h - C99 loader and interpreter for .poet schedule bytecode (version 1).
+ *
+ * The format is specified in docs/bytecode.md. The runtime never allocates, never
+ * prints and uses only <stddef.h>/<stdint.h>. The caller owns three pieces of memory:
+ *   - the .poet bytes (may live in flash; read only),
+ *   - the arena (arena_bytes from the header, RAM the kernels compute in),
+ *   - the "where" table: one uint32_t per graph node, which the runtime keeps up to
+ *     date with the arena offset of every node's buffer. The compute callback gets it,
+ *     so a kernel finds each input at arena + POET_WHERE_OFFSET(where[input]).
+ * poet_open() validates the whole file (header, CRC, every operand, and a dry run of
+ * every instruction: node ranges, residency, arena bounds, no overlap with any live
+ * buffer) before anything is executed; after a successful open, poet_step()/poet_run()
+ * can only fail when a callback fails.
+ *
+ * Copy poet_runtime.h and poet_runtime.c into a firmware project, or build the static
+ * library with the Makefile/CMakeLists.txt beside them.
+ */
+#ifndef POET_RUNTIME_H
+#define POET_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define POET_VERSION 1u
+
+/* Return codes. Negative values are errors; the names match the Python decoder's
+ * BytecodeFormatError.code. */
+enum poet_status {
+    POET_OK = 0,                /* success / instruction executed */
+    POET_DONE = 1,              /* poet_step: no instruction left */
+    POET_E_ARG = -1,            /* NULL pointer argument */
+    POET_E_TRUNCATED = -2,      /* file shorter than its header or declared length, or a field runs off the end */
+    POET_E_MAGIC = -3,          /* does not start with "POET" */
+    POET_E_VERSION = -4,        /* version byte is not POET_VERSION */
+    POET_E_FLAGS = -5,          /* unknown flag bits, or WORKSPACE without SIZES */
+    POET_E_LENGTH = -6,         /* declared length smaller than the buffer (trailing bytes) */
+    POET_E_CRC = -7,            /* CRC-32 mismatch */
+    POET_E_MALFORMED = -8,      /* bad varint, table shift/width, repeated offset, stray bytes */
+    POET_E_COUNT = -9,          /* more than 2^20 nodes, or a count/table index exceeds what the file can hold */
+    POET_E_OPCODE = -10,        /* FENCE with a nonzero operand */
+    POET_E_NODE = -11,          /* node id outside 0..n_nodes-1 */
+    POET_E_OFFSET = -12,        /* offset index outside the table, buffer past the arena, arena >= 1 GiB */
+    POET_E_STATE = -13,         /* COMPUTE/PAGE_IN of a resident node, FREE/PAGE_OUT of an absent one, PAGE_IN never paged out */
+    POET_E_OVERLAP = -14,       /* an allocation overlaps a live buffer */
+    POET_E_NOT_EXECUTABLE = -15,/* file lacks SIZES, OFFSETS or ARENA (a planning-stage file) */
+    POET_E_RESOURCES = -16,     /* caller's arena or where table is smaller than the file needs */
+    POET_E_CALLBACK = -17       /* a callback returned nonzero; the instruction was not executed */
+};
+
+/* Instruction opcodes as reported to the caller (same numbers as the Python Op enum). */
+enum poet_op { POET_OP_COMPUTE = 0, POET_OP_PAGE_OUT = 1, POET_OP_PAGE_IN = 2, POET_OP_FREE = 3, POET_OP_FENCE = 4 };
+
+/* Header flag bits. */
+#define POET_F_SIZES 0x01u
+#define POET_F_WORKSPACE 0x02u
+#define POET_F_OFFSETS 0x04u
+#define POET_F_ARENA 0x08u
+#define POET_F_NODE_TABLE 0x10u
+
+/* where[] entries: bits 0-29 the last arena offset, bit 30 "a copy is on flash",
+ * bit 31 "not in RAM". A never-allocated node holds POET_WHERE_NONE. */
+#define POET_WHERE_GONE 0x80000000u
+#define POET_WHERE_FLASH 0x40000000u
+#define POET_WHERE_NONE POET_WHERE_GONE
+#define POET_WHERE_OFFSET(w) ((w) & 0x3FFFFFFFu)
+#define POET_WHERE_RESIDENT(w) (((w) & POET_WHERE_GONE) == 0u)
+#define POET_MAX_ARENA 0x40000000u
+#define POET_MAX_NODES 0x100000u /* 2^20 */
+
+/* One decoded instruction (poet_step's optional output). For FENCE node = offset =
+ * bytes = 0. bytes is the node's output size; workspace its workspace (COMPUTE only),
+ * which lies right after the output in the arena. */
+typedef struct poet_instr {
+    uint8_t op;
+    uint32_t node;
+    uint32_t offset;
+    uint32_t bytes;
+    uint32_t workspace;
+} poet_instr;
+
+/* User callbacks. Any may be NULL (treated as success). Return 0 on success; anything
+ * else stops the run with POET_E_CALLBACK and leaves the instruction unexecuted, so a
+ * later poet_step() retries it.
+ *   compute: run node's kernel. Its output is at arena + POET_WHERE_OFFSET(where[node])
+ *            (already set), its workspace right after the output, and every input i at
+ *            arena + POET_WHERE_OFFSET(where[i]) (resident). The kernel knows its inputs.
+ *   page_out: start copying bytes at arena+offset to the node's flash slot. The buffer
+ *            stays untouched until the next fence.
+ *   page_in: start copying the node's flash slot to arena+offset; readable after the
+ *            next fence.
+ *   free:    the buffer at arena+offset is dead (bookkeeping only; may be NULL).
+ *   fence:   wait until every transfer started since the previous fence has finished. */
+typedef struct poet_callbacks {
+    int (*compute)(void *user, uint32_t node, uint8_t *arena, const uint32_t *where);
+    int (*page_out)(void *user, uint32_t node, uint8_t *arena, uint32_t offset, uint32_t bytes);
+    int (*page_in)(void *user, uint32_t node, uint8_t *arena, uint32_t offset, uint32_t bytes);
+    int (*free)(void *user, uint32_t node, uint8_t *arena, uint32_t offset, uint32_t bytes);
+    int (*fence)(void *user);
+} poet_callbacks;
+
+/* A per-node table of sizes: palette of distinct values + packed indices. */
+typedef struct poet_sizes {
+    uint32_t pal;    /* byte position of the palette entries */
+    uint32_t idx;    /* byte position of the packed indices */
+    uint32_t count;  /* palette entries */
+    uint8_t shift, width, bits;
+} poet_sizes;
+
+/* Loader and interpreter state (all the RAM the runtime uses besides the caller's
+ * where table). Fields are private; read them through the functions below. */
+typedef struct poet_prog {
+    const uint8_t *buf;
+    uint8_t *arena;
+    uint32_t *where;
+    uint32_t len, n_nodes, n_instr, arena_bytes;
+    poet_sizes sizes, work;
+    uint32_t off_tab, n_off, code, code_end;
+    /* execution registers */
+    uint32_t pc, index, frontier, far_free, last_io, prev_slot;
+    int32_t prev_compute;
+    uint8_t flags, has_work;
+} poet_prog;
+
+/* Validate buf[0..len) completely, then prepare to execute from the first instruction.
+ * arena must hold at least the header's arena size; where at least n_nodes entries.
+ * On error nothing is executed and the return value says why. */
+int poet_open(poet_prog *p, const uint8_t *buf, size_t len, uint8_t *arena, size_t arena_len,
+              uint32_t *where, size_t n_where);
+
+/* Rewind to the first instruction and reset the where table (to run the step again). */
+void poet_reset(poet_prog *p);
+
+/* Execute one instruction: POET_OK, POET_DONE at the end, or an error. */
+int poet_step(poet_prog *p, const poet_callbacks *cb, void *user, poet_instr *out);
+
+/* Execute every remaining instruction: POET_OK at the end, or the first error. */
+int poet_run(poet_prog *p, const poet_callbacks *cb, void *user);
+
+uint32_t poet_n_nodes(const poet_prog *p);
+uint32_t poet_n_instructions(const poet_prog *p);
+uint32_t poet_arena_bytes(const poet_prog *p);
+uint32_t poet_pc(const poet_prog *p);                       /* index of the next instruction */
+uint32_t poet_node_bytes(const poet_prog *p, uint32_t node); /* output bytes (0 if out of range) */
+uint32_t poet_node_workspace(const poet_prog *p, uint32_t node);
+/* Byte range [*pos, len) of the node table, or 0 if the file has none. */
+int poet_node_table(const poet_prog *p, uint32_t *pos);
+
+/* Short name of a status code ("POET_E_CRC"); never NULL. */
+const char *poet_strerror(int status);
+
+/* CRC-32 (IEEE 802.3, as zlib.crc32) of data[0..len). */
+uint32_t poet_crc32(const uint8_t *data, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* POET_RUNTIME_H */
