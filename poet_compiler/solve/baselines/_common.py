@@ -211,6 +211,8 @@ def finish(problem: Problem, strategy: str, plan: Schedule | Program, *, started
                           solve_time_s=time.perf_counter() - started, message=note)
     except ScheduleError as exc:   # e.g. the arena does not fit because of fragmentation
         return infeasible(problem, strategy, str(exc), started=started, attempt=fig)
+    if not result.ok and not result.message.startswith(f"{strategy}: "):
+        result.message = f"{strategy}: {result.message}"   # e.g. arena fragmentation
     return result
 
 
