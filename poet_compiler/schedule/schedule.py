@@ -27,7 +27,11 @@ class Schedule:
 
     @classmethod
     def checkpoint_all(cls, n: int) -> "Schedule":
-        """Compute each node once and keep everything: PyTorch's default."""
+        """Compute each node once and keep every tensor to the end of the step.
+
+        An upper bound on memory, handy in tests; PyTorch's default (free after last
+        use) is :func:`poet_compiler.solve.baselines.keep_all.checkpoint_all_schedule`.
+        """
         s = cls.empty(n)
         np.fill_diagonal(s.R, True)
         s.S_RAM[:] = np.tril(np.ones((n, n), dtype=bool), k=-1)

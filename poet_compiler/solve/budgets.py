@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from poet_compiler.devices.costs import CostTable
 from poet_compiler.errors import BudgetError
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.linearize import linearize
-from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.units import format_bytes, parse_duration, parse_relative, parse_size
 
@@ -28,7 +29,10 @@ class Reference:
 
 
 def reference(graph: TrainingGraph, costs: CostTable) -> Reference:
-    sim = simulate(graph, costs, linearize(graph, Schedule.checkpoint_all(graph.n)))
+    """Figures of PyTorch's default: compute once, free each tensor after its last use."""
+    from poet_compiler.solve.baselines._common import assemble
+
+    sim = simulate(graph, costs, linearize(graph, assemble(graph, np.eye(graph.n, dtype=bool))))
     return Reference(peak_bytes=sim.peak_bytes, runtime_s=sim.runtime_s, energy_j=sim.energy_j)
 
 
