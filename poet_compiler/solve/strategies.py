@@ -7,6 +7,7 @@ figures come from the simulator, so they can be compared side by side.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -51,7 +52,14 @@ def get_strategy(name: str) -> Callable[[Problem, SolveOptions], Result]:
     if name not in BASELINES:
         raise PoetError(f"unknown strategy {name!r}; known: {', '.join(strategy_names())}")
     fn = BASELINES[name]
-    return lambda problem, opts: fn(problem)
+
+    def run(problem: Problem, opts: SolveOptions) -> Result:
+        # Baselines take only a Problem; the MILP-backed ones (checkmate, paging_only)
+        # read the solver options from problem.options.
+        options = {**problem.options, **dataclasses.asdict(opts)}
+        return fn(dataclasses.replace(problem, options=options))
+
+    return run
 
 
 def run_strategy(name: str, problem: Problem, opts: SolveOptions | None = None) -> Result:
