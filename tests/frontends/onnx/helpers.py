@@ -16,7 +16,7 @@ def reference_output(path: str | Path, om: OnnxModel) -> np.ndarray:
     """The primary output as computed by onnx's reference evaluator on om's inputs."""
     ref = ReferenceEvaluator(onnx.load(str(path)))
     feeds = {n: t.numpy() for n, t in zip(om.input_names, om.example_inputs)}
-    return ref.run([om.output_name], feeds)[0]
+    return np.ascontiguousarray(ref.run([om.output_name], feeds)[0])
 
 
 def max_diff(a: torch.Tensor | np.ndarray, b: torch.Tensor | np.ndarray) -> float:
