@@ -1,0 +1,35 @@
+"""Solver backends behind one interface: ``solve(model, options) -> BackendResult``.
+
+- ``cpsat`` (default): OR-Tools CP-SAT, in process; costs are scaled to integers
+  (:mod:`.scaling`).
+- ``highs``: HiGHS through highspy, in a child process — the OR-Tools wheel bundles its
+  own HiGHS and the two native libraries cannot be loaded into one process.
+- ``gurobi``: gurobipy when installed with a license.
+"""
+
+from __future__ import annotations
+
+from poet_compiler.errors import SolverError
+from poet_compiler.solve.backends.base import BackendOptions, BackendResult
+from poet_compiler.solve.formulation.model import LinearModel
+
+SOLVERS = ("cpsat", "highs", "gurobi")
+
+
+def solve_model(model: LinearModel, solver: str, options: BackendOptions) -> BackendResult:
+    if solver == "cpsat":
+        from poet_compiler.solve.backends.cpsat import solve_cpsat
+
+        return solve_cpsat(model, options)
+    if solver == "highs":
+        from poet_compiler.solve.backends.highs import solve_highs
+
+        return solve_highs(model, options)
+    if solver == "gurobi":
+        from poet_compiler.solve.backends.gurobi import solve_gurobi
+
+        return solve_gurobi(model, options)
+    raise SolverError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
+
+
+__all__ = ["SOLVERS", "BackendOptions", "BackendResult", "solve_model"]

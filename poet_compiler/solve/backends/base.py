@@ -1,0 +1,76 @@
+"""The backend interface: options in, status/values/objective/bound out (physical units)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+BackendStatus = Literal["optimal", "feasible", "infeasible", "timeout"]
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    time_limit_s: float = 60.0
+    threads: int = 2
+    progress: bool = False
+    seed: int = 0
+
+
+@dataclass
+class BackendResult:
+    """``objective`` and ``bound`` are in the model's objective unit (J, B or s);
+    ``bound`` is a valid lower bound (rounding of scaled costs already subtracted)."""
+
+    status: BackendStatus
+    values: list[float] | None
+    objective: float | None
+    bound: float | None
+    solve_time_s: float
+    solver: str
+    message: str = ""
+    stats: dict[str, object] = field(default_factory=dict)
+
+
+def relative_gap(objective: float | None, bound: float | None) -> float | None:
+    if objective is None or bound is None:
+        return None
+    if objective <= 0:
+        return 0.0 if bound >= objective - 1e-12 else None
+    return max(0.0, (objective - bound) / abs(objective))
+
+
+class ProgressLine:
+    """A throttled one-line status on stderr: incumbent, bound, gap, elapsed."""
+
+    def __init__(self, solver: str, unit: str, enabled: bool, every_s: float = 0.5) -> None:
+        self.solver, self.unit, self.enabled, self.every_s = solver, unit, enabled, every_s
+        self.start = time.perf_counter()
+        self.last = -1e9
+        self.incumbent: float | None = None
+        self.bound: float | None = None
+        self.printed = False
+
+    def update(self, incumbent: float | None = None, bound: float | None = None, force: bool = False) -> None:
+        if incumbent is not None:
+            self.incumbent = incumbent
+        if bound is not None:
+            self.bound = bound
+        now = time.perf_counter()
+        if not self.enabled or (not force and now - self.last < self.every_s):
+            return
+        self.last = now
+        gap = relative_gap(self.incumbent, self.bound)
+        inc = "-" if self.incumbent is None else f"{self.incumbent:.6g} {self.unit}"
+        bnd = "-" if self.bound is None else f"{self.bound:.6g} {self.unit}"
+        g = "-" if gap is None else f"{100 * gap:.3f}%"
+        end = "\r" if sys.stderr.isatty() else "\n"
+        sys.stderr.write(f"[{self.solver}] {now - self.start:7.1f}s  incumbent {inc}  bound {bnd}  gap {g}   {end}")
+        sys.stderr.flush()
+        self.printed = True
+
+    def close(self) -> None:
+        if self.enabled and self.printed and sys.stderr.isatty():
+            sys.stderr.write("\n")
+            sys.stderr.flush()

@@ -1,0 +1,107 @@
+"""Child process of the HiGHS backend: read a pickled (LinearModel, options), solve, pickle the result.
+
+Imports highspy and nothing from OR-Tools (see :mod:`.highs`).
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import sys
+import time
+
+import numpy as np
+
+from poet_compiler.solve.backends.base import BackendOptions, BackendResult, ProgressLine
+from poet_compiler.solve.formulation.model import LinearModel
+
+
+def run(model: LinearModel, options: BackendOptions) -> BackendResult:
+    import highspy
+
+    started = time.perf_counter()
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("time_limit", float(options.time_limit_s))
+    h.setOptionValue("threads", int(options.threads))
+    h.setOptionValue("mip_rel_gap", 1e-9)
+    h.setOptionValue("mip_abs_gap", 1e-12)
+    h.setOptionValue("random_seed", int(options.seed))
+    inf = highspy.kHighsInf
+    n = model.n_vars
+    lp = highspy.HighsLp()
+    lp.num_col_ = n
+    lp.num_row_ = len(model.rows)
+    cost = np.zeros(n)
+    for v, c in model.objective.items():
+        cost[v] = c
+    lp.col_cost_ = cost
+    lp.col_lower_ = np.array(model.lb, dtype=float)
+    lp.col_upper_ = np.array(model.ub, dtype=float)
+    lp.row_lower_ = np.array([r.lo if math.isfinite(r.lo) else -inf for r in model.rows], dtype=float)
+    lp.row_upper_ = np.array([r.hi if math.isfinite(r.hi) else inf for r in model.rows], dtype=float)
+    # Column-wise sparse matrix.
+    cols: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    for j, r in enumerate(model.rows):
+        for v, c in r.terms.items():
+            cols[v].append((j, c))
+    start, index, value = [0], [], []
+    for col in cols:
+        for j, c in col:
+            index.append(j)
+            value.append(c)
+        start.append(len(index))
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = np.array(start, dtype=np.int32)
+    lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
+    lp.a_matrix_.value_ = np.array(value, dtype=float)
+    lp.integrality_ = [highspy.HighsVarType.kInteger if k == "bin" else highspy.HighsVarType.kContinuous
+                       for k in model.kind]
+    h.passModel(lp)
+    if model.hint:
+        sol = highspy.HighsSolution()
+        vals = np.array(model.lb, dtype=float)
+        for v, x in model.hint.items():
+            vals[v] = x
+        sol.col_value = list(vals)
+        try:
+            h.setSolution(sol)
+        except Exception:  # noqa: BLE001 - a rejected hint only loses the warm start
+            pass
+    line = ProgressLine("highs", model.objective_unit, options.progress, every_s=1.0)
+    if options.progress:
+        try:
+            def cb(callback_type, message, data_out, data_in, user_data):  # noqa: ANN001
+                line.update(data_out.objective_function_value, data_out.mip_dual_bound)
+            h.setCallback(cb, None)
+            h.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
+        except Exception:  # noqa: BLE001 - progress is best effort on older highspy
+            pass
+    h.run()
+    line.close()
+    elapsed = time.perf_counter() - started
+    status = h.getModelStatus()
+    info = h.getInfo()
+    stats = dict(model.stats())
+    MS = highspy.HighsModelStatus
+    if status == MS.kInfeasible:
+        return BackendResult("infeasible", None, None, None, elapsed, "highs", "proven infeasible", stats)
+    has_sol = info.primal_solution_status == 2   # kSolutionStatusFeasible
+    if not has_sol:
+        return BackendResult("timeout", None, None, None, elapsed, "highs",
+                             f"no solution ({h.modelStatusToString(status)})", stats)
+    values = list(h.getSolution().col_value)
+    obj = float(info.objective_function_value)
+    bound = float(info.mip_dual_bound)
+    st = "optimal" if status == MS.kOptimal else "feasible"
+    return BackendResult(st, values, obj, bound if math.isfinite(bound) else None, elapsed, "highs", "", stats)
+
+
+def main() -> None:
+    model, options = pickle.loads(sys.stdin.buffer.read())
+    result = run(model, options)
+    sys.stdout.buffer.write(pickle.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

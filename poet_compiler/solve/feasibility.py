@@ -1,0 +1,181 @@
+"""Infeasibility analysis: the smallest RAM at the problem's deadline, the smallest
+deadline at its RAM, and a one-line reason.
+
+Both minima are computed, not guessed, by optimizing the budget itself on the fast
+formulation (:func:`~poet_compiler.solve.formulation.fast.build_fast` with objective
+"ram" or "time") on CP-SAT, warm-started from checkpoint-all. A proven optimum gives the
+exact minimum; when the effort cap (time limit) stops the solver first, the result is a
+range ``[lower, upper]`` — the solver's bound and the best schedule found — and messages
+say "at least".
+
+Cheap lower bound used in messages: a node's working set, ``m_k + w_k + sum of its
+inputs``, must fit at its compute point in any schedule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from poet_compiler.errors import InfeasibleError
+from poet_compiler.schedule.linearize import linearize
+from poet_compiler.schedule.schedule import Schedule
+from poet_compiler.schedule.simulate import simulate
+from poet_compiler.solve.backends import BackendOptions, solve_model
+from poet_compiler.solve.formulation.fast import build_fast
+from poet_compiler.solve.problem import Problem
+from poet_compiler.units import format_bytes
+
+_DEADLINE_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A minimum as a range: ``lower`` proven, ``upper`` achieved by a schedule (None: none found)."""
+
+    lower: float
+    upper: float | None
+
+    @property
+    def exact(self) -> bool:
+        return self.upper is not None and self.upper <= self.lower * (1 + 1e-9) + 1e-12
+
+
+@dataclass
+class Explanation:
+    message: str
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def working_set(problem: Problem) -> tuple[int, int]:
+    """``(bytes, node)``: the largest ``output + workspace + inputs`` of any node."""
+    g = problem.graph
+    best = (0, 0)
+    for node in g.nodes:
+        need = node.output_bytes + node.workspace_bytes + sum(g.nodes[i].output_bytes for i in set(node.inputs))
+        best = max(best, (need, -node.id))
+    return best[0], -best[1]
+
+
+def _fixed(problem: Problem) -> int:
+    return problem.graph.fixed_bytes if problem.count_fixed else 0
+
+
+def _deadline_too_short(problem: Problem) -> bool:
+    return problem.deadline_s is not None and problem.deadline_s < problem.costs.compute_only_s * (1 - _DEADLINE_TOL)
+
+
+def ram_requirement(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> Requirement:
+    """Smallest RAM budget (``ram_budget_bytes`` units, fixed bytes included when counted)
+    for which a schedule exists at the problem's deadline and mode."""
+    if _deadline_too_short(problem):
+        raise InfeasibleError(
+            f"deadline {problem.deadline_s:.6g} s is below the compute-only minimum "
+            f"{problem.costs.compute_only_s:.6g} s: no RAM budget helps")
+    built = build_fast(problem, objective="ram")
+    built.hint_from(Schedule.checkpoint_all(problem.n))
+    out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=time_limit_s, threads=threads))
+    floor = working_set(problem)[0]
+    if out.values is None:
+        return Requirement(lower=float(floor + _fixed(problem)), upper=None)
+    upper = int(round(out.objective or 0))
+    lower = max(floor, math.ceil((out.bound or 0) - 1e-6)) if out.status != "optimal" else upper
+    return Requirement(lower=float(lower + _fixed(problem)), upper=float(upper + _fixed(problem)))
+
+
+def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> Requirement | None:
+    """Smallest step time of any schedule within the problem's RAM budget (None: no
+    schedule fits that RAM at any deadline). ``upper`` is the simulated runtime of the
+    fastest schedule found."""
+    free = dataclasses.replace(problem, deadline_s=None)
+    built = build_fast(free, objective="time")
+    out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=time_limit_s, threads=threads))
+    if out.status == "infeasible":
+        return None
+    lower = max(problem.costs.compute_only_s, out.bound or 0.0)
+    if out.values is None:
+        return Requirement(lower=lower, upper=None)
+    sched = built.schedule(out.values)
+    runtime = simulate(problem.graph, problem.costs, linearize(problem.graph, sched, mode=problem.mode)).runtime_s
+    if out.status == "optimal":
+        lower = runtime
+    return Requirement(lower=min(lower, runtime), upper=runtime)
+
+
+def min_ram(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> int:
+    """Smallest RAM budget that admits a schedule at the problem's deadline and mode.
+
+    Raises :class:`InfeasibleError` when no budget can work (deadline below compute-only)
+    or when the effort cap stopped the search before the minimum was proven.
+    """
+    req = ram_requirement(problem, time_limit_s=time_limit_s, threads=threads)
+    if not req.exact:
+        raise InfeasibleError(f"minimum RAM not proven within {time_limit_s:g} s: at least "
+                              f"{format_bytes(req.lower)}" + ("" if req.upper is None else
+                                                              f", and {format_bytes(req.upper)} works"))
+    return int(req.lower)
+
+
+def min_deadline(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> float:
+    """Smallest deadline that admits a schedule at the problem's RAM budget and mode."""
+    req = deadline_requirement(problem, time_limit_s=time_limit_s, threads=threads)
+    if req is None:
+        raise InfeasibleError(f"no schedule fits RAM {format_bytes(problem.ram_budget_bytes)} at any deadline")
+    if not req.exact:
+        raise InfeasibleError(f"minimum deadline not proven within {time_limit_s:g} s: at least {req.lower:.6g} s"
+                              + ("" if req.upper is None else f", and {req.upper:.6g} s works"))
+    return float(req.upper)  # type: ignore[arg-type]
+
+
+def _node_clause(problem: Problem) -> str:
+    need, k = working_set(problem)
+    g = problem.graph
+    node = g.nodes[k]
+    ins = sum(g.nodes[i].output_bytes for i in set(node.inputs))
+    parts = [f"inputs {format_bytes(ins)}", f"output {format_bytes(node.output_bytes)}"]
+    if node.workspace_bytes:
+        parts.append(f"workspace {format_bytes(node.workspace_bytes)}")
+    return f"node {node.name!r} alone needs {format_bytes(need)}: {' + '.join(parts)}"
+
+
+def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> Explanation:
+    """Why no schedule exists, with the smallest RAM and/or deadline that would work."""
+    half = max(1.0, time_limit_s / 2)
+    at = "no deadline" if problem.deadline_s is None else f"deadline {problem.deadline_s:.6g} s"
+    extra: dict[str, object] = {}
+    dl = deadline_requirement(problem, time_limit_s=half, threads=threads)
+    if dl is not None:
+        extra["min_deadline_s"] = dl.upper if dl.exact else None
+        extra["min_deadline_lower_s"] = dl.lower
+    if _deadline_too_short(problem):
+        msg = (f"infeasible: deadline {problem.deadline_s:.6g} s < compute-only minimum "
+               f"{problem.costs.compute_only_s:.6g} s (every node must run once)")
+        if dl is not None and dl.upper is not None:
+            msg += f"; at RAM {format_bytes(problem.ram_budget_bytes)} the smallest deadline is {dl.upper:.6g} s"
+        return Explanation(msg, extra)
+    req = ram_requirement(problem, time_limit_s=half, threads=threads)
+    extra["min_ram_bytes"] = int(req.lower) if req.exact else None
+    extra["min_ram_lower_bytes"] = int(req.lower)
+    if req.lower > problem.ram_budget_bytes:
+        need = format_bytes(req.lower) if req.exact else f"at least {format_bytes(req.lower)}"
+        msg = (f"infeasible: RAM {format_bytes(problem.ram_budget_bytes)} < {need} needed at {at} "
+               f"in mode {problem.mode} ({_node_clause(problem)})")
+        if problem.deadline_s is not None and dl is not None and dl.upper is not None:
+            msg += f"; at this RAM the smallest deadline is {dl.upper:.6g} s"
+        return Explanation(msg, extra)
+    if dl is not None and dl.upper is not None:
+        need = f"{dl.upper:.6g} s" if dl.exact else f"at least {dl.lower:.6g} s"
+        return Explanation(
+            f"infeasible: deadline {problem.deadline_s:.6g} s < {need} needed at RAM "
+            f"{format_bytes(problem.ram_budget_bytes)} in mode {problem.mode} (the smallest RAM for this deadline is "
+            f"{format_bytes(req.lower)})", extra)
+    return Explanation(f"infeasible at RAM {format_bytes(problem.ram_budget_bytes)} and {at} "
+                       f"(minimum RAM at least {format_bytes(req.lower)})", extra)
+
+
+def quick_infeasibility(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> Explanation | None:
+    """An explanation without the full solve when the budgets are obviously impossible."""
+    if _deadline_too_short(problem) or problem.activation_budget < working_set(problem)[0]:
+        return explain_infeasible(problem, time_limit_s=time_limit_s, threads=threads)
+    return None

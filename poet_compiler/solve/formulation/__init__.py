@@ -1,0 +1,23 @@
+"""The two formulations of docs/model.md: ``fast`` (default) and ``dense`` (reference)."""
+
+from __future__ import annotations
+
+from poet_compiler.errors import PoetError
+from poet_compiler.solve.formulation.common import Built
+from poet_compiler.solve.formulation.dense import build_dense
+from poet_compiler.solve.formulation.fast import build_fast
+from poet_compiler.solve.problem import Problem
+
+FORMULATIONS = ("fast", "dense")
+
+
+def build(problem: Problem, formulation: str = "fast", *, objective: str = "energy") -> Built:
+    """Build ``formulation`` for ``problem``; ``objective`` is "energy", "time" or "ram"."""
+    if formulation == "fast":
+        return build_fast(problem, objective=objective)
+    if formulation == "dense":
+        return build_dense(problem, objective=objective)
+    raise PoetError(f"unknown formulation {formulation!r}; known: {', '.join(FORMULATIONS)}")
+
+
+__all__ = ["FORMULATIONS", "Built", "build", "build_dense", "build_fast"]
