@@ -121,6 +121,12 @@ class DecodedProgram:
 
 
 # --------------------------------------------------------------------------- primitives
+def file_crc(data: bytes) -> int:
+    """CRC-32 of a whole file except its CRC field (bytes 6..9): magic, version and
+    flags are covered too, so no single flipped bit anywhere goes unnoticed."""
+    return zlib.crc32(data[PREFIX_BYTES:], zlib.crc32(data[:6])) & U32
+
+
 def _uvarint(value: int) -> bytes:
     """Unsigned LEB128 (values up to 2**32 - 1)."""
     if value < 0 or value > U32:
@@ -385,7 +391,7 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
     while PREFIX_BYTES + len(_uvarint(total)) + len(rest) != total:
         total = PREFIX_BYTES + len(_uvarint(total)) + len(rest)
     body = _uvarint(total) + rest
-    crc = zlib.crc32(body) & U32
+    crc = file_crc(MAGIC + bytes([VERSION, flags, 0, 0, 0, 0]) + body)
     data = MAGIC + bytes([VERSION, flags]) + crc.to_bytes(4, "little") + body
     assert len(data) == total
     if report is not None:
@@ -562,7 +568,7 @@ def _check_prefix(data: bytes) -> tuple[int, int, int]:
         raise BytecodeFormatError(E_LENGTH, f"header declares {declared} B but the file has {len(data)} B "
                                             "(trailing bytes)")
     crc = int.from_bytes(data[6:10], "little")
-    actual = zlib.crc32(data[PREFIX_BYTES:]) & U32
+    actual = file_crc(data)
     if crc != actual:
         raise BytecodeFormatError(E_CRC, f"CRC mismatch: header says 0x{crc:08x}, content is 0x{actual:08x}")
     return flags, crc, r.pos

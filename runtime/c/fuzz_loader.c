@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!copy)
         return 0;
     memcpy(copy, data, size);
-    crc = poet_crc32(copy + 10, size - 10);
+    crc = poet_crc32(poet_crc32(0, copy, 6), copy + 10, size - 10);
     copy[6] = (uint8_t)crc;
     copy[7] = (uint8_t)(crc >> 8);
     copy[8] = (uint8_t)(crc >> 16);

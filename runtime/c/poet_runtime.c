@@ -16,9 +16,9 @@
 
 enum { C_SEQ, C_NEW, C_X, C_FREE_C, C_FREE_F, C_PAGE_OUT, C_PAGE_IN, C_FENCE };
 
-uint32_t poet_crc32(const uint8_t *data, size_t len)
+uint32_t poet_crc32(uint32_t crc, const uint8_t *data, size_t len)
 {
-    uint32_t crc = U32MAX;
+    crc = ~crc;
     size_t i;
     int k;
     for (i = 0; i < len; i++) {
@@ -405,7 +405,7 @@ int poet_open(poet_prog *p, const uint8_t *buf, size_t len, uint8_t *arena, size
         return POET_E_TRUNCATED;
     if (declared < len)
         return POET_E_LENGTH;
-    if (rd_le(buf + 6, 4) != poet_crc32(buf + PREFIX, len - PREFIX))
+    if (rd_le(buf + 6, 4) != poet_crc32(poet_crc32(0, buf, 6), buf + PREFIX, len - PREFIX))
         return POET_E_CRC;
     if ((rc = rd_var(p, &pos, &p->n_nodes)) || (rc = rd_var(p, &pos, &p->n_instr)) ||
         (rc = rd_var(p, &pos, &p->arena_bytes)))

@@ -153,8 +153,9 @@ int poet_node_table(const poet_prog *p, uint32_t *pos);
 /* Short name of a status code ("POET_E_CRC"); never NULL. */
 const char *poet_strerror(int status);
 
-/* CRC-32 (IEEE 802.3, as zlib.crc32) of data[0..len). */
-uint32_t poet_crc32(const uint8_t *data, size_t len);
+/* CRC-32 (IEEE 802.3) continued from crc (0 to start), exactly as zlib.crc32(data, crc).
+ * A file's CRC field holds poet_crc32(poet_crc32(0, file, 6), file + 10, len - 10). */
+uint32_t poet_crc32(uint32_t crc, const uint8_t *data, size_t len);
 
 #ifdef __cplusplus
 }

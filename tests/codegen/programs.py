@@ -124,6 +124,8 @@ def budget_program(graph: TrainingGraph, budget: int | None = None, *, paging: b
     def emit(op: Op, node: int = -1, off: int | None = None) -> None:
         out.append(Instruction(op, node, off if offsets else None))
 
+    work = [nd.workspace_bytes for nd in graph.nodes]
+
     def bring(i: int, pinned: set[int]) -> None:
         if i in resident:
             return
@@ -134,7 +136,7 @@ def budget_program(graph: TrainingGraph, budget: int | None = None, *, paging: b
             return
         for j in ins_of[i]:
             bring(j, pinned | {i})
-        resident[i] = ff.alloc(i, sizes[i])
+        resident[i] = ff.alloc(i, sizes[i] + work[i])   # workspace follows the output
         emit(Op.COMPUTE, i, resident[i])
 
     def free(i: int) -> None:
@@ -145,7 +147,7 @@ def budget_program(graph: TrainingGraph, budget: int | None = None, *, paging: b
         need = set(ins_of[t])
         for i in sorted(need):
             bring(i, need)
-        resident[t] = ff.alloc(t, sizes[t])
+        resident[t] = ff.alloc(t, sizes[t] + work[t])
         emit(Op.COMPUTE, t, resident[t])
         # Free recompute temporaries and everything without a future reader.
         for i in sorted(resident):
@@ -170,15 +172,15 @@ def budget_program(graph: TrainingGraph, budget: int | None = None, *, paging: b
 
 
 def peak_live_bytes(program: Program, graph: TrainingGraph) -> int:
-    """Reference peak of docs/model.md: at every COMPUTE, allocated bytes + workspace."""
+    """Reference peak of docs/model.md: live bytes after every instruction, plus the
+    workspace during a COMPUTE (a PAGE_IN holds its buffer from its issue on)."""
     live: set[int] = set()
     peak = 0
     for ins in program:
         if ins.op in (Op.COMPUTE, Op.PAGE_IN):
             live.add(ins.node)
-            if ins.op is Op.COMPUTE:
-                peak = max(peak, sum(graph.nodes[i].output_bytes for i in live)
-                           + graph.nodes[ins.node].workspace_bytes)
+            work = graph.nodes[ins.node].workspace_bytes if ins.op is Op.COMPUTE else 0
+            peak = max(peak, sum(graph.nodes[i].output_bytes for i in live) + work)
         elif ins.op is Op.FREE:
             live.discard(ins.node)
     return peak
@@ -186,3 +188,85 @@ def peak_live_bytes(program: Program, graph: TrainingGraph) -> int:
 
 def checkpoint_all_peak(graph: TrainingGraph) -> int:
     return peak_live_bytes(budget_program(graph, None), graph)
+
+
+def assemble(*, sizes: list[int], arena: int | None, offsets: list[int] | None, code: bytes,
+             n_instr: int, flags: int | None = None, n_nodes: int | None = None,
+             tail: bytes = b"", version: int = 1, magic: bytes = b"POET") -> bytes:
+    """Hand-assemble a .poet file (valid length and CRC) around a raw instruction stream,
+    to build files the encoder would refuse to write."""
+    from poet_compiler.codegen import bytecode as bc
+
+    f = bc.F_SIZES | bc.F_OFFSETS | (bc.F_ARENA if arena is not None else 0)
+    f = f if flags is None else flags
+    n = len(sizes) if n_nodes is None else n_nodes
+    rest = bc._uvarint(n) + bc._uvarint(n_instr) + (bc._uvarint(arena) if arena is not None else b"")
+    rest += bc._size_section(sizes) if f & bc.F_SIZES else b""
+    rest += bc._offset_table(offsets or [], bc._palette(sizes)) if f & bc.F_OFFSETS else b""
+    rest += code + tail
+    total = 10 + len(rest)
+    while 10 + len(bc._uvarint(total)) + len(rest) != total:
+        total = 10 + len(bc._uvarint(total)) + len(rest)
+    body = bc._uvarint(total) + rest
+    head = magic + bytes([version, f])
+    crc = bc.file_crc(head + b"\0\0\0\0" + body)
+    return head + crc.to_bytes(4, "little") + body
+
+
+def fix_crc(data: bytes) -> bytes:
+    """Recompute the CRC field of (possibly corrupted) .poet bytes."""
+    from poet_compiler.codegen.bytecode import file_crc
+
+    if len(data) < 10:
+        return data
+    return data[:6] + file_crc(data).to_bytes(4, "little") + data[10:]
+
+
+def op(code: int, imm: int) -> bytes:
+    """One instruction's first byte (plus escape varint) — see docs/bytecode.md."""
+    from poet_compiler.codegen.bytecode import _first_byte
+
+    return _first_byte(code, imm)
+
+
+def corruption_cases() -> dict[str, tuple[bytes, str]]:
+    """One file per error class of docs/bytecode.md, with the code both decoders give.
+
+    Base: three 16-byte nodes, a 48-byte arena, offsets 0/16/32.
+    """
+    sizes, offs = [16, 16, 16], [0, 16, 32]
+    # COMPUTE 0 @0 ; COMPUTE 1 @16 ; FREE 0 ; COMPUTE 2 @32   (opcodes 0 = SEQ, 3 = FREE_C)
+    good_code = op(0, 0) + op(0, 2) + op(3, 1) + op(0, 2)
+    good = assemble(sizes=sizes, arena=48, offsets=offs, code=good_code, n_instr=4)
+
+    def with_code(code: bytes, n_instr: int, **kw) -> bytes:
+        args = dict(sizes=sizes, arena=48, offsets=offs)
+        args.update(kw)
+        # Trailing FENCEs keep n_instr >= the offset-table size (never reached).
+        return assemble(code=code + op(7, 0) * 3, n_instr=n_instr + 3, **args)  # type: ignore[arg-type]
+
+    flipped = bytearray(good)
+    flipped[-1] ^= 0x40
+    return {
+        "ok": (good, "POET_OK"),
+        "truncated": (good[:-1], "POET_E_TRUNCATED"),
+        "short_header": (good[:7], "POET_E_TRUNCATED"),
+        "magic": (b"XOET" + good[4:], "POET_E_MAGIC"),
+        "version": (good[:4] + bytes([2]) + good[5:], "POET_E_VERSION"),
+        "flags": (fix_crc(good[:5] + bytes([good[5] | 0x80]) + good[6:]), "POET_E_FLAGS"),
+        "length": (good + b"\0", "POET_E_LENGTH"),
+        "crc": (bytes(flipped), "POET_E_CRC"),
+        "varint": (with_code(op(7, 31)[:1] + b"\x80\x00", 1), "POET_E_MALFORMED"),
+        "huge_instr_count": (with_code(good_code, 1_000_000), "POET_E_COUNT"),
+        "offset_table_count": (assemble(sizes=sizes, arena=48, offsets=offs, code=op(7, 0), n_instr=1),
+                               "POET_E_COUNT"),
+        "huge_node_count": (assemble(sizes=[16], n_nodes=1 << 21, arena=48, offsets=[0], code=b"", n_instr=0),
+                            "POET_E_COUNT"),
+        "opcode": (with_code(op(7, 1), 1), "POET_E_OPCODE"),
+        "node": (with_code(op(0, 0) + op(3, 10), 2), "POET_E_NODE"),
+        "offset_index": (with_code(op(0, 10), 1), "POET_E_OFFSET"),
+        "offset_past_arena": (with_code(op(0, 0), 1, arena=40, offsets=[32]), "POET_E_OFFSET"),
+        "state_free": (with_code(op(3, 2), 1), "POET_E_STATE"),
+        "state_page_in": (with_code(op(6, 0) + b"\x00", 1), "POET_E_STATE"),
+        "overlap": (with_code(op(0, 0) + op(0, 2), 2, offsets=[0, 8]), "POET_E_OVERLAP"),
+    }
