@@ -1,0 +1,84 @@
+"""Hypothesis fuzzing of the .poet decoder: corrupted input gives a BytecodeError with a
+documented code, never another exception, a crash or a hang."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from poet_compiler.codegen import bytecode as bc
+from poet_compiler.codegen.bytecode import BytecodeFormatError, decode
+from tests.codegen.programs import assemble, budget_program, chain_graph, fix_crc
+
+CODES = {v for k, v in vars(bc).items() if k.startswith("E_")}
+GRAPH = chain_graph(7)
+FILES = [bc.encode(budget_program(GRAPH, 3000, seed=s), GRAPH, strip=strip) for s in range(3) for strip in (0, 1)]
+FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _decode_or_code(data: bytes) -> str:
+    try:
+        decode(data)
+    except BytecodeFormatError as exc:
+        assert exc.code in CODES
+        return exc.code
+    return "POET_OK"
+
+
+def test_every_truncation_is_refused():
+    for data in FILES:
+        for cut in range(len(data)):
+            assert _decode_or_code(data[:cut]) == "POET_E_TRUNCATED"
+
+
+def test_every_single_bit_flip_is_refused():
+    data = FILES[0]
+    for bit in range(len(data) * 8):
+        bad = bytearray(data)
+        bad[bit // 8] ^= 1 << (bit % 8)
+        assert _decode_or_code(bytes(bad)) != "POET_OK"
+
+
+@FAST
+@given(st.sampled_from(FILES), st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), min_size=1, max_size=8),
+       st.booleans())
+def test_random_byte_edits_behind_a_valid_crc(data, edits, keep_length):
+    bad = bytearray(data)
+    for pos, value in edits:
+        if keep_length or pos % 2:
+            bad[pos % len(bad)] = value
+        else:
+            del bad[pos % len(bad)]
+    code = _decode_or_code(fix_crc(bytes(bad)))
+    assert code in CODES | {"POET_OK"}
+
+
+@FAST
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes(blob):
+    assert _decode_or_code(blob) in CODES | {"POET_OK"}
+    assert _decode_or_code(fix_crc(b"POET\x01" + blob)) in CODES | {"POET_OK"}
+
+
+@FAST
+@given(st.integers(0, 255), st.integers(0, 255))
+def test_wrong_magic_or_version(magic_byte, version):
+    data = FILES[0]
+    if magic_byte != data[0]:
+        assert _decode_or_code(bytes([magic_byte]) + data[1:]) == "POET_E_MAGIC"
+    if version != bc.VERSION:
+        assert _decode_or_code(data[:4] + bytes([version]) + data[5:]) == "POET_E_VERSION"
+
+
+@FAST
+@given(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1))
+def test_huge_counts(n_nodes, n_instr, arena):
+    data = assemble(sizes=[16], n_nodes=n_nodes, arena=arena, offsets=None, code=b"", n_instr=n_instr,
+                    flags=bc.F_SIZES | bc.F_ARENA)
+    code = _decode_or_code(data)
+    if arena >= bc.MAX_ARENA:
+        assert code == "POET_E_OFFSET"
+    elif n_nodes > bc.MAX_NODES or n_instr > 0 or n_nodes == 0:  # 0 nodes: palette too big
+        assert code == "POET_E_COUNT"
+    else:
+        assert code == "POET_OK"
