@@ -1,0 +1,207 @@
+"""Lower the functional joint FX graph to a TrainingGraph of scheduling nodes.
+
+Rules (see also TracedModel's docstring):
+
+* Placeholders (parameters, buffers, inputs, target) and constants are not nodes.
+* View/alias ops own no storage: they fold into the node whose buffer they alias.
+* The *prelude*: FX nodes that depend only on placeholders and own no storage (e.g.
+  ``t(weight)``), or produce at most one element (e.g. ``num_batches_tracked + 1``).
+  The executor runs them once up front; they are not scheduled.
+* Every other op is a scheduling node. A multi-output op (``native_batch_norm``,
+  ``max_pool2d_with_indices``, ``native_layer_norm``, ...) is ONE node for the op whose
+  buffer holds every output that another op reads (they are allocated together and
+  stay together); outputs that only leave the graph (gradients, new running stats) or
+  are unused are transient, counted as ``workspace_bytes``. When a secondary output is
+  read by different ops than the primary one (batch-norm's saved mean/invstd, max-pool
+  indices, read only by the backward), a zero-FLOP *select* node ``<op>.out<j>`` is
+  placed right after the op: it re-references those outputs so the op's node (with its
+  large primary output) can be freed while the small saved outputs live on. Memory is
+  then over-estimated by the selected outputs' bytes while both nodes are resident,
+  never under-estimated.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+
+from poet_compiler.errors import FrontendError
+from poet_compiler.frontends.torch import opinfo
+from poet_compiler.frontends.torch.tracing import MODULE, PHASE, JointTrace
+from poet_compiler.graph.ir import Node, TrainingGraph
+from poet_compiler.graph.validate import validate
+
+
+@dataclass
+class Lowered:
+    graph: TrainingGraph
+    node_fx: tuple[tuple[str, ...], ...]
+    prelude_fx: tuple[str, ...]
+    fx_owner: dict[str, int] = field(default_factory=dict)
+
+
+def _is_getitem(n: torch.fx.Node) -> bool:
+    return n.op == "call_function" and n.target is operator.getitem
+
+
+def lower(trace: JointTrace, name: str) -> Lowered:
+    gm = trace.gm
+    nodes = list(gm.graph.nodes)
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    output = next(n for n in nodes if n.op == "output")
+    external = {n for n in nodes if n.op in ("placeholder", "get_attr")}
+
+    # root[n]: the FX value whose storage n aliases: an op node, (op, index) for a
+    # getitem of a multi-output op, or an external node. 'prelude' marks free nodes.
+    root: dict[torch.fx.Node, Any] = {}
+    prelude: list[torch.fx.Node] = []
+    ops: list[torch.fx.Node] = []
+    for n in nodes:
+        if n.op in ("placeholder", "get_attr"):
+            root[n] = n
+            continue
+        if n.op != "call_function":
+            continue
+        if opinfo.is_mutation(n):
+            raise FrontendError(f"op {n.name} ({opinfo.packet_name(n.target)}) mutates a tensor after functionalization")
+        if _is_getitem(n):
+            parent = n.args[0]
+            if parent in prelude or opinfo.is_view(parent):
+                root[n] = root[parent]
+                if parent in prelude:
+                    prelude.append(n)
+            else:
+                root[n] = (parent, int(n.args[1]))
+            continue
+        if opinfo.is_view(n):
+            base = next((a for a in n.all_input_nodes), None)
+            root[n] = root[base] if base is not None else n
+            if base is None or all(_free(a, root, external, prelude) for a in n.all_input_nodes):
+                prelude.append(n)
+            continue
+        vals = opinfo.tensors_in(n.meta.get("val"))
+        if all(_free(a, root, external, prelude) for a in n.all_input_nodes) and n.all_input_nodes \
+                and sum(t.numel() for t in vals) <= 1:
+            prelude.append(n)
+            root[n] = n
+            continue
+        root[n] = n
+        ops.append(n)
+
+    op_set = set(ops)
+
+    def value_of(arg: torch.fx.Node) -> Any:
+        """The (op, index) buffer an argument reads, or None for external/prelude."""
+        r = root.get(arg)
+        if r is None or (isinstance(r, torch.fx.Node) and r not in op_set):
+            return None
+        return r if isinstance(r, tuple) else (r, 0)
+
+    # Readers of each (op, index) value: op nodes, plus a flag for graph outputs.
+    readers: dict[tuple[torch.fx.Node, int], set[torch.fx.Node]] = {}
+    for n in ops:
+        for a in n.all_input_nodes:
+            v = value_of(a)
+            if v is not None:
+                readers.setdefault(v, set()).add(n)
+
+    sched: list[dict[str, Any]] = []
+    value_node: dict[tuple[torch.fx.Node, int], int] = {}
+    for n in ops:
+        outs = n.meta.get("val")
+        multi = isinstance(outs, (list, tuple))
+        out_list = list(outs) if multi else [outs]
+        tensor_idx = [i for i, t in enumerate(out_list) if isinstance(t, torch.Tensor)]
+        consumed = [i for i in tensor_idx if readers.get((n, i))]
+        primary = consumed[0] if consumed else (tensor_idx[0] if tensor_idx else 0)
+        size = {i: opinfo.tensor_bytes(out_list[i]) for i in tensor_idx}
+        groups: dict[frozenset[torch.fx.Node], list[int]] = {}
+        for i in consumed:
+            if i != primary and readers[(n, i)] != readers.get((n, primary)):
+                groups.setdefault(frozenset(readers[(n, i)]), []).append(i)
+        selected = {i for g in groups.values() for i in g}
+        held = [i for i in consumed] if consumed else [primary]
+        out_bytes = sum(size.get(i, 0) for i in held)
+        workspace = sum(size[i] for i in tensor_idx if i not in held)
+        own_id = len(sched)
+        for i in held:
+            if i not in selected:
+                value_node[(n, i)] = own_id
+        in_bytes = sum(t.numel() * t.element_size() for a in n.all_input_nodes
+                       for t in opinfo.tensors_in(a.meta.get("val")))
+        sched.append({"fx": n, "op": opinfo.packet_name(n.target), "class": opinfo.op_class(n.target),
+                      "bytes": out_bytes, "ws": workspace, "flops": opinfo.flops(n),
+                      "accessed": in_bytes + sum(size.values()), "sig": opinfo.signature(n), "sel": None})
+        for idxs in sorted(groups.values()):
+            sid = len(sched)
+            for i in idxs:
+                value_node[(n, i)] = sid
+            sched.append({"fx": n, "op": "getitem", "class": "data", "bytes": sum(size[i] for i in idxs),
+                          "ws": 0, "flops": 0, "accessed": 0, "sig": f"getitem{tuple(idxs)}", "sel": tuple(idxs),
+                          "src": own_id})
+
+    # FX nodes each scheduling node executes: its op, the getitems it keeps, the views on them.
+    fx_owner: dict[str, int] = {}
+    node_fx: list[list[str]] = [[] for _ in sched]
+    for sid, s in enumerate(sched):
+        if s["sel"] is None:
+            node_fx[sid].append(s["fx"].name)
+            fx_owner[s["fx"].name] = sid
+    prelude_set = set(prelude)
+    for n in nodes:
+        if n.op != "call_function" or n in op_set or n in prelude_set:
+            continue
+        r = root.get(n)
+        v = r if isinstance(r, tuple) else ((r, 0) if r in op_set else None)
+        if v is None:
+            continue
+        sid = value_node.get(v)
+        if sid is None:  # a transient output (gradient, running stat): read at the op's compute
+            sid = value_node.get((v[0], _first_held(v[0], value_node)), None)
+        if sid is None:
+            raise FrontendError(f"internal: FX node {n.name} reads an output of {v[0].name} that no node holds")
+        node_fx[sid].append(n.name)
+        fx_owner[n.name] = sid
+
+    graph_nodes: list[Node] = []
+    for sid, s in enumerate(sched):
+        fx: torch.fx.Node = s["fx"]
+        custom = fx.meta.get("custom") or {}
+        kind = custom.get(PHASE, "forward")
+        prov = custom.get(MODULE, "")
+        if s["sel"] is None:
+            deps = {value_node[v] for a in fx.all_input_nodes if (v := value_of(a)) is not None}
+            nm = f"{prov}/{fx.name}" if prov else fx.name
+        else:
+            deps = {s["src"]}
+            nm = (f"{prov}/" if prov else "") + f"{fx.name}.out{'_'.join(map(str, s['sel']))}"
+        deps.discard(sid)
+        graph_nodes.append(Node(
+            id=sid, name=nm, kind=kind, op=s["op"], op_class=s["class"], inputs=tuple(sorted(deps)),
+            output_bytes=int(s["bytes"]), workspace_bytes=int(s["ws"]), flops=int(s["flops"]),
+            bytes_accessed=int(s["accessed"]),
+            extra={"provenance": prov, "signature": s["sig"], "fx": list(node_fx[sid])},
+        ))
+    P, B = len(trace.param_names), len(trace.buffer_names)
+    ph_bytes = [sum(opinfo.tensor_bytes(t) for t in opinfo.tensors_in(p.meta.get("val"))) for p in placeholders]
+    graph = TrainingGraph(
+        name=name, nodes=tuple(graph_nodes),
+        param_bytes=sum(ph_bytes[:P + B]), grad_bytes=sum(ph_bytes[:P]),
+        input_bytes=sum(ph_bytes[P + B:]),
+    )
+    _ = output
+    return Lowered(graph=validate(graph), node_fx=tuple(tuple(f) for f in node_fx),
+                   prelude_fx=tuple(n.name for n in prelude), fx_owner=fx_owner)
+
+
+def _free(a: torch.fx.Node, root: dict[torch.fx.Node, Any], external: set[torch.fx.Node],
+          prelude: list[torch.fx.Node]) -> bool:
+    return a in external or a in prelude
+
+
+def _first_held(op: torch.fx.Node, value_node: dict[tuple[torch.fx.Node, int], int]) -> int:
+    return min((i for (o, i) in value_node if o is op), default=0)

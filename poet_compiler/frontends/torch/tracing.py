@@ -1,0 +1,241 @@
+"""Trace one training step of an nn.Module into a functional joint FX graph of aten ops.
+
+Two passes, both with fake tensors (no real compute):
+
+1. ``make_fx`` of ``step(*params, *buffers, *inputs, target) -> (loss, *grads)`` where
+   ``step`` runs the module through ``torch.func.functional_call`` and the loss, then
+   ``torch.autograd.grad``. make_fx records below autograd, so the backward ops and the
+   tensors they read are exactly those of PyTorch's real autograd. Module hooks and
+   autograd pre-hooks write the phase (forward / loss / backward) and the module path of
+   every op into the node metadata (``node.meta["custom"]``).
+2. The pass-1 graph is re-run under ``torch.func.functionalize`` (views kept as views),
+   so in-place ops (``relu_``, ``+=``) become pure ops and buffer mutations (BatchNorm
+   running statistics) become explicit graph outputs.
+
+The result is a GraphModule whose outputs are ``(loss, *grads, *buffer_updates)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx
+import torch.fx.traceback as fxtb
+from torch import nn
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.func import functional_call, functionalize
+
+from poet_compiler.errors import FrontendError
+
+aten = torch.ops.aten
+
+PHASE = "poet_phase"
+MODULE = "poet_module"
+_SEQ = "poet_seq"
+
+
+@dataclass(frozen=True)
+class JointTrace:
+    """The functional joint graph and the meaning of its placeholders and outputs."""
+
+    gm: torch.fx.GraphModule
+    param_names: tuple[str, ...]    # placeholders [0, P): parameters that get gradients
+    buffer_names: tuple[str, ...]   # placeholders [P, P+B): buffers (and frozen params)
+    n_inputs: int                   # placeholders [P+B, P+B+I): the model's inputs; last: target
+    grad_names: tuple[str, ...]     # outputs[1 : 1+G] are the gradients of these params
+    update_names: tuple[str, ...]   # outputs[1+G :] are the new values of these buffers
+
+
+def _bn_functional(input, weight, bias, running_mean, running_var, training, momentum, eps):  # type: ignore[no-untyped-def]
+    """native_batch_norm mutates its running stats without saying so in its schema, so
+    functionalization cannot see the update; route it through the functional variant
+    (same CPU kernel) and write the new statistics back with visible ``copy_``."""
+    if not training or running_mean is None or running_var is None:
+        return NotImplemented
+    out, mean, invstd, new_mean, new_var = aten._native_batch_norm_legit_functional.default(
+        input, weight, bias, running_mean, running_var, training, momentum, eps)
+    running_mean.copy_(new_mean)
+    running_var.copy_(new_var)
+    return out, mean, invstd
+
+
+def _set_meta(phase: str, module: str, seq: int | None = None) -> None:
+    meta: dict[str, Any] = {PHASE: phase, MODULE: module}
+    if seq is not None:
+        meta[_SEQ] = seq
+    fxtb.current_meta["custom"] = meta
+    fxtb.current_meta["nn_module_stack"] = {module: (module, "")} if module else {}
+
+
+def _autograd_nodes(root: Any) -> list[Any]:
+    seen: set[int] = set()
+    out: list[Any] = []
+    stack = [root]
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        out.append(fn)
+        stack.extend(f for f, _ in fn.next_functions)
+    return out
+
+
+def trace_joint(
+    module: nn.Module,
+    example_inputs: Sequence[torch.Tensor],
+    target: torch.Tensor,
+    loss_fn: Callable[[Any, torch.Tensor], torch.Tensor],
+) -> JointTrace:
+    """Trace forward + loss + backward of ``module``; raise FrontendError on failure."""
+    params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+    frozen = [(n, p) for n, p in module.named_parameters() if not p.requires_grad]
+    buffers = [(n, b) for n, b in module.named_buffers()] + frozen
+    if not params:
+        raise FrontendError(f"{type(module).__name__}: the module has no trainable parameters")
+    inputs = tuple(example_inputs)
+    P, B, I = len(params), len(buffers), len(inputs)
+    pnames = tuple(n for n, _ in params)
+    bnames = tuple(n for n, _ in buffers)
+    paths = {id(m): name for name, m in module.named_modules()}
+    stack: list[str] = []
+    phase = ["forward"]
+    grad_names: list[str] = []
+
+    def pre_hook(mod: nn.Module, args: Any) -> None:
+        if id(mod) in paths:
+            stack.append(paths[id(mod)])
+            _set_meta(phase[0], stack[-1])
+
+    def post_hook(mod: nn.Module, args: Any, out: Any) -> None:
+        if id(mod) in paths and stack:
+            stack.pop()
+            _set_meta(phase[0], stack[-1] if stack else "")
+
+    def step(*flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        state = {**dict(zip(pnames, flat[:P])), **dict(zip(bnames, flat[P:P + B]))}
+        phase[0] = "forward"
+        _set_meta("forward", "")
+        out = functional_call(module, state, flat[P + B:P + B + I])
+        phase[0] = "loss"
+        _set_meta("loss", "")
+        loss = loss_fn(out, flat[-1])
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+            raise FrontendError(f"loss_fn must return a scalar tensor, got {shape}")
+        if not loss.requires_grad:
+            raise FrontendError("the loss does not depend on any trainable parameter")
+        phase[0] = "backward"
+        _set_meta("backward", "")
+        # Tag every op run by a grad_fn with the sequence number of its forward op, so the
+        # backward ops can inherit the forward op's module path afterwards.
+        for fn in _autograd_nodes(loss.grad_fn):
+            seq = fn._sequence_nr()
+            fn.register_prehook(lambda g, s=seq: _set_meta("backward", "", s))
+        grads = torch.autograd.grad(loss, list(flat[:P]), allow_unused=True)
+        grad_names.clear()
+        grad_names.extend(n for n, g in zip(pnames, grads) if g is not None)
+        return (loss.reshape(()), *(g for g in grads if g is not None))
+
+    flat_args = [p.detach().requires_grad_() for _, p in params] + [b.detach() for _, b in buffers]
+    flat_args += [t.detach() for t in inputs] + [target.detach()]
+    h1 = nn.modules.module.register_module_forward_pre_hook(pre_hook)
+    h2 = nn.modules.module.register_module_forward_hook(post_hook)
+    try:
+        with fxtb.preserve_node_meta():
+            gm1 = make_fx(step, decomposition_table={aten.native_batch_norm.default: _bn_functional},
+                          tracing_mode="fake")(*flat_args)
+    except FrontendError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any tracing failure is the user's model
+        raise FrontendError(f"{type(module).__name__}: tracing failed ({type(exc).__name__}: {_first_line(exc)})") from None
+    finally:
+        h1.remove()
+        h2.remove()
+    _resolve_backward_provenance(gm1)
+    interp = torch.fx.Interpreter(gm1)
+    try:
+        with fxtb.preserve_node_meta():
+            gm2 = make_fx(functionalize(interp.run, remove="mutations"), tracing_mode="fake")(*flat_args)
+    except Exception as exc:  # noqa: BLE001
+        raise FrontendError(f"{type(module).__name__}: functionalization failed ({type(exc).__name__}: {_first_line(exc)})") from None
+    update_names = _mutations_to_outputs(gm2, bnames, P)
+    return JointTrace(gm=gm2, param_names=pnames, buffer_names=bnames, n_inputs=I,
+                      grad_names=tuple(grad_names), update_names=update_names)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else ""
+
+
+def _resolve_backward_provenance(gm: torch.fx.GraphModule) -> None:
+    """Give each backward op the module path of the forward op whose grad_fn ran it.
+
+    Ops outside any grad_fn (gradient accumulation, the loss seed) take the path of the
+    backward op that produced their first input, falling back to the empty path.
+    """
+    by_seq: dict[int, str] = {}
+    for n in gm.graph.nodes:
+        c = n.meta.get("custom") or {}
+        if c.get(PHASE) in ("forward", "loss") and "seq_nr" in n.meta and c.get(MODULE):
+            by_seq.setdefault(n.meta["seq_nr"], c[MODULE])
+    for n in gm.graph.nodes:
+        c = dict(n.meta.get("custom") or {})
+        if n.op != "call_function" or c.get(PHASE) != "backward":
+            continue
+        path = by_seq.get(c.pop(_SEQ, -1), "")
+        if not path:
+            for a in n.all_input_nodes:
+                ac = a.meta.get("custom") or {}
+                if ac.get(PHASE) == "backward" and ac.get(MODULE):
+                    path = ac[MODULE]
+                    break
+        c[MODULE] = path
+        n.meta["custom"] = c
+
+
+def _mutations_to_outputs(gm: torch.fx.GraphModule, bnames: tuple[str, ...], P: int) -> tuple[str, ...]:
+    """Replace the epilogue ``copy_(buffer_placeholder, value)`` ops that functionalize
+    appends with extra graph outputs, so the graph is pure; return the buffer names."""
+    g = gm.graph
+    placeholders = [n for n in g.nodes if n.op == "placeholder"]
+    output = next(n for n in g.nodes if n.op == "output")
+    updates: list[tuple[str, torch.fx.Node]] = []
+    for n in list(g.nodes):
+        if n.op == "call_function" and n.target is aten.copy_.default and n.args[0] in placeholders:
+            idx = placeholders.index(n.args[0])
+            if not P <= idx < P + len(bnames):
+                raise FrontendError(f"the training step mutates its input {n.args[0].name} in place; only buffers may be updated")
+            value = n.args[1]
+            # functionalize turns ``buf.copy_(new)`` into ``copy(buf, new)``: a same-shape,
+            # same-dtype copy is the value ``new`` itself, so read that instead.
+            if (isinstance(value, torch.fx.Node) and value.target is aten.copy.default
+                    and _same_meta(value.args[0], value.args[1])):
+                value = value.args[1]
+            updates.append((bnames[idx - P], value))
+            n.replace_all_uses_with(value)
+            g.erase_node(n)
+    outs = output.args[0]
+    output.args = (tuple(outs) + tuple(v for _, v in updates),)
+    # Training-mode batch-norm backward ignores the running statistics (it uses the saved
+    # batch statistics); drop them so the backward does not appear to read the updates.
+    for n in g.nodes:
+        if n.op == "call_function" and n.target is aten.native_batch_norm_backward.default and n.args[7]:
+            args = list(n.args)
+            args[3] = args[4] = None
+            n.args = tuple(args)
+    g.eliminate_dead_code()
+    g.lint()
+    gm.recompile()
+    return tuple(name for name, _ in updates)
+
+
+def _same_meta(a: Any, b: Any) -> bool:
+    va = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+    vb = b.meta.get("val") if isinstance(b, torch.fx.Node) else None
+    return (isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor)
+            and va.shape == vb.shape and va.dtype == vb.dtype)
