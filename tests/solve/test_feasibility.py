@@ -1,0 +1,64 @@
+"""Infeasible budgets: the minimum RAM and deadline are computed and tight."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from poet_compiler.errors import InfeasibleError
+from poet_compiler.solve.bruteforce import brute_force
+from poet_compiler.solve.feasibility import min_deadline, min_ram, working_set
+from poet_compiler.solve.milp import solve_milp
+from tests.support.graphs import random_problem
+
+
+@pytest.mark.parametrize("mode", ["poet", "remat", "paging", "none"])
+@pytest.mark.parametrize("seed", [1, 4])
+def test_min_ram_is_tight(seed: int, mode: str) -> None:
+    problem = random_problem(seed, 6, mode, deadline_prob=0.5)
+    r = min_ram(problem)
+    assert r >= working_set(problem)[0]
+    at = dataclasses.replace(problem, ram_budget_bytes=r)
+    below = dataclasses.replace(problem, ram_budget_bytes=r - 1)
+    assert brute_force(at) is not None
+    assert brute_force(below) is None
+    res = solve_milp(below)
+    assert res.status == "infeasible"
+    assert res.extra["min_ram_bytes"] == r
+    assert "RAM" in res.message and "needed" in res.message
+    assert solve_milp(at).energy_j is not None
+
+
+def test_message_names_the_largest_working_set() -> None:
+    problem = random_problem(3, 6, "poet", deadline_prob=0.0)
+    need, k = working_set(problem)
+    res = solve_milp(dataclasses.replace(problem, ram_budget_bytes=need - 1))
+    assert res.status == "infeasible"
+    assert f"node {problem.graph.nodes[k].name!r} alone needs" in res.message
+
+
+@pytest.mark.parametrize("dma", [False, True])
+@pytest.mark.parametrize("seed", [2, 7])
+def test_min_deadline_is_tight(seed: int, dma: bool) -> None:
+    problem = random_problem(seed, 6, "paging", deadline_prob=0.0, dma=dma)
+    try:
+        d = min_deadline(problem)
+    except InfeasibleError:
+        assert brute_force(problem) is None
+        return
+    assert d >= problem.costs.compute_only_s * (1 - 1e-12)
+    assert brute_force(dataclasses.replace(problem, deadline_s=d)) is not None
+    if d > problem.costs.compute_only_s * (1 + 1e-6):
+        assert brute_force(dataclasses.replace(problem, deadline_s=d * (1 - 1e-6))) is None
+
+
+def test_deadline_below_compute_only() -> None:
+    problem = random_problem(0, 6, "poet", deadline_prob=0.0)
+    short = dataclasses.replace(problem, deadline_s=problem.costs.compute_only_s * 0.9)
+    res = solve_milp(short)
+    assert res.status == "infeasible"
+    assert "compute-only minimum" in res.message
+    assert res.extra["min_deadline_s"] == pytest.approx(min_deadline(problem))
+    with pytest.raises(InfeasibleError):
+        min_ram(short)
