@@ -109,7 +109,7 @@ def test_stripped_file_runs_the_same_trace(build, tmp_path):
 
 def test_harness_catches_a_missing_input(build, tmp_path):
     """The input check is real: encode a chain's program with a node table that claims
-    l2 also reads l0, which the chain's schedule freed before l2 runs."""
+    l2 also reads l0, so the backward reads differ from what the schedule keeps."""
     program = budget_program(chain_graph(3), None)
     lying = training_graph([("l0", "elementwise", [], 1024), ("l1", "elementwise", [0], 2048),
                             ("l2", "elementwise", [1, 0], 3072)], name="lying")
@@ -118,7 +118,7 @@ def test_harness_catches_a_missing_input(build, tmp_path):
     path.write_bytes(encode(program, lying))
     _, _, proc = _run(build / "harness", path, "-q")
     assert proc.returncode == 1
-    assert "input not in RAM (input, consumer) (0, 2)" in proc.stderr
+    assert "input not in RAM" in proc.stderr
 
 
 def _check(build: Path, paths: list[Path]) -> list[str]:
