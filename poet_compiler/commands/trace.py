@@ -1,0 +1,36 @@
+"""``poetc trace MODEL``: trace a model's training step and write it as poet-graph/1."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from poet_compiler.units import format_bytes
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("trace")
+    def trace(
+        model: str = typer.Argument(..., help="zoo model name, .onnx or poet-graph/1 .json file"),
+        output: str = typer.Option(None, "-o", "--output", help="write the graph here (poet-graph/1 JSON)"),
+        granularity: str = typer.Option("op", "--granularity", help="op | module"),
+        batch: int = typer.Option(None, "--batch", help="batch size (default: the model's)"),
+    ) -> None:
+        """Trace MODEL's joint forward+backward graph; print a summary; optionally write it."""
+        from poet_compiler.frontends import load_graph
+        from poet_compiler.graph.io import write_graph
+
+        graph = load_graph(model, granularity=granularity, batch=batch)
+        if output:
+            write_graph(graph, output)
+        s = graph.summary()
+        table = Table(title=f"{graph.name} ({granularity} granularity)", show_header=False)
+        for key in ("nodes", "forward", "loss", "backward", "edges"):
+            table.add_row(key, str(s[key]))
+        for key in ("activation_bytes", "max_node_bytes", "param_bytes", "input_bytes"):
+            table.add_row(key, format_bytes(s[key]))
+        table.add_row("flops", f"{s['flops']:,}")
+        if output:
+            table.add_row("written", output)
+        Console().print(table)
