@@ -173,14 +173,25 @@ def _gather(ctx: NodeContext) -> Runner:
     shape = ctx.shape(0)
     axis = ctx.axis(int(ctx.attr("axis", 0)), len(shape))
     if ctx.is_const(1):
-        idx = ctx.const(1, "indices").to(torch.int64)
+        # Runners never capture tensors (the module is traced with fake tensors): a
+        # scalar or contiguous constant index becomes select/narrow with Python ints,
+        # any other constant index tensor stays a run-time input (a buffer).
+        idx = ctx.consts[1].to(torch.int64)
         idx = torch.where(idx < 0, idx + shape[axis], idx)
-        if idx.dim() == 0:
-            i = int(idx.item())
-            return lambda xs: (xs[0].select(axis, i),)
-        flat = idx.reshape(-1)
+        vals = [int(v) for v in idx.reshape(-1).tolist()]
         out_shape = tuple(shape[:axis]) + tuple(idx.shape) + tuple(shape[axis + 1 :])
-        return lambda xs: (torch.index_select(xs[0], axis, flat).reshape(out_shape),)
+        if idx.dim() == 0:
+            ctx.static_inputs.add(1)
+            i = vals[0]
+            return lambda xs: (xs[0].select(axis, i),)
+        if vals and vals == list(range(vals[0], vals[0] + len(vals))):
+            ctx.static_inputs.add(1)
+            start, n = vals[0], len(vals)
+            return lambda xs: (xs[0].narrow(axis, start, n).reshape(out_shape),)
+        size = shape[axis]
+        return lambda xs: (
+            torch.index_select(xs[0], axis, torch.remainder(xs[1].reshape(-1).to(torch.int64), size)).reshape(out_shape),
+        )
     if axis == 0 and len(shape) == 2:
         # nn.Embedding exports as Gather(weight, ids): F.embedding is aten.embedding.
         # Run-time indices are taken to be non-negative, as embedding ids are.
