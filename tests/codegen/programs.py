@@ -126,7 +126,7 @@ def budget_program(graph: TrainingGraph, budget: int | None = None, *, paging: b
 
     work = [nd.workspace_bytes for nd in graph.nodes]
 
-    def bring(i: int, pinned: set[int]) -> None:
+    def bring(i: int) -> None:
         if i in resident:
             return
         if i in flash:
@@ -135,7 +135,7 @@ def budget_program(graph: TrainingGraph, budget: int | None = None, *, paging: b
             emit(Op.FENCE)
             return
         for j in ins_of[i]:
-            bring(j, pinned | {i})
+            bring(j)
         resident[i] = ff.alloc(i, sizes[i] + work[i])   # workspace follows the output
         emit(Op.COMPUTE, i, resident[i])
 
@@ -146,7 +146,7 @@ def budget_program(graph: TrainingGraph, budget: int | None = None, *, paging: b
     for t in range(n):
         need = set(ins_of[t])
         for i in sorted(need):
-            bring(i, need)
+            bring(i)
         resident[t] = ff.alloc(t, sizes[t] + work[t])
         emit(Op.COMPUTE, t, resident[t])
         # Free recompute temporaries and everything without a future reader.
