@@ -136,7 +136,7 @@ def _node_clause(problem: Problem) -> str:
     parts = [f"inputs {format_bytes(ins)}", f"output {format_bytes(node.output_bytes)}"]
     if node.workspace_bytes:
         parts.append(f"workspace {format_bytes(node.workspace_bytes)}")
-    return f"node {node.name!r} alone needs {format_bytes(need)}: {' + '.join(parts)}"
+    return f"largest single node: {node.name!r} alone needs {format_bytes(need)}: {' + '.join(parts)}"
 
 
 def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> Explanation:

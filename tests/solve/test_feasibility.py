@@ -35,7 +35,7 @@ def test_message_names_the_largest_working_set() -> None:
     need, k = working_set(problem)
     res = solve_milp(dataclasses.replace(problem, ram_budget_bytes=need - 1))
     assert res.status == "infeasible"
-    assert f"node {problem.graph.nodes[k].name!r} alone needs" in res.message
+    assert f"largest single node: {problem.graph.nodes[k].name!r} alone needs" in res.message
 
 
 @pytest.mark.parametrize("dma", [False, True])
