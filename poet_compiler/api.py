@@ -34,6 +34,8 @@ class Compilation:
     problem: Problem
     reference: Reference
     result: Result
+    granularity: str = "op"
+    batch: int | None = None
 
     @property
     def program(self):
@@ -49,6 +51,8 @@ class Compilation:
             checkpoint_all_runtime_s=self.reference.runtime_s,
             checkpoint_all_energy_j=self.reference.energy_j,
             count_fixed=self.problem.count_fixed,
+            granularity=self.granularity,
+            batch=self.batch,
         )
         return out
 
@@ -127,4 +131,5 @@ def compile(  # noqa: A001 - the product's verb
     result = run_strategy(strategy, problem, opts)
     name = model.name if isinstance(model, TrainingGraph) else str(model)
     return Compilation(model=name, device=costs.device, graph=graph, costs=costs,
-                       problem=problem, reference=ref, result=result)
+                       problem=problem, reference=ref, result=result,
+                       granularity=granularity, batch=batch)
