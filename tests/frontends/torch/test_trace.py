@@ -10,7 +10,7 @@ import models
 from poet_compiler.errors import FrontendError
 from poet_compiler.frontends.torch import trace_module
 
-SMALL = ["cifar_cnn_tiny", "kws_dscnn", "mlp", "resnet18_cifar", "bert_tiny", "gpt2_tiny", "vgg16_cifar"]
+SMALL = ["cifar_cnn_tiny", "kws_dscnn", "mlp", "resnet18_cifar", "bert_tiny", "gpt2_tiny"]
 
 
 def _trace(name: str, batch: int | None = 2):
@@ -51,7 +51,7 @@ def _saved_bytes(spec, batch: int) -> int:
     return sum(seen.values())
 
 
-@pytest.mark.parametrize("name", ["cifar_cnn_tiny", "kws_dscnn", "mlp", "resnet18_cifar", "bert_tiny", "gpt2_tiny"])
+@pytest.mark.parametrize("name", ["cifar_cnn_tiny", "mlp", "resnet18_cifar", "gpt2_tiny"])
 def test_backward_reads_exactly_the_saved_activations(name: str) -> None:
     spec, tm = _trace(name)
     g = tm.graph
