@@ -61,7 +61,7 @@ class Compilation:
 
         if self.result.program is None:
             raise PoetError(f"no schedule to encode: {self.result.status}: {self.result.message}")
-        return encode(self.result.program, None if strip else self.graph, strip=strip)
+        return encode(self.result.program, self.graph, strip=strip)
 
     def save(self, path: str | Path, strip: bool = False) -> tuple[Path, Path]:
         """Write ``path`` (.poet bytecode) and the report beside it (.json); atomic."""
