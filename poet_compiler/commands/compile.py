@@ -84,5 +84,6 @@ def register(app: typer.Typer) -> None:
             if c.result.ok:
                 typer.echo(f"wrote {rep['schedule_file']} and {Path(rep['schedule_file']).with_suffix('.json')}")
         if not c.result.ok:
-            typer.echo(f"{c.result.status}: {c.result.message}", err=True)
+            msg = c.result.message
+            typer.echo(msg if msg.startswith(c.result.status) else f"{c.result.status}: {msg}", err=True)
             raise typer.Exit(1)
