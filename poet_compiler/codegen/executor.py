@@ -1,0 +1,287 @@
+"""ScheduledStep: run one training step of a traced model by following a Program.
+
+The rewritten training step of design.md ("Outputs"): instruction by instruction,
+
+* ``COMPUTE i`` runs node ``i``'s FX ops (the prelude once, first); a second COMPUTE of
+  a node is a recomputation from its inputs, exactly as the schedule asks;
+* ``FREE i`` drops every value node ``i`` holds from the environment — the executor
+  keeps no other reference, so the storage is really released;
+* ``PAGE_OUT i`` writes the node's storages to a real page file on disk
+  (:class:`~poet_compiler.codegen.pager.PageFile`); the tensors stay usable until FREE;
+* ``PAGE_IN i`` reads them back into fresh storages and rebuilds the node's values
+  (dtype, shape, strides, storage offset: the folded views come back with them);
+* ``FENCE`` completes transfers: I/O here is synchronous, so it is a no-op, or an
+  ``fsync`` point with ``fsync=True``.
+
+What the node keeps and what is transient follows :mod:`poet_compiler.codegen.plan`.
+The executor measures the peak of live activation bytes from the tensors it really holds
+(deduplicated by storage; parameters, buffers, inputs, target and the prelude excluded),
+the bytes written to and read from the page file, and the wall time.
+
+:meth:`ScheduledStep.step` is a drop-in for ``loss.backward()``: it accumulates ``.grad``
+on the module's parameters and writes the buffer updates (BatchNorm running statistics)
+back, then returns the loss. :meth:`ScheduledStep.run` leaves the module untouched.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx
+
+from poet_compiler.codegen.pager import PageFile, _tensors
+from poet_compiler.codegen.plan import StepPlan, build_plan, constants, trimmed
+from poet_compiler.errors import ScheduleError
+from poet_compiler.schedule.program import Op, Program
+
+if TYPE_CHECKING:
+    from poet_compiler.frontends.torch.traced import TracedModel
+
+
+@dataclass
+class StepStats:
+    """Measurements of one scheduled step. ``timeline[j]``: live activation bytes after
+    instruction ``j`` (at a COMPUTE: the most seen while it ran, transients included)."""
+
+    peak_bytes: int = 0
+    peak_at: int = -1
+    page_out_bytes: int = 0
+    page_in_bytes: int = 0
+    n_page_out: int = 0
+    n_page_in: int = 0
+    n_compute: int = 0
+    n_fsync: int = 0
+    wall_s: float = 0.0
+    timeline: list[int] = field(default_factory=list)
+
+    def report(self) -> dict[str, float | int]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "timeline"}
+
+
+class _Live:
+    """Live activation bytes of the environment, by storage, with reference counts."""
+
+    def __init__(self, excluded: set[int]) -> None:
+        self.excluded = excluded
+        self.refs: dict[int, int] = {}
+        self.size: dict[int, int] = {}
+        self.bytes = 0
+
+    def add(self, value: Any) -> None:
+        for t in _tensors(value):
+            s = t.untyped_storage()
+            n = s.nbytes()
+            key = s.data_ptr()
+            if n == 0 or key in self.excluded:
+                continue
+            if key in self.refs:
+                self.refs[key] += 1
+            else:
+                self.refs[key] = 1
+                self.size[key] = n
+                self.bytes += n
+
+    def remove(self, value: Any) -> None:
+        for t in _tensors(value):
+            s = t.untyped_storage()
+            key = s.data_ptr()
+            if s.nbytes() == 0 or key not in self.refs:
+                continue
+            self.refs[key] -= 1
+            if self.refs[key] == 0:
+                del self.refs[key]
+                self.bytes -= self.size.pop(key)
+
+
+def _as_tuple(inputs: Any) -> tuple[torch.Tensor, ...] | None:
+    if inputs is None:
+        return None
+    return (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
+
+
+class ScheduledStep:
+    """One training step of ``traced`` executed by ``program``.
+
+    ``page_file``: the path of the page file (created/truncated); default: a temporary
+    file in ``page_dir`` (or the system's temp directory), deleted by :meth:`close`.
+    """
+
+    def __init__(self, traced: "TracedModel", program: Program, *, page_file: str | Path | None = None,
+                 page_dir: str | Path | None = None, fsync: bool = False) -> None:
+        n = traced.graph.n
+        if program.n_nodes != n:
+            raise ScheduleError(f"the program is for {program.n_nodes} nodes but the traced graph "
+                                f"{traced.graph.name!r} has {n}")
+        for k, ins in enumerate(program.instructions):
+            if ins.op is not Op.FENCE and not 0 <= ins.node < n:
+                raise ScheduleError(f"instruction {k} ({ins.op.name} {ins.node}): node {ins.node} does not exist "
+                                    f"(graph has {n} nodes)")
+        self.traced = traced
+        self.program = program
+        self.plan: StepPlan = build_plan(traced)
+        self._page_file_path = page_file
+        self._page_dir = page_dir
+        self._fsync = fsync
+        self._pages: PageFile | None = None
+        self.last: StepStats | None = None
+
+    # -- public API --------------------------------------------------------------------
+    @property
+    def pages(self) -> PageFile:
+        """The page file (opened on first use; reused and overwritten by every step)."""
+        if self._pages is None:
+            self._pages = PageFile(self._page_file_path, directory=self._page_dir, fsync=self._fsync)
+        return self._pages
+
+    def run(self, inputs: Any = None, target: torch.Tensor | None = None
+            ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Run the schedule; return ``(loss, {param name: grad})``. The module is not touched."""
+        outs = self._execute(_as_tuple(inputs), target)
+        g = len(self.traced.grad_names)
+        return outs[0], dict(zip(self.traced.grad_names, outs[1:1 + g]))
+
+    def step(self, inputs: Any = None, target: torch.Tensor | None = None) -> torch.Tensor:
+        """A drop-in for ``loss.backward()``: accumulate ``.grad`` on the parameters,
+        apply the buffer updates, return the (detached) loss."""
+        tm = self.traced
+        outs = self._execute(_as_tuple(inputs), target)
+        g = len(tm.grad_names)
+        params = dict(tm.module.named_parameters())
+        buffers = {**dict(tm.module.named_buffers()), **params}
+        with torch.no_grad():
+            for name, grad in zip(tm.grad_names, outs[1:1 + g]):
+                p = params[name]
+                if p.grad is None:
+                    p.grad = grad.detach()
+                else:
+                    p.grad += grad  # what autograd's AccumulateGrad does outside grad mode
+            for name, value in zip(tm.update_names, outs[1 + g:]):
+                buffers[name].copy_(value)
+        return outs[0].detach()
+
+    __call__ = step
+
+    def source(self) -> str:
+        """The schedule as straight-line Python (see :func:`poet_compiler.codegen.pygen.to_python`)."""
+        from poet_compiler.codegen.pygen import to_python
+
+        return to_python(self.traced, self.program)
+
+    def close(self) -> None:
+        if self._pages is not None:
+            self._pages.close()
+            self._pages = None
+
+    def __enter__(self) -> "ScheduledStep":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the interpreter ---------------------------------------------------------------
+    def _execute(self, inputs: tuple[torch.Tensor, ...] | None, target: torch.Tensor | None) -> list[Any]:
+        tm, plan = self.traced, self.plan
+        pages = self.pages
+        pages.reset_counters()
+        stats = StepStats()
+        t0 = time.perf_counter()
+        args = tm.flat_args(inputs, target)
+        if len(args) != len(plan.placeholders):
+            raise ScheduleError(f"the step takes {len(plan.placeholders) - len(tm.param_names) - len(tm.buffer_names)} "
+                                f"inputs and a target, got {len(args) - len(tm.param_names) - len(tm.buffer_names)}")
+        fx = plan.fx_nodes
+        env: dict[str, Any] = dict(zip(plan.placeholders, args))
+        env.update(constants(tm))
+        outputs: list[Any] = [None] * len(plan.output_names)
+        out_pos: dict[str, list[int]] = {}
+        for k, name in enumerate(plan.output_names):
+            out_pos.setdefault(name, []).append(k)
+
+        def load(a: torch.fx.Node) -> Any:
+            return env[a.name]
+
+        def run_fx(name: str) -> Any:
+            node = fx[name]
+            a = torch.fx.node.map_arg(node.args, load)
+            kw = torch.fx.node.map_arg(node.kwargs, load)
+            return node.target(*a, **kw)  # type: ignore[operator]
+
+        with torch.no_grad():
+            for name in plan.prelude:
+                env[name] = run_fx(name)
+            for name, k in plan.prelude_outputs:
+                outputs[k] = env[name]
+            excluded = {t.untyped_storage().data_ptr() for v in env.values() for t in _tensors(v)}
+            live = _Live(excluded)
+            graph = tm.graph
+            resident: set[int] = set()
+            for idx, ins in enumerate(self.program.instructions):
+                op, i = ins.op, ins.node
+                point = None
+                if op is Op.COMPUTE:
+                    for j in graph.nodes[i].inputs:
+                        if j not in resident:
+                            raise ScheduleError(f"instruction {idx} (COMPUTE {i}): input node {j} is not in RAM")
+                    if i in resident:
+                        raise ScheduleError(f"instruction {idx} (COMPUTE {i}): node {i} is already in RAM")
+                    npl = plan.nodes[i]
+                    point = live.bytes
+                    for name, drops in zip(npl.fx, npl.drop_after):
+                        value = run_fx(name)
+                        env[name] = value
+                        live.add(value)
+                        point = max(point, live.bytes)
+                        for k in out_pos.get(name, ()):
+                            outputs[k] = value
+                        for dead in drops:
+                            live.remove(env.pop(dead))
+                    for name, keep in npl.trim:
+                        value = env[name]
+                        live.remove(value)
+                        env[name] = trimmed(value, keep)
+                        live.add(env[name])
+                    value = None  # no stray reference may keep a dropped storage alive
+                    resident.add(i)
+                    stats.n_compute += 1
+                elif op is Op.FREE:
+                    if i not in resident:
+                        raise ScheduleError(f"instruction {idx} (FREE {i}): node {i} is not in RAM")
+                    for name in plan.nodes[i].kept:
+                        live.remove(env.pop(name))
+                    resident.discard(i)
+                elif op is Op.PAGE_OUT:
+                    if i not in resident:
+                        raise ScheduleError(f"instruction {idx} (PAGE_OUT {i}): node {i} is not in RAM")
+                    pages.page_out(i, {name: env[name] for name in plan.nodes[i].kept})
+                elif op is Op.PAGE_IN:
+                    if i in resident:
+                        raise ScheduleError(f"instruction {idx} (PAGE_IN {i}): node {i} is already in RAM")
+                    if not pages.has(i):
+                        raise ScheduleError(f"instruction {idx} (PAGE_IN {i}): node {i} has no copy in the page file")
+                    for name, value in pages.page_in(i).items():
+                        env[name] = value
+                        live.add(value)
+                    value = None
+                    resident.add(i)
+                elif op is Op.FENCE:
+                    pages.fence()
+                current = live.bytes if point is None else max(point, live.bytes)
+                stats.timeline.append(current)
+                if current > stats.peak_bytes:
+                    stats.peak_bytes, stats.peak_at = current, idx
+            missing = [k for k, v in enumerate(outputs) if v is None]
+            if missing:
+                raise ScheduleError(f"end of program: graph output {plan.output_names[missing[0]]!r} was never computed")
+            env.clear()
+        stats.wall_s = time.perf_counter() - t0
+        stats.page_out_bytes, stats.page_in_bytes = pages.bytes_written, pages.bytes_read
+        stats.n_page_out, stats.n_page_in, stats.n_fsync = pages.n_writes, pages.n_reads, pages.n_fsync
+        self.last = stats
+        return outputs
+
+
+__all__ = ["ScheduledStep", "StepStats"]

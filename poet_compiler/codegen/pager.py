@@ -1,0 +1,223 @@
+"""PageFile: the flash/SD stand-in — one real file on disk that node buffers are paged to.
+
+Each scheduling node gets its own region of the file, allocated at its first PAGE_OUT
+(64-byte aligned) and reused by later page-outs of the same node. A page-out writes the
+bytes of every distinct storage the node holds (``os.pwrite``: the data is handed to the
+kernel before the call returns, so no user-space buffer needs flushing); a page-in reads
+them back with ``os.preadv`` into freshly allocated storages and rebuilds every value
+(tensors with their dtype, shape, strides and storage offset, hence the node's folded
+views too; trimmed tuples of a multi-output op) on the new storages. The source tensors
+are untouched: they stay usable until the program FREEs them.
+
+I/O is synchronous, so a FENCE has nothing to wait for; with ``fsync=True`` a FENCE
+that closes a window with page-outs calls ``os.fsync`` (durability point, as a device
+would wait for its SD card to acknowledge the writes).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from poet_compiler.errors import PoetError
+
+_ALIGN = 64
+
+
+@dataclass(frozen=True)
+class _TensorLayout:
+    storage: int            # index into the node's storage list
+    dtype: torch.dtype
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int             # storage offset, in elements
+
+
+@dataclass(frozen=True)
+class _Record:
+    offset: int                    # start of the node's region in the file
+    capacity: int                  # bytes reserved for the node
+    sizes: tuple[int, ...]         # bytes of each storage, written back to back
+    layout: dict[str, Any]         # name -> _TensorLayout | tuple of (_TensorLayout | None) | None
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _bytes_view(storage: torch.UntypedStorage) -> Any:
+    """A zero-copy uint8 numpy view of ``storage`` (a buffer os.pwrite/preadv accept)."""
+    t = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (storage.nbytes(),), (1,))
+    return t.numpy()
+
+
+class PageFile:
+    """One page file; ``path=None`` creates a temporary file (in ``directory``) that
+    :meth:`close` deletes. Counts bytes written and read."""
+
+    def __init__(self, path: str | Path | None = None, *, directory: str | Path | None = None,
+                 fsync: bool = False) -> None:
+        self._owned = path is None
+        try:
+            if path is None:
+                fd, name = tempfile.mkstemp(prefix="poet-pages-", suffix=".bin", dir=directory)
+                self.path = Path(name)
+                self._fd = fd
+            else:
+                self.path = Path(path)
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as exc:
+            where = path if path is not None else (directory or tempfile.gettempdir())
+            raise PoetError(f"page file {where}: cannot create ({exc.strerror or exc})") from None
+        self.fsync = fsync
+        self._records: dict[int, _Record] = {}
+        self._end = 0
+        self._dirty = False
+        self.reset_counters()
+
+    def reset_counters(self) -> None:
+        self.bytes_written = 0
+        self.bytes_read = 0
+        self.n_writes = 0
+        self.n_reads = 0
+        self.n_fsync = 0
+
+    def has(self, node: int) -> bool:
+        return node in self._records
+
+    # -- transfers ---------------------------------------------------------------------
+    def page_out(self, node: int, values: dict[str, Any]) -> int:
+        """Write the storages behind ``values`` (name -> tensor / tuple) to ``node``'s region."""
+        storages: list[torch.UntypedStorage] = []
+        index: dict[int, int] = {}
+
+        def layout_of(t: torch.Tensor) -> _TensorLayout:
+            s = t.untyped_storage()
+            key = s.data_ptr() if s.nbytes() else -1 - len(storages)
+            if key not in index:
+                index[key] = len(storages)
+                storages.append(s)
+            return _TensorLayout(index[key], t.dtype, tuple(t.shape), tuple(t.stride()), t.storage_offset())
+
+        layout: dict[str, Any] = {}
+        for name, value in values.items():
+            if isinstance(value, torch.Tensor):
+                layout[name] = layout_of(value)
+            elif isinstance(value, (list, tuple)):
+                layout[name] = tuple(layout_of(v) if isinstance(v, torch.Tensor) else None for v in value)
+            else:
+                layout[name] = None
+        sizes = tuple(s.nbytes() for s in storages)
+        total = sum(sizes)
+        rec = self._records.get(node)
+        if rec is None or rec.capacity < total:
+            start = -(-self._end // _ALIGN) * _ALIGN
+            rec = _Record(start, total, sizes, layout)
+            self._end = start + total
+        else:
+            rec = _Record(rec.offset, rec.capacity, sizes, layout)
+        pos = rec.offset
+        for s in storages:
+            if s.nbytes():
+                self._write_all(_bytes_view(s), pos, node)
+            pos += s.nbytes()
+        self._records[node] = rec
+        self.bytes_written += total
+        self.n_writes += 1
+        self._dirty = True
+        return total
+
+    def page_in(self, node: int) -> dict[str, Any]:
+        """Read ``node``'s last page-out into fresh storages; the rebuilt values by name."""
+        rec = self._records.get(node)
+        if rec is None:
+            raise PoetError(f"page file {self.path}: node {node} was never paged out")
+        storages: list[torch.UntypedStorage] = []
+        pos = rec.offset
+        for size in rec.sizes:
+            buf = torch.empty(size, dtype=torch.uint8)
+            if size:
+                self._read_all(buf.numpy(), pos, node)
+            storages.append(buf.untyped_storage())
+            pos += size
+        self.bytes_read += sum(rec.sizes)
+        self.n_reads += 1
+
+        def build(lay: _TensorLayout) -> torch.Tensor:
+            return torch.empty(0, dtype=lay.dtype).set_(storages[lay.storage], lay.offset, lay.size, lay.stride)
+
+        out: dict[str, Any] = {}
+        for name, lay in rec.layout.items():
+            if isinstance(lay, _TensorLayout):
+                out[name] = build(lay)
+            elif isinstance(lay, tuple):
+                out[name] = tuple(build(x) if x is not None else None for x in lay)
+            else:
+                out[name] = None
+        return out
+
+    def fence(self) -> None:
+        """Complete the window's transfers: nothing to wait for (synchronous I/O); fsync
+        the page-outs when asked."""
+        if self.fsync and self._dirty:
+            os.fsync(self._fd)
+            self.n_fsync += 1
+        self._dirty = False
+
+    # -- plumbing ----------------------------------------------------------------------
+    def _write_all(self, data: Any, pos: int, node: int) -> None:
+        view = memoryview(data).cast("B")
+        done = 0
+        try:
+            while done < len(view):
+                done += os.pwrite(self._fd, view[done:], pos + done)
+        except OSError as exc:
+            raise PoetError(f"page file {self.path}: writing node {node} failed ({exc.strerror or exc})") from None
+
+    def _read_all(self, data: Any, pos: int, node: int) -> None:
+        view = memoryview(data).cast("B")
+        done = 0
+        try:
+            while done < len(view):
+                got = os.preadv(self._fd, [view[done:]], pos + done)
+                if got == 0:
+                    raise PoetError(f"page file {self.path}: node {node} is truncated on disk")
+                done += got
+        except OSError as exc:
+            raise PoetError(f"page file {self.path}: reading node {node} failed ({exc.strerror or exc})") from None
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes the file spans (regions of every node paged out so far)."""
+        return self._end
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None  # type: ignore[assignment]
+            if self._owned:
+                self.path.unlink(missing_ok=True)
+
+    def __enter__(self) -> "PageFile":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # best effort: never leave a temporary page file behind
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+__all__ = ["PageFile", "_tensors"]
