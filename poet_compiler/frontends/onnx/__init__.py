@@ -32,4 +32,4 @@ def supported_ops() -> list[str]:
     """Sorted ONNX op types that have a converter."""
     from . import ops  # noqa: F401
 
-    return sorted(CONVERTERS)
+    return sorted(k for k in CONVERTERS if "::" not in k)  # internal fused ops are not ONNX ops

@@ -28,12 +28,23 @@ statically) -> output tensors (None for outputs nobody reads)."""
 Converter = Callable[["NodeContext"], Runner]
 
 CONVERTERS: dict[str, Converter] = {}
+#: Domain of the nodes the fusion pass (``fuse.py``) creates; their registry key is
+#: ``"ai.poetc::OpType"``, so no ONNX op type can reach their converters.
+INTERNAL_DOMAIN = "ai.poetc"
 #: Ops whose outputs depend only on input shapes (folded whenever the shapes are known).
 SHAPE_ONLY: set[str] = set()
 
 
+def op_key(node: onnx.NodeProto) -> str:
+    """The registry key of ``node``: its op type, prefixed by its domain unless default."""
+    if node.domain in ("", "ai.onnx"):
+        return node.op_type
+    return f"{node.domain}::{node.op_type}"
+
+
 def converter(*op_types: str, shape_only: bool = False) -> Callable[[Converter], Converter]:
-    """Register ``fn`` as the converter of ONNX ops ``op_types`` (default domain)."""
+    """Register ``fn`` as the converter of ONNX ops ``op_types`` (default domain, or
+    ``"domain::OpType"`` for the fusion pass's internal nodes)."""
 
     def deco(fn: Converter) -> Converter:
         for op in op_types:

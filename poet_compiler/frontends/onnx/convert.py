@@ -25,7 +25,7 @@ from torch import nn
 
 from poet_compiler.errors import FrontendError
 
-from .context import CONVERTERS, SHAPE_ONLY, NodeContext, Runner
+from .context import CONVERTERS, SHAPE_ONLY, NodeContext, Runner, op_key
 from .dtypes import FLOAT_TYPES, tensor_from_proto
 
 
@@ -146,7 +146,7 @@ def convert_graph(
             for n in ins:
                 if n and n not in values:
                     raise FrontendError(f"{where}: {ctx.where} reads '{n}', which nothing produces")
-            runner = CONVERTERS[node.op_type](ctx)
+            runner = CONVERTERS[op_key(node)](ctx)
             run_ins = tuple("" if (not n or i in ctx.static_inputs) else n for i, n in enumerate(ins))
             try:
                 outs = list(runner([values[n] if n else None for n in run_ins]))

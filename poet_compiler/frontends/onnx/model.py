@@ -16,6 +16,7 @@ from poet_compiler.errors import FrontendError
 from . import ops  # noqa: F401  (fills the converter registry)
 from .convert import OnnxModule, convert_graph
 from .dtypes import FLOAT_TYPES, torch_dtype
+from .fuse import fuse_graph
 from .loader import check_supported, default_opset, read_model
 
 LOSSES = ("cross_entropy", "mse", "sum")
@@ -60,6 +61,27 @@ class OnnxModel:
     output_name: str = ""
     #: ONNX initializer name -> module parameter/buffer attribute name.
     attr_of: dict[str, str] = field(default_factory=dict)
+    #: Initializers the fusion pass stores transposed ([in, out] in the file -> [out, in]
+    #: for F.linear); :meth:`onnx_tensors` turns them back.
+    transposed: frozenset[str] = frozenset()
+    #: Fused pattern -> how many (``{"linear": 8, "gelu": 2}``); empty without fusion.
+    fusions: dict[str, int] = field(default_factory=dict)
+
+    def onnx_tensors(self, grads: bool = False) -> dict[str, torch.Tensor]:
+        """The module's parameters (or, with ``grads``, their gradients) by ONNX
+        initializer name, in the file's orientation. Parameters without a gradient are
+        left out when ``grads`` is set."""
+        params = dict(self.module.named_parameters())
+        out: dict[str, torch.Tensor] = {}
+        for onnx_name, attr in self.attr_of.items():
+            p = params.get(attr)
+            if p is None:
+                continue
+            t = p.grad if grads else p.detach()
+            if t is None:
+                continue
+            out[onnx_name] = t.t() if onnx_name in self.transposed else t
+        return out
 
 
 def load_onnx_module(
@@ -67,14 +89,17 @@ def load_onnx_module(
     *,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     loss: str | None = None,
+    fuse: bool = True,
 ) -> OnnxModel:
     """Read, check and convert ``path``.
 
     ``input_shapes`` maps graph-input names to full shapes; it is required for inputs
     with symbolic or unknown dimensions and overrides the file's shapes otherwise (the
     frontend always converts for one fixed batch shape). ``loss`` is one of
-    ``cross_entropy``, ``mse``, ``sum``; by default cross-entropy for a [N, C] float
-    output with C > 1, else MSE.
+    ``cross_entropy``, ``mse``, ``sum``; by default cross-entropy over the last dimension
+    for a [N, C] or [N, S, V] float output (classifier, language model) with C, V > 1,
+    else MSE. ``fuse`` (default on) rewrites exported linear layers and GELU formulas
+    into F.linear / F.gelu before conversion (:mod:`.fuse`).
     """
     where = str(path)
     if loss is not None and loss not in LOSSES:
@@ -86,6 +111,12 @@ def load_onnx_module(
     output = _primary_output(graph, where)
     shapes = _input_shapes(graph, input_shapes or {}, where)
     examples = _example_inputs(graph, shapes, where)
+    fusions: dict[str, int] = {}
+    transposed: frozenset[str] = frozenset()
+    if fuse:
+        fused = fuse_graph(graph)
+        graph, transposed = fused.graph, fused.transposed
+        fusions = {"linear": fused.linear, "gelu": fused.gelu}
     converted = convert_graph(graph, opset, examples, output.name, where)
     out = converted.output
     _check_against_shape_inference(model, shapes, converted.module, out, output.name, where)
@@ -102,6 +133,8 @@ def load_onnx_module(
         input_names=module.input_names,
         output_name=output.name,
         attr_of=dict(module.attr_of),
+        transposed=frozenset(n for n in transposed if n in module.attr_of),
+        fusions=fusions,
     )
 
 
@@ -195,7 +228,10 @@ def _example_inputs(graph: onnx.GraphProto, shapes: dict[str, tuple[int, ...]], 
 
 
 def _default_loss(out: torch.Tensor) -> str:
-    if out.dim() == 2 and out.shape[1] > 1:
+    """Class scores get cross-entropy over the last dimension: [N, C] (a classifier) and
+    [N, S, V] (a language model's per-token logits, as the zoo's GPT-2 is trained);
+    anything else (regression heads, images, 4-D maps whose class axis is ambiguous) MSE."""
+    if out.dim() in (2, 3) and out.shape[-1] > 1 and out.is_floating_point():
         return "cross_entropy"
     return "mse"
 

@@ -125,10 +125,15 @@ def test_default_and_explicit_losses(tmp_path) -> None:
     model, inputs = sm.build("gpt")  # [N, S, V] logits
     path = tmp_path / "gpt.onnx"
     export_module(model, inputs, path, opset=17, training=True)
-    assert load_onnx_module(path).loss_fn.kind == "mse"
-    ce = load_onnx_module(path, loss="cross_entropy")
+    # Language-model logits: cross-entropy over the vocabulary, one target per token.
+    ce = load_onnx_module(path)
+    assert ce.loss_fn.kind == "cross_entropy"
     assert ce.target.shape == (2, 8) and ce.target.dtype == torch.int64
-    assert ce.loss_fn(ce.module(*ce.example_inputs), ce.target).dim() == 0
+    out = ce.module(*ce.example_inputs)
+    expected = torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), ce.target.reshape(-1))
+    assert torch.equal(ce.loss_fn(out, ce.target), expected)
+    m = load_onnx_module(path, loss="mse")
+    assert m.loss_fn.kind == "mse" and m.target.shape == (2, 8, 50) and m.target.is_floating_point()
     s = load_onnx_module(path, loss="sum")
     assert s.loss_fn(s.module(*s.example_inputs), s.target).dim() == 0
 
@@ -137,3 +142,9 @@ def test_default_and_explicit_losses(tmp_path) -> None:
     export_module(model, inputs, path, opset=17)
     om = load_onnx_module(path)
     assert om.loss_fn.kind == "cross_entropy" and om.target.shape == (4,)
+
+    # A single-score head ([N, 1]) and a 4-D map get MSE by default.
+    for module, x in ((torch.nn.Linear(20, 1), torch.randn(4, 20)), (torch.nn.Conv2d(3, 4, 1), torch.randn(2, 3, 5, 5))):
+        path = tmp_path / "reg.onnx"
+        export_module(module, (x,), path, opset=17)
+        assert load_onnx_module(path).loss_fn.kind == "mse"

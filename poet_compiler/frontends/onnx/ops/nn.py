@@ -13,7 +13,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..context import NodeContext, Runner, converter
+from ..context import INTERNAL_DOMAIN, NodeContext, Runner, converter
 
 _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 _CONV_T = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
@@ -119,6 +119,13 @@ def _conv_transpose(ctx: NodeContext) -> Runner:
 @converter("MatMul")
 def _matmul(ctx: NodeContext) -> Runner:
     return lambda xs: (torch.matmul(xs[0], xs[1]),)
+
+
+@converter(f"{INTERNAL_DOMAIN}::Linear")
+def _fused_linear(ctx: NodeContext) -> Runner:
+    """MatMul(X, W^T) [+ bias] recognised by the fusion pass (fuse.py): W is [out, in]."""
+    has_b = ctx.has_input(2)
+    return lambda xs: (F.linear(xs[0], xs[1], xs[2] if has_b else None),)
 
 
 @converter("Gemm")
