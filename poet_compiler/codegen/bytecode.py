@@ -28,7 +28,7 @@ from poet_compiler.graph.ir import KINDS, OP_CLASSES, TrainingGraph
 from poet_compiler.schedule.program import Instruction, Op, Program
 
 MAGIC = b"POET"
-VERSION = 1
+VERSION = 2
 PREFIX_BYTES = 10  # magic(4) version(1) flags(1) crc32(4)
 
 # Header flag bits (docs/bytecode.md, "Flags").
@@ -59,7 +59,6 @@ CODE_NAMES = ("COMPUTE_SEQ", "COMPUTE_NEW", "COMPUTE_X", "FREE_C", "FREE_F",
 IMM_ESCAPE = 31
 U32 = 0xFFFFFFFF
 MAX_ARENA = 1 << 30   # offsets share a 32-bit word with two state bits on the device
-MAX_PALETTE_WIDTH = 24  # bits per packed size index
 MAX_NODES = 1 << 20     # far above any real graph; bounds the decoder's work
 
 # Error classes: the names are the C runtime's error codes (poet_runtime.h).
@@ -158,18 +157,30 @@ def _first_byte(code: int, imm: int) -> bytes:
     return bytes([code | (IMM_ESCAPE << 3)]) + _uvarint(imm - IMM_ESCAPE)
 
 
-def _width_bytes(value: int) -> int:
-    return max(1, (value.bit_length() + 7) // 8)
-
-
-def _trailing_zeros(values: list[int]) -> int:
-    """Largest shift s such that every value is a multiple of 2**s (31 if all zero)."""
-    acc = 0
-    for v in values:
-        acc |= v
-    if acc == 0:
+def _entry_code(value: int) -> int:
+    """Palette entry code: (value >> t) << 5 | t with t = trailing zeros (0 for value 0).
+    Sizes are mostly a small odd number times a power of two, so most codes take 1-2 B."""
+    if value == 0:
         return 0
-    return min((acc & -acc).bit_length() - 1, 31)
+    tz = min((value & -value).bit_length() - 1, 31)
+    return ((value >> tz) << 5) | tz
+
+
+def _entry_value(code: int) -> int:
+    return (code >> 5) << (code & 31)
+
+
+def _uvarint_wide(value: int) -> bytes:
+    """LEB128 of up to 35 bits (palette entry codes only)."""
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
 
 
 def _palette(values: list[int]) -> list[int]:
@@ -181,13 +192,10 @@ def _palette(values: list[int]) -> list[int]:
 
 
 def _palette_bytes(palette: list[int]) -> bytes:
-    """shift(u8) width(u8) count(varint) then count little-endian entries of `width` bytes."""
-    shift = _trailing_zeros(palette)
-    units = [v >> shift for v in palette]
-    width = _width_bytes(max(units, default=0))
-    out = bytearray([shift, width]) + _uvarint(len(palette))
-    for u in units:
-        out += u.to_bytes(width, "little")
+    """count (varint), then one entry code (varint, up to 35 bits) per entry."""
+    out = bytearray(_uvarint(len(palette)))
+    for v in palette:
+        out += _uvarint_wide(_entry_code(v))
     return bytes(out)
 
 
@@ -195,16 +203,29 @@ def _index_bits(count: int) -> int:
     return (count - 1).bit_length() if count > 1 else 0
 
 
+def _pack(indices: list[int], bits: int) -> bytes:
+    """Fixed-width indices, LSB first, as one little-endian bit string."""
+    acc = 0
+    for k, idx in enumerate(indices):
+        acc |= idx << (k * bits)
+    return acc.to_bytes((len(indices) * bits + 7) // 8, "little")
+
+
 def _size_section(values: list[int]) -> bytes:
-    """A palette of the distinct values plus one packed index per node (LSB first)."""
+    """A palette of the distinct values plus one packed index per node."""
     pal = _palette(values)
     index = {v: k for k, v in enumerate(pal)}
-    bits = _index_bits(len(pal))
-    acc = 0
-    for node, v in enumerate(values):
-        acc |= index[v] << (node * bits)
-    packed = acc.to_bytes((len(values) * bits + 7) // 8, "little")
-    return _palette_bytes(pal) + packed
+    return _palette_bytes(pal) + _pack([index[v] for v in values], _index_bits(len(pal)))
+
+
+def _workspace_section(values: list[int]) -> bytes:
+    """Sparse: a palette of the nonzero values, a bitmap of the nodes that have one, and
+    packed indices for those nodes only (most nodes of a CNN need no workspace)."""
+    nonzero = [v for v in values if v]
+    pal = _palette(nonzero)
+    index = {v: k for k, v in enumerate(pal)}
+    bitmap = sum(1 << node for node, v in enumerate(values) if v).to_bytes((len(values) + 7) // 8, "little")
+    return _palette_bytes(pal) + bitmap + _pack([index[v] for v in nonzero], _index_bits(len(pal)))
 
 
 # --------------------------------------------------------------------------- state
@@ -247,6 +268,55 @@ class _Machine:
         elif self.check_offsets and offset is not None and self.arena is not None and offset > self.arena:
             raise BytecodeFormatError(E_OFFSET, f"instruction {k}: {op.name} {node} @{offset} is past the {self.arena} B arena")
         self.where[node] = offset
+
+    def extent(self, op: Op, node: int) -> int:
+        """Bytes an allocation occupies while it happens: output, plus workspace for a COMPUTE."""
+        assert self.sizes is not None
+        return self.sizes[node] + (self.workspace[node] if self.workspace and op is Op.COMPUTE else 0)
+
+    def ends(self) -> list[int]:
+        """"Above" candidates, ascending: 0 and the end of every resident buffer."""
+        assert self.sizes is not None
+        return sorted({0} | {at + self.sizes[j] for j, at in self.where.items() if at is not None})
+
+    def starts(self) -> list[int]:
+        """"Below" candidates, descending: the arena's end and the start of every resident buffer."""
+        assert self.arena is not None
+        return sorted({self.arena} | {at for at in self.where.values() if at is not None}, reverse=True)
+
+    def place_code(self, op: Op, node: int, offset: int) -> int | None:
+        """Smallest placement code that yields ``offset`` (docs/bytecode.md), or None."""
+        if self.sizes is None:
+            return None
+        best: int | None = None
+        ends = self.ends()
+        if offset in ends:
+            best = 2 * ends.index(offset) + 1
+        if self.arena is not None:
+            target = offset + self.extent(op, node)
+            starts = self.starts()
+            if target in starts:
+                code = 2 * starts.index(target) + 2
+                best = code if best is None else min(best, code)
+        return best
+
+    def place(self, k: int, op: Op, node: int, code: int) -> int:
+        """Offset of placement code ``code`` >= 1 for ``node`` (range-checked by the caller)."""
+        if self.sizes is None or (code % 2 == 0 and self.arena is None):
+            raise BytecodeFormatError(E_OFFSET, f"instruction {k}: placement code {code} needs the "
+                                                f"{'size table' if self.sizes is None else 'arena size'}")
+        rank = (code - 1) // 2
+        cands = self.ends() if code % 2 else self.starts()
+        if rank >= len(cands):
+            raise BytecodeFormatError(E_OFFSET, f"instruction {k}: placement code {code} asks for candidate "
+                                                f"{rank} of {len(cands)}")
+        if code % 2:
+            return cands[rank]
+        offset = cands[rank] - self.extent(op, node)
+        if offset < 0:
+            raise BytecodeFormatError(E_OFFSET, f"instruction {k}: {op.name} {node} placed below "
+                                                f"@{cands[rank]} starts before the arena")
+        return offset
 
     def touch(self, k: int, op: Op, node: int) -> int | None:
         """FREE / PAGE_OUT: the node must be resident; returns its offset."""
@@ -314,6 +384,7 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
 
     # Validate the program with the decoder's own rules, so that what we write decodes.
     machine = _Machine(n, sizes, program.arena_bytes, with_offsets, workspace)
+    places: dict[int, int | None] = {}   # allocation index -> placement code (None: offset table)
     for k, ins in enumerate(program):
         if ins.op is Op.FENCE:
             if ins.node != -1 or ins.offset is not None:
@@ -321,6 +392,9 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
         elif ins.op in (Op.COMPUTE, Op.PAGE_IN):
             if with_offsets and not 0 <= ins.offset < MAX_ARENA:  # type: ignore[operator]
                 raise BytecodeFormatError(E_OFFSET, f"cannot encode: instruction {k}: offset {ins.offset} out of range")
+            if with_offsets:
+                machine._node(k, ins.node)
+                places[k] = machine.place_code(ins.op, ins.node, ins.offset)  # type: ignore[arg-type]
             machine.alloc(k, ins.op, ins.node, ins.offset)
         else:
             at = machine.touch(k, ins.op, ins.node)
@@ -328,33 +402,37 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
                 raise BytecodeFormatError(
                     E_OFFSET, f"cannot encode: instruction {k} ({ins}) but node {ins.node} lives at @{at}")
 
-    offsets_pal = sorted({ins.offset for ins in program if ins.op in (Op.COMPUTE, Op.PAGE_IN)}) \
-        if with_offsets else []
+    # Only offsets that no placement code reaches go to the offset table.
+    offsets_pal = sorted({program.instructions[k].offset for k, v in places.items() if v is None})  # type: ignore[misc]
     off_index = {v: k for k, v in enumerate(offsets_pal)}
 
     # Instruction stream; predictor registers exactly as in the decoder.
     code = bytearray()
     prev_compute, frontier, far_free, last_io, prev_slot = -1, 0, 0, 0, 0
 
-    def slot(offset: int | None) -> int:
+    def place(k: int) -> bytes:
+        """Placement operand of allocation k: a code >= 1, or 0 plus an offset-table slot."""
         nonlocal prev_slot
-        if not with_offsets:
-            return 0
-        index = off_index[offset]  # type: ignore[index]
+        v = places[k]
+        if v is not None:
+            return _uvarint(v)
+        index = off_index[program.instructions[k].offset]  # type: ignore[index]
         value, prev_slot = _zz(index - prev_slot), index
-        return value
+        return b"\x00" + _uvarint(value)
 
-    for ins in program:
+    for k, ins in enumerate(program):
         node = ins.node
         if ins.op is Op.COMPUTE:
-            if node == prev_compute + 1:
-                enc = _first_byte(C_COMPUTE_SEQ, slot(ins.offset))
-            elif node == frontier:
-                enc = _first_byte(C_COMPUTE_NEW, slot(ins.offset))
+            op_code = C_COMPUTE_SEQ if node == prev_compute + 1 else C_COMPUTE_NEW if node == frontier else C_COMPUTE_X
+            if op_code == C_COMPUTE_X:
+                enc = _first_byte(C_COMPUTE_X, _zz(node - prev_compute - 1)) + (place(k) if with_offsets else b"")
+            elif with_offsets:
+                # The placement operand is the immediate; an explicit slot follows it.
+                operand = place(k)
+                v = places[k]
+                enc = _first_byte(op_code, v) if v is not None else _first_byte(op_code, 0) + operand[1:]
             else:
-                enc = _first_byte(C_COMPUTE_X, _zz(node - prev_compute - 1))
-                if with_offsets:
-                    enc += _uvarint(slot(ins.offset))
+                enc = _first_byte(op_code, 0)
             prev_compute = node
             frontier = max(frontier, node + 1)
         elif ins.op is Op.FREE:
@@ -368,16 +446,14 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
             enc = _first_byte(C_PAGE_OUT, _zz(node - last_io))
             last_io = node
         elif ins.op is Op.PAGE_IN:
-            enc = _first_byte(C_PAGE_IN, _zz(node - last_io))
-            if with_offsets:
-                enc += _uvarint(slot(ins.offset))
+            enc = _first_byte(C_PAGE_IN, _zz(node - last_io)) + (place(k) if with_offsets else b"")
             last_io = node
         else:
             enc = _first_byte(C_FENCE, 0)
         code += enc
 
     sec_sizes = _size_section(list(sizes)) if sizes is not None else b""
-    sec_ws = _size_section(list(workspace)) if flags & F_WORKSPACE else b""  # type: ignore[arg-type]
+    sec_ws = _workspace_section(list(workspace)) if flags & F_WORKSPACE else b""  # type: ignore[arg-type]
     size_pal = _palette(list(sizes)) if sizes is not None else []
     sec_off = _offset_table(offsets_pal, size_pal) if with_offsets else b""
     sec_table = _node_table(graph) if flags & F_NODE_TABLE else b""  # type: ignore[arg-type]
@@ -402,7 +478,8 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
             "node_table_bytes": len(sec_table), "instructions": len(program),
             "bytes_per_instruction": (total / len(program)) if len(program) else 0.0,
             "code_bytes_per_instruction": (len(code) / len(program)) if len(program) else 0.0,
-            "offset_palette": len(offsets_pal), "stripped": not flags & F_NODE_TABLE,
+            "offset_table": len(offsets_pal),
+            "placed": sum(v is not None for v in places.values()), "allocations": len(places), "stripped": not flags & F_NODE_TABLE,
         })
     return data
 
@@ -460,13 +537,14 @@ class _Reader:
         self.pos += count
         return self.data[self.pos - count:self.pos]
 
-    def varint(self, what: str) -> int:
+    def varint(self, what: str, wide: bool = False) -> int:
+        """LEB128, minimal, at most 5 bytes; below 2**32 unless ``wide`` (palette entries)."""
         start, value = self.pos, 0
         for shift in range(0, 35, 7):
             byte = self.u8(what)
             value |= (byte & 0x7F) << shift
             if not byte & 0x80:
-                if value > U32 or (byte == 0 and self.pos - start > 1):
+                if (value > U32 and not wide) or (byte == 0 and self.pos - start > 1):
                     raise BytecodeFormatError(E_MALFORMED, f"bad varint for {what} at byte {start} "
                                                            "(overflow or not minimal)")
                 return value
@@ -489,40 +567,47 @@ class _Reader:
 
 
 def _read_palette(r: _Reader, limit: int, what: str) -> list[int]:
-    shift = r.u8(f"{what} shift")
-    width = r.u8(f"{what} width")
-    if shift > 31 or not 1 <= width <= 4:
-        raise BytecodeFormatError(E_MALFORMED, f"{what}: shift {shift} / width {width} out of range")
     count = r.varint(f"{what} count")
     if count > limit:
         raise BytecodeFormatError(E_COUNT, f"{what}: {count} entries but at most {limit} allowed")
-    r.need(count * width, f"{what} entries")
+    r.need(count, f"{what} entries")
     out = []
-    for _ in range(count):
-        value = int.from_bytes(r.raw(width, what), "little") << shift
+    for k in range(count):
+        value = _entry_value(r.varint(f"{what} entry {k}", wide=True))
         if value > U32:
-            raise BytecodeFormatError(E_MALFORMED, f"{what}: entry {value} overflows 32 bits")
+            raise BytecodeFormatError(E_MALFORMED, f"{what}: entry {k} ({value}) overflows 32 bits")
         out.append(value)
+    if limit and not out:
+        raise BytecodeFormatError(E_COUNT, f"{what}: empty palette for {limit} nodes")
     return out
 
 
-def _read_size_section(r: _Reader, n: int, what: str) -> tuple[list[int], tuple[int, ...]]:
-    pal = _read_palette(r, n, what)
-    if n and not pal:
-        raise BytecodeFormatError(E_COUNT, f"{what}: empty palette for {n} nodes")
+def _read_indices(r: _Reader, count: int, pal: list[int], what: str) -> list[int]:
     bits = _index_bits(len(pal))
-    if bits > MAX_PALETTE_WIDTH:
-        raise BytecodeFormatError(E_MALFORMED, f"{what}: {bits}-bit indices exceed {MAX_PALETTE_WIDTH}")
-    nbytes = (n * bits + 7) // 8
-    acc = int.from_bytes(r.raw(nbytes, f"{what} indices"), "little")
+    acc = int.from_bytes(r.raw((count * bits + 7) // 8, f"{what} indices"), "little")
     mask = (1 << bits) - 1
     out = []
-    for node in range(n):
-        idx = (acc >> (node * bits)) & mask
+    for k in range(count):
+        idx = (acc >> (k * bits)) & mask
         if idx >= len(pal):
-            raise BytecodeFormatError(E_COUNT, f"{what}: node {node} uses palette entry {idx} of {len(pal)}")
+            raise BytecodeFormatError(E_COUNT, f"{what}: index {k} uses palette entry {idx} of {len(pal)}")
         out.append(pal[idx])
-    return pal, tuple(out)
+    return out
+
+
+def _read_size_section(r: _Reader, n: int) -> tuple[list[int], tuple[int, ...]]:
+    pal = _read_palette(r, n, "size table")
+    return pal, tuple(_read_indices(r, n, pal, "size table"))
+
+
+def _read_workspace_section(r: _Reader, n: int) -> tuple[int, ...]:
+    pal = _read_palette(r, n, "workspace table")
+    bitmap = int.from_bytes(r.raw((n + 7) // 8, "workspace bitmap"), "little")
+    if bitmap >> n:
+        raise BytecodeFormatError(E_MALFORMED, f"workspace bitmap: bits set past node {n - 1}")
+    nodes = [i for i in range(n) if bitmap >> i & 1]
+    values = dict(zip(nodes, _read_indices(r, len(nodes), pal, "workspace table")))
+    return tuple(values.get(i, 0) for i in range(n))
 
 
 def _read_offset_table(r: _Reader, limit: int, size_pal: list[int]) -> list[int]:
@@ -590,9 +675,9 @@ def decode(data: bytes) -> DecodedProgram:
     # Every instruction takes at least one byte: a count beyond the file is a lie.
     if n_instr > r.end - r.pos:
         raise BytecodeFormatError(E_COUNT, f"{n_instr} instructions cannot fit in the {r.end - r.pos} B left")
-    size_pal, sizes = _read_size_section(r, n, "size table") if flags & F_SIZES else ([], None)
+    size_pal, sizes = _read_size_section(r, n) if flags & F_SIZES else ([], None)
     sizes_end = r.pos
-    workspace = _read_size_section(r, n, "workspace table")[1] if flags & F_WORKSPACE else None
+    workspace = _read_workspace_section(r, n) if flags & F_WORKSPACE else None
     ws_end = r.pos
     offsets = _read_offset_table(r, n_instr, size_pal) if flags & F_OFFSETS else None
     if offsets and arena is not None and offsets[-1] > arena:
@@ -605,10 +690,14 @@ def decode(data: bytes) -> DecodedProgram:
     instrs: list[Instruction] = []
     prev_compute, frontier, far_free, last_io, prev_slot = -1, 0, 0, 0, 0
 
-    def offset_at(code: int, k: int) -> int:
+    def offset_at(k: int, op: Op, node: int, v: int) -> int:
+        """Resolve placement operand v of allocation k (docs/bytecode.md, "Placement")."""
         nonlocal prev_slot
         assert offsets is not None
-        index = prev_slot + _unzz(code)
+        machine._node(k, node)   # a "below" placement needs the node's size
+        if v:
+            return machine.place(k, op, node, v)
+        index = prev_slot + _unzz(r.varint(f"instruction {k} slot"))
         if not 0 <= index < len(offsets):
             raise BytecodeFormatError(E_OFFSET, f"instruction {k}: offset index {index} outside the "
                                                 f"{len(offsets)}-entry offset table")
@@ -621,19 +710,17 @@ def decode(data: bytes) -> DecodedProgram:
         code = first & 7
         imm = r.imm(first, f"instruction {k}")
         off: int | None = None
-        if code in (C_COMPUTE_SEQ, C_COMPUTE_NEW):
-            node = prev_compute + 1 if code == C_COMPUTE_SEQ else frontier
+        if code in (C_COMPUTE_SEQ, C_COMPUTE_NEW, C_COMPUTE_X):
+            if code == C_COMPUTE_X:
+                node = prev_compute + 1 + _unzz(imm)
+                v = r.varint(f"instruction {k} placement") if offsets is not None else 0
+            else:
+                node = prev_compute + 1 if code == C_COMPUTE_SEQ else frontier
+                v = imm
+                if offsets is None and imm:
+                    raise BytecodeFormatError(E_OPCODE, f"instruction {k} at byte {at}: nonzero operand without offsets")
             if offsets is not None:
-                off = offset_at(imm, k)
-            elif imm:
-                raise BytecodeFormatError(E_OPCODE, f"instruction {k} at byte {at}: nonzero operand without offsets")
-            machine.alloc(k, Op.COMPUTE, node, off)
-            instrs.append(Instruction(Op.COMPUTE, node, off))
-            prev_compute, frontier = node, max(frontier, node + 1)
-        elif code == C_COMPUTE_X:
-            node = prev_compute + 1 + _unzz(imm)
-            if offsets is not None:
-                off = offset_at(r.varint(f"instruction {k} offset"), k)
+                off = offset_at(k, Op.COMPUTE, node, v)
             machine.alloc(k, Op.COMPUTE, node, off)
             instrs.append(Instruction(Op.COMPUTE, node, off))
             prev_compute, frontier = node, max(frontier, node + 1)
@@ -651,7 +738,7 @@ def decode(data: bytes) -> DecodedProgram:
         elif code == C_PAGE_IN:
             node = last_io + _unzz(imm)
             if offsets is not None:
-                off = offset_at(r.varint(f"instruction {k} offset"), k)
+                off = offset_at(k, Op.PAGE_IN, node, r.varint(f"instruction {k} placement"))
             machine.alloc(k, Op.PAGE_IN, node, off)
             instrs.append(Instruction(Op.PAGE_IN, node, off))
             last_io = node

@@ -11,7 +11,6 @@
 
 #define PREFIX 10u
 #define IMM_ESCAPE 31u
-#define MAX_BITS 24u
 #define U32MAX 0xFFFFFFFFu
 
 enum { C_SEQ, C_NEW, C_X, C_FREE_C, C_FREE_F, C_PAGE_OUT, C_PAGE_IN, C_FENCE };
@@ -38,8 +37,8 @@ static int rd_u8(const poet_prog *p, uint32_t *pos, uint32_t *out)
     return POET_OK;
 }
 
-/* Unsigned LEB128, at most 5 bytes, value < 2^32, minimal encoding. */
-static int rd_var(const poet_prog *p, uint32_t *pos, uint32_t *out)
+/* Unsigned LEB128, at most 5 bytes, minimal encoding, value <= limit. */
+static int rd_var64(const poet_prog *p, uint32_t *pos, uint64_t *out, uint64_t limit)
 {
     uint64_t value = 0;
     uint32_t start = *pos, shift, byte;
@@ -48,13 +47,29 @@ static int rd_var(const poet_prog *p, uint32_t *pos, uint32_t *out)
             return POET_E_TRUNCATED;
         value |= (uint64_t)(byte & 0x7Fu) << shift;
         if (!(byte & 0x80u)) {
-            if (value > U32MAX || (byte == 0u && *pos - start > 1u))
+            if (value > limit || (byte == 0u && *pos - start > 1u))
                 return POET_E_MALFORMED;
-            *out = (uint32_t)value;
+            *out = value;
             return POET_OK;
         }
     }
     return POET_E_MALFORMED;
+}
+
+static int rd_var(const poet_prog *p, uint32_t *pos, uint32_t *out)
+{
+    uint64_t v;
+    int rc = rd_var64(p, pos, &v, U32MAX);
+    *out = (uint32_t)v;
+    return rc;
+}
+
+/* A varint of an already validated table (cannot fail). */
+static uint32_t var_at(const poet_prog *p, uint32_t *pos)
+{
+    uint32_t v = 0;
+    (void)rd_var(p, pos, &v);
+    return v;
 }
 
 /* Instruction immediate: 5 bits, 31 continues with a varint. */
@@ -76,85 +91,155 @@ static int rd_imm(const poet_prog *p, uint32_t *pos, uint32_t first, uint32_t *o
 
 static int64_t unzz(uint32_t v) { return (v & 1u) ? -(int64_t)((v >> 1) + 1u) : (int64_t)(v >> 1); }
 
-static uint32_t rd_le(const uint8_t *b, uint32_t width)
+/* ---- size tables (docs/bytecode.md, "Size table and workspace table") ------------- */
+/* Palette entry code -> value: (code >> 5) << (code & 31); at most 2^61, checked < 2^32. */
+static uint64_t entry_value(uint64_t code) { return (code >> 5) << (code & 31u); }
+
+static uint32_t index_bits(uint32_t count)
 {
-    uint32_t v = 0, i;
-    for (i = 0; i < width; i++)
-        v |= (uint32_t)b[i] << (8u * i);
-    return v;
+    uint32_t bits = 0;
+    while (count > 1u && ((count - 1u) >> bits))
+        bits++;
+    return bits;
 }
 
-/* ---- size tables --------------------------------------------------------------- */
-static uint32_t pal_entry(const poet_prog *p, const poet_sizes *t, uint32_t k)
+/* Entry k of the palette whose entry codes start at pos (validated: k < count). */
+static uint32_t pal_entry(const poet_prog *p, uint32_t pos, uint32_t k)
 {
-    return rd_le(p->buf + t->pal + k * t->width, t->width) << t->shift;
-}
-
-static uint32_t pal_index(const poet_prog *p, const poet_sizes *t, uint32_t node)
-{
-    uint32_t bit = node * t->bits, v = 0, i;
-    for (i = 0; i < t->bits; i++, bit++)
-        v |= (uint32_t)((p->buf[t->idx + (bit >> 3)] >> (bit & 7u)) & 1u) << i;
-    return v;
-}
-
-static uint32_t table_value(const poet_prog *p, const poet_sizes *t, uint32_t node)
-{
-    return pal_entry(p, t, pal_index(p, t, node));
-}
-
-static int rd_sizes(poet_prog *p, uint32_t *pos, poet_sizes *t)
-{
-    uint32_t shift, width, count, k, bits, nbytes;
-    uint64_t need;
-    int rc;
-    if ((rc = rd_u8(p, pos, &shift)) || (rc = rd_u8(p, pos, &width)))
-        return rc;
-    if (shift > 31u || width < 1u || width > 4u)
-        return POET_E_MALFORMED;
-    if ((rc = rd_var(p, pos, &count)))
-        return rc;
-    if (count > p->n_nodes)
-        return POET_E_COUNT;
-    need = (uint64_t)count * width;
-    if (need > p->len - *pos)
-        return POET_E_TRUNCATED;
-    t->pal = *pos;
-    t->count = count;
-    t->shift = (uint8_t)shift;
-    t->width = (uint8_t)width;
-    for (k = 0; k < count; k++)
-        if (((uint64_t)rd_le(p->buf + *pos + k * width, width) << shift) > U32MAX)
-            return POET_E_MALFORMED;
-    *pos += (uint32_t)need;
-    if (p->n_nodes && !count)
-        return POET_E_COUNT;
-    for (bits = 0; count > 1u && ((count - 1u) >> bits); bits++) {
+    uint64_t code = 0;
+    for (;;) {
+        (void)rd_var64(p, &pos, &code, 0x7FFFFFFFFull);
+        if (!k--)
+            return (uint32_t)entry_value(code);
     }
-    if (bits > MAX_BITS)
-        return POET_E_MALFORMED;
-    t->bits = (uint8_t)bits;
-    need = ((uint64_t)p->n_nodes * bits + 7u) / 8u;
+}
+
+/* Position after `count` varints starting at pos (validated). */
+static uint32_t skip_vars(const poet_prog *p, uint32_t pos, uint32_t count)
+{
+    uint64_t v;
+    while (count--)
+        (void)rd_var64(p, &pos, &v, 0x7FFFFFFFFull);
+    return pos;
+}
+
+/* The k-th fixed-width index of the bit string at pos. */
+static uint32_t packed(const poet_prog *p, uint32_t pos, uint32_t k, uint32_t bits)
+{
+    uint32_t bit = k * bits, v = 0, i;
+    for (i = 0; i < bits; i++, bit++)
+        v |= (uint32_t)((p->buf[pos + (bit >> 3)] >> (bit & 7u)) & 1u) << i;
+    return v;
+}
+
+static int has_work(const poet_prog *p) { return (p->buf[5] & POET_F_WORKSPACE) != 0u; }
+
+uint32_t poet_node_bytes(const poet_prog *p, uint32_t node)
+{
+    uint32_t pos = p->sizes, count, pal;
+    if (node >= p->n_nodes)
+        return 0u;
+    count = var_at(p, &pos);
+    pal = pos;
+    return pal_entry(p, pal, packed(p, skip_vars(p, pal, count), node, index_bits(count)));
+}
+
+uint32_t poet_node_workspace(const poet_prog *p, uint32_t node)
+{
+    uint32_t pos = p->work, count, pal, map, rank = 0, i;
+    if (node >= p->n_nodes || !has_work(p))
+        return 0u;
+    count = var_at(p, &pos);
+    pal = pos;
+    map = skip_vars(p, pal, count);
+    if (!((p->buf[map + (node >> 3)] >> (node & 7u)) & 1u))
+        return 0u;
+    for (i = 0; i < node; i++) /* rank among the nodes that have workspace */
+        rank += (p->buf[map + (i >> 3)] >> (i & 7u)) & 1u;
+    return pal_entry(p, pal, packed(p, map + (p->n_nodes + 7u) / 8u, rank, index_bits(count)));
+}
+
+/* count + entry codes; returns the palette size. */
+static int rd_palette(const poet_prog *p, uint32_t *pos, uint32_t *count)
+{
+    uint64_t code;
+    uint32_t k;
+    int rc;
+    if ((rc = rd_var(p, pos, count)))
+        return rc;
+    if (*count > p->n_nodes)
+        return POET_E_COUNT;
+    if (*count > p->len - *pos)
+        return POET_E_TRUNCATED;
+    for (k = 0; k < *count; k++) {
+        if ((rc = rd_var64(p, pos, &code, 0x7FFFFFFFFull)))
+            return rc;
+        if (entry_value(code) > U32MAX)
+            return POET_E_MALFORMED;
+    }
+    if (p->n_nodes && !*count)
+        return POET_E_COUNT;
+    return POET_OK;
+}
+
+/* `n` packed indices at *pos, each < count. */
+static int rd_indices(const poet_prog *p, uint32_t *pos, uint32_t n, uint32_t count)
+{
+    uint32_t bits = index_bits(count), k;
+    uint64_t need = ((uint64_t)n * bits + 7u) / 8u;
     if (need > p->len - *pos)
         return POET_E_TRUNCATED;
-    nbytes = (uint32_t)need;
-    t->idx = *pos;
-    *pos += nbytes;
-    for (k = 0; k < p->n_nodes; k++)
-        if (pal_index(p, t, k) >= count)
+    for (k = 0; k < n; k++)
+        if (packed(p, *pos, k, bits) >= count)
             return POET_E_COUNT;
+    *pos += (uint32_t)need;
     return POET_OK;
+}
+
+static int rd_sizes(poet_prog *p, uint32_t *pos)
+{
+    uint32_t count;
+    int rc;
+    p->sizes = *pos;
+    if ((rc = rd_palette(p, pos, &count)))
+        return rc;
+    return rd_indices(p, pos, p->n_nodes, count);
+}
+
+static int rd_work(poet_prog *p, uint32_t *pos)
+{
+    uint32_t count, map, nbytes = (uint32_t)(((uint64_t)p->n_nodes + 7u) / 8u), nnz = 0, i;
+    int rc;
+    p->work = *pos;
+    if ((rc = rd_palette(p, pos, &count)))
+        return rc;
+    if (nbytes > p->len - *pos)
+        return POET_E_TRUNCATED;
+    map = *pos;
+    *pos += nbytes;
+    if (nbytes && (p->buf[map + nbytes - 1u] >> (p->n_nodes - 8u * (nbytes - 1u))))
+        return POET_E_MALFORMED; /* bits past the last node */
+    for (i = 0; i < p->n_nodes; i++)
+        nnz += (p->buf[map + (i >> 3)] >> (i & 7u)) & 1u;
+    return rd_indices(p, pos, nnz, count);
+}
+
+/* Size palette entry v as an offset-table gap code. */
+static uint64_t gap_of(const poet_prog *p, uint32_t v)
+{
+    uint32_t pos = p->sizes, count = var_at(p, &pos);
+    return v < count ? pal_entry(p, pos, v) : (uint64_t)v - count;
 }
 
 /* Offset of entry `index` of the offset table (validated at open). */
 static uint32_t offset_entry(const poet_prog *p, uint32_t index)
 {
-    uint32_t pos = p->off_tab, v = 0, j, acc = 0;
-    for (j = 0; j <= index; j++) {
-        (void)rd_var(p, &pos, &v);
-        acc += v < p->sizes.count ? pal_entry(p, &p->sizes, v) : v - p->sizes.count;
-    }
-    return acc;
+    uint32_t pos = p->off_tab, j;
+    uint64_t acc = 0;
+    (void)var_at(p, &pos);
+    for (j = 0; j <= index; j++)
+        acc += gap_of(p, var_at(p, &pos));
+    return (uint32_t)acc;
 }
 
 static int rd_offsets(poet_prog *p, uint32_t *pos)
@@ -162,18 +247,17 @@ static int rd_offsets(poet_prog *p, uint32_t *pos)
     uint32_t count, j, v;
     uint64_t acc = 0, gap;
     int rc;
+    p->off_tab = *pos;
     if ((rc = rd_var(p, pos, &count)))
         return rc;
     if (count > p->n_instr)
         return POET_E_COUNT;
     if (count > p->len - *pos)
         return POET_E_TRUNCATED;
-    p->off_tab = *pos;
-    p->n_off = count;
     for (j = 0; j < count; j++) {
         if ((rc = rd_var(p, pos, &v)))
             return rc;
-        gap = v < p->sizes.count ? pal_entry(p, &p->sizes, v) : (uint64_t)v - p->sizes.count;
+        gap = gap_of(p, v);
         if (j && gap == 0u)
             return POET_E_MALFORMED;
         acc += gap;
@@ -186,40 +270,69 @@ static int rd_offsets(poet_prog *p, uint32_t *pos)
 }
 
 /* ---- one instruction ------------------------------------------------------------ */
-uint32_t poet_node_bytes(const poet_prog *p, uint32_t node)
-{
-    return node < p->n_nodes ? table_value(p, &p->sizes, node) : 0u;
-}
-
-uint32_t poet_node_workspace(const poet_prog *p, uint32_t node)
-{
-    return (node < p->n_nodes && p->has_work) ? table_value(p, &p->work, node) : 0u;
-}
-
+/* Offset-table slot: entry prev_slot + unzz(code). */
 static int take_slot(poet_prog *p, uint32_t code, uint32_t *offset)
 {
+    uint32_t pos = p->off_tab, n_off = var_at(p, &pos);
     int64_t index = (int64_t)p->prev_slot + unzz(code);
-    if (index < 0 || index >= (int64_t)p->n_off)
+    if (index < 0 || index >= (int64_t)n_off)
         return POET_E_OFFSET;
     p->prev_slot = (uint32_t)index;
     *offset = offset_entry(p, (uint32_t)index);
     return POET_OK;
 }
 
-/* Allocation checks (node range, state, arena bounds, overlap), as the Python _Machine. */
-static int check_alloc(const poet_prog *p, int64_t node, uint32_t offset, int page_in, int full)
+/* Placement code v >= 1 (docs/bytecode.md, "Placement"): odd v = 2r+1 is the r-th
+ * smallest of {0} and the end of every resident buffer; even v = 2r+2 puts the buffer
+ * right below the r-th largest of {arena end} and the start of every resident buffer.
+ * Needs no memory: each rank step is one scan of the where table. */
+static int place(const poet_prog *p, uint32_t node, uint32_t v, int compute, uint32_t *offset)
+{
+    uint32_t rank = (v - 1u) / 2u, r, j, w;
+    uint64_t cur = (v & 1u) ? 0u : p->arena_bytes, best, e, extent;
+    int found;
+    for (r = 0; r < rank; r++) {
+        found = 0;
+        best = 0;
+        for (j = 0; j < p->n_nodes; j++) {
+            w = p->where[j];
+            if (!POET_WHERE_RESIDENT(w))
+                continue;
+            e = POET_WHERE_OFFSET(w);
+            if (v & 1u) {
+                e += poet_node_bytes(p, j);
+                if (e > cur && (!found || e < best))
+                    best = e, found = 1;
+            } else if (e < cur && (!found || e > best)) {
+                best = e, found = 1;
+            }
+        }
+        if (!found)
+            return POET_E_OFFSET;
+        cur = best;
+    }
+    if (!(v & 1u)) {
+        extent = (uint64_t)poet_node_bytes(p, node) + (compute ? poet_node_workspace(p, node) : 0u);
+        if (extent > cur)
+            return POET_E_OFFSET;
+        cur -= extent;
+    }
+    *offset = (uint32_t)cur;
+    return POET_OK;
+}
+
+/* Allocation checks after placement (state, arena bounds, overlap), as the Python _Machine. */
+static int check_alloc(const poet_prog *p, uint32_t node, uint32_t offset, int page_in, int full)
 {
     uint32_t w, j, size, osize, at;
     uint64_t end;
-    if (node < 0 || node >= (int64_t)p->n_nodes)
-        return POET_E_NODE;
     w = p->where[node];
     if (POET_WHERE_RESIDENT(w))
         return POET_E_STATE;
     if (page_in && !(w & POET_WHERE_FLASH))
         return POET_E_STATE;
-    size = poet_node_bytes(p, (uint32_t)node);
-    end = (uint64_t)offset + size + (page_in ? 0u : poet_node_workspace(p, (uint32_t)node));
+    size = poet_node_bytes(p, node);
+    end = (uint64_t)offset + size + (page_in ? 0u : poet_node_workspace(p, node));
     if (end > p->arena_bytes)
         return POET_E_OFFSET;
     if (full && end > offset) {
@@ -236,11 +349,27 @@ static int check_alloc(const poet_prog *p, int64_t node, uint32_t offset, int pa
     return POET_OK;
 }
 
+/* Range check, placement operand (and slot), then the allocation checks. */
+static int alloc(poet_prog *p, uint32_t *pos, int64_t node, uint32_t v, int page_in, int full, uint32_t *off)
+{
+    uint32_t slot;
+    int rc;
+    if (node < 0 || node >= (int64_t)p->n_nodes)
+        return POET_E_NODE;
+    if (v == 0u) {
+        if ((rc = rd_var(p, pos, &slot)) || (rc = take_slot(p, slot, off)))
+            return rc;
+    } else if ((rc = place(p, (uint32_t)node, v, !page_in, off))) {
+        return rc;
+    }
+    return check_alloc(p, (uint32_t)node, *off, page_in, full);
+}
+
 /* Decode the instruction at pc, check it, and (when cb != NULL or dry) apply it. */
 static int exec_one(poet_prog *p, const poet_callbacks *cb, void *user, poet_instr *ins, int full)
 {
     poet_prog save = *p;
-    uint32_t pos = p->pc, first, imm, code, off = 0, slot, w;
+    uint32_t pos = p->pc, first, imm, code, off = 0, v, w;
     int64_t node = 0;
     int rc;
     if (p->index >= p->n_instr)
@@ -255,13 +384,13 @@ static int exec_one(poet_prog *p, const poet_callbacks *cb, void *user, poet_ins
     case C_X:
         if (code == C_X) {
             node = (int64_t)p->prev_compute + 1 + unzz(imm);
-            if ((rc = rd_var(p, &pos, &slot)))
+            if ((rc = rd_var(p, &pos, &v)))
                 return rc;
         } else {
             node = code == C_SEQ ? (int64_t)p->prev_compute + 1 : (int64_t)p->frontier;
-            slot = imm;
+            v = imm;
         }
-        if ((rc = take_slot(p, slot, &off)) || (rc = check_alloc(p, node, off, 0, full)))
+        if ((rc = alloc(p, &pos, node, v, 0, full, &off)))
             goto fail;
         ins->op = POET_OP_COMPUTE;
         p->prev_compute = (int32_t)node;
@@ -270,8 +399,7 @@ static int exec_one(poet_prog *p, const poet_callbacks *cb, void *user, poet_ins
         break;
     case C_PAGE_IN:
         node = (int64_t)p->last_io + unzz(imm);
-        if ((rc = rd_var(p, &pos, &slot)) || (rc = take_slot(p, slot, &off)) ||
-            (rc = check_alloc(p, node, off, 1, full)))
+        if ((rc = rd_var(p, &pos, &v)) || (rc = alloc(p, &pos, node, v, 1, full, &off)))
             goto fail;
         ins->op = POET_OP_PAGE_IN;
         p->last_io = (uint32_t)node;
@@ -397,15 +525,14 @@ int poet_open(poet_prog *p, const uint8_t *buf, size_t len, uint8_t *arena, size
         return POET_E_FLAGS;
     if ((flags & (POET_F_SIZES | POET_F_OFFSETS | POET_F_ARENA)) != (POET_F_SIZES | POET_F_OFFSETS | POET_F_ARENA))
         return POET_E_NOT_EXECUTABLE;
-    p->flags = (uint8_t)flags;
-    p->has_work = (uint8_t)((flags & POET_F_WORKSPACE) != 0u);
     if ((rc = rd_var(p, &pos, &declared)))
         return rc;
     if (declared > len)
         return POET_E_TRUNCATED;
     if (declared < len)
         return POET_E_LENGTH;
-    if (rd_le(buf + 6, 4) != poet_crc32(poet_crc32(0, buf, 6), buf + PREFIX, len - PREFIX))
+    if (((uint32_t)buf[6] | (uint32_t)buf[7] << 8 | (uint32_t)buf[8] << 16 | (uint32_t)buf[9] << 24) !=
+        poet_crc32(poet_crc32(0, buf, 6), buf + PREFIX, len - PREFIX))
         return POET_E_CRC;
     if ((rc = rd_var(p, &pos, &p->n_nodes)) || (rc = rd_var(p, &pos, &p->n_instr)) ||
         (rc = rd_var(p, &pos, &p->arena_bytes)))
@@ -416,9 +543,9 @@ int poet_open(poet_prog *p, const uint8_t *buf, size_t len, uint8_t *arena, size
         return POET_E_COUNT;
     if (p->n_instr > p->len - pos)
         return POET_E_COUNT;
-    if ((rc = rd_sizes(p, &pos, &p->sizes)))
+    if ((rc = rd_sizes(p, &pos)))
         return rc;
-    if (p->has_work && (rc = rd_sizes(p, &pos, &p->work)))
+    if ((flags & POET_F_WORKSPACE) && (rc = rd_work(p, &pos)))
         return rc;
     if ((rc = rd_offsets(p, &pos)))
         return rc;
@@ -433,7 +560,6 @@ int poet_open(poet_prog *p, const uint8_t *buf, size_t len, uint8_t *arena, size
     }
     if (rc != POET_DONE)
         return rc;
-    p->code_end = p->pc;
     if (!(flags & POET_F_NODE_TABLE) && p->pc != p->len)
         return POET_E_MALFORMED;
     rewind_state(p);
@@ -470,9 +596,31 @@ uint32_t poet_pc(const poet_prog *p) { return p->index; }
 
 int poet_node_table(const poet_prog *p, uint32_t *pos)
 {
-    if (!p || !pos || !(p->flags & POET_F_NODE_TABLE))
+    uint32_t at, k, first, imm, v;
+    if (!p || !pos || !(p->buf[5] & POET_F_NODE_TABLE))
         return 0;
-    *pos = p->code_end;
+    /* Skip the (validated) instructions by their syntax alone: no state needed. */
+    at = p->code;
+    for (k = 0; k < p->n_instr; k++) {
+        first = p->buf[at++];
+        (void)rd_imm(p, &at, first, &imm);
+        switch (first & 7u) {
+        case C_SEQ:
+        case C_NEW:
+            v = imm;
+            break;
+        case C_X:
+        case C_PAGE_IN:
+            v = var_at(p, &at);
+            break;
+        default:
+            v = 1u;
+            break;
+        }
+        if (v == 0u)
+            (void)var_at(p, &at); /* explicit offset-table slot */
+    }
+    *pos = at;
     return 1;
 }
 

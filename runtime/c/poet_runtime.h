@@ -1,5 +1,5 @@
 /*
- * poet_runtime.h - C99 loader and interpreter for .poet schedule bytecode (version 1).
+ * poet_runtime.h - C99 loader and interpreter for .poet schedule bytecode (version 2).
  *
  * The format is specified in docs/bytecode.md. The runtime never allocates, never
  * prints and uses only <stddef.h>/<stdint.h>. The caller owns three pieces of memory:
@@ -26,7 +26,7 @@
 extern "C" {
 #endif
 
-#define POET_VERSION 1u
+#define POET_VERSION 2u
 
 /* Return codes. Negative values are errors; the names match the Python decoder's
  * BytecodeFormatError.code. */
@@ -103,27 +103,18 @@ typedef struct poet_callbacks {
     int (*fence)(void *user);
 } poet_callbacks;
 
-/* A per-node table of sizes: palette of distinct values + packed indices. */
-typedef struct poet_sizes {
-    uint32_t pal;    /* byte position of the palette entries */
-    uint32_t idx;    /* byte position of the packed indices */
-    uint32_t count;  /* palette entries */
-    uint8_t shift, width, bits;
-} poet_sizes;
-
-/* Loader and interpreter state (all the RAM the runtime uses besides the caller's
- * where table). Fields are private; read them through the functions below. */
+/* Loader and interpreter state: all the RAM the runtime uses besides the caller's where
+ * table (72 bytes on a 32-bit MCU). Tables are not copied or cached: lookups re-read the
+ * (validated) file. Fields are private; read them through the functions below. */
 typedef struct poet_prog {
     const uint8_t *buf;
     uint8_t *arena;
     uint32_t *where;
     uint32_t len, n_nodes, n_instr, arena_bytes;
-    poet_sizes sizes, work;
-    uint32_t off_tab, n_off, code, code_end;
+    uint32_t sizes, work, off_tab, code; /* byte positions: size/workspace/offset tables, first instruction */
     /* execution registers */
     uint32_t pc, index, frontier, far_free, last_io, prev_slot;
     int32_t prev_compute;
-    uint8_t flags, has_work;
 } poet_prog;
 
 /* Validate buf[0..len) completely, then prepare to execute from the first instruction.

@@ -192,23 +192,28 @@ def checkpoint_all_peak(graph: TrainingGraph) -> int:
 
 def assemble(*, sizes: list[int], arena: int | None, offsets: list[int] | None, code: bytes,
              n_instr: int, flags: int | None = None, n_nodes: int | None = None,
-             tail: bytes = b"", version: int = 1, magic: bytes = b"POET") -> bytes:
+             tail: bytes = b"", version: int | None = None, magic: bytes = b"POET",
+             size_section: bytes | None = None, workspace_section: bytes | None = None) -> bytes:
     """Hand-assemble a .poet file (valid length and CRC) around a raw instruction stream,
-    to build files the encoder would refuse to write."""
+    to build files the encoder would refuse to write. ``size_section`` /
+    ``workspace_section`` replace the generated tables with raw bytes."""
     from poet_compiler.codegen import bytecode as bc
 
     f = bc.F_SIZES | bc.F_OFFSETS | (bc.F_ARENA if arena is not None else 0)
+    f |= bc.F_WORKSPACE if workspace_section is not None else 0
     f = f if flags is None else flags
     n = len(sizes) if n_nodes is None else n_nodes
     rest = bc._uvarint(n) + bc._uvarint(n_instr) + (bc._uvarint(arena) if arena is not None else b"")
-    rest += bc._size_section(sizes) if f & bc.F_SIZES else b""
+    if f & bc.F_SIZES:
+        rest += bc._size_section(sizes) if size_section is None else size_section
+    rest += workspace_section or b""
     rest += bc._offset_table(offsets or [], bc._palette(sizes)) if f & bc.F_OFFSETS else b""
     rest += code + tail
     total = 10 + len(rest)
     while 10 + len(bc._uvarint(total)) + len(rest) != total:
         total = 10 + len(bc._uvarint(total)) + len(rest)
     body = bc._uvarint(total) + rest
-    head = magic + bytes([version, f])
+    head = magic + bytes([bc.VERSION if version is None else version, f])
     crc = bc.file_crc(head + b"\0\0\0\0" + body)
     return head + crc.to_bytes(4, "little") + body
 
@@ -235,8 +240,9 @@ def corruption_cases() -> dict[str, tuple[bytes, str]]:
     Base: three 16-byte nodes, a 48-byte arena, offsets 0/16/32.
     """
     sizes, offs = [16, 16, 16], [0, 16, 32]
-    # COMPUTE 0 @0 ; COMPUTE 1 @16 ; FREE 0 ; COMPUTE 2 @32   (opcodes 0 = SEQ, 3 = FREE_C)
-    good_code = op(0, 0) + op(0, 2) + op(3, 1) + op(0, 2)
+    # Allocations: opcode 0 (COMPUTE_SEQ) with placement 0 = explicit, then the slot zz(delta).
+    # COMPUTE 0 @0 ; COMPUTE 1 @16 ; FREE 0 ; COMPUTE 2 @32   (opcode 3 = FREE_C)
+    good_code = op(0, 0) + b"\x00" + op(0, 0) + b"\x02" + op(3, 1) + op(0, 0) + b"\x02"
     good = assemble(sizes=sizes, arena=48, offsets=offs, code=good_code, n_instr=4)
 
     def with_code(code: bytes, n_instr: int, **kw) -> bytes:
@@ -247,26 +253,36 @@ def corruption_cases() -> dict[str, tuple[bytes, str]]:
 
     flipped = bytearray(good)
     flipped[-1] ^= 0x40
+    # Size palette: one entry whose code (2^29 << 5 | 3) means 2^32 (overflow).
+    overflow = b"\x01" + bytes([0x83, 0x80, 0x80, 0x80, 0x40])
+    # Workspace: palette [8], bitmap with bit 3 set although there are only 3 nodes.
+    stray = b"\x01\x23\x09\x00"
     return {
         "ok": (good, "POET_OK"),
         "truncated": (good[:-1], "POET_E_TRUNCATED"),
         "short_header": (good[:7], "POET_E_TRUNCATED"),
         "magic": (b"XOET" + good[4:], "POET_E_MAGIC"),
-        "version": (good[:4] + bytes([2]) + good[5:], "POET_E_VERSION"),
+        "version": (good[:4] + bytes([good[4] ^ 3]) + good[5:], "POET_E_VERSION"),
         "flags": (fix_crc(good[:5] + bytes([good[5] | 0x80]) + good[6:]), "POET_E_FLAGS"),
         "length": (good + b"\0", "POET_E_LENGTH"),
         "crc": (bytes(flipped), "POET_E_CRC"),
         "varint": (with_code(op(7, 31)[:1] + b"\x80\x00", 1), "POET_E_MALFORMED"),
+        "palette_overflow": (with_code(op(7, 0), 1, size_section=overflow + b"\x00"), "POET_E_MALFORMED"),
+        "workspace_bitmap": (with_code(op(7, 0), 1, workspace_section=stray), "POET_E_MALFORMED"),
         "huge_instr_count": (with_code(good_code, 1_000_000), "POET_E_COUNT"),
         "offset_table_count": (assemble(sizes=sizes, arena=48, offsets=offs, code=op(7, 0), n_instr=1),
                                "POET_E_COUNT"),
         "huge_node_count": (assemble(sizes=[16], n_nodes=1 << 21, arena=48, offsets=[0], code=b"", n_instr=0),
                             "POET_E_COUNT"),
+        "size_index": (with_code(op(7, 0), 1, size_section=b"\x03\x24\x24\x24\x03"), "POET_E_COUNT"),
         "opcode": (with_code(op(7, 1), 1), "POET_E_OPCODE"),
-        "node": (with_code(op(0, 0) + op(3, 10), 2), "POET_E_NODE"),
-        "offset_index": (with_code(op(0, 10), 1), "POET_E_OFFSET"),
-        "offset_past_arena": (with_code(op(0, 0), 1, arena=40, offsets=[32]), "POET_E_OFFSET"),
+        "node": (with_code(op(0, 0) + b"\x00" + op(3, 10), 2), "POET_E_NODE"),
+        "offset_index": (with_code(op(0, 0) + bytes([20]), 1), "POET_E_OFFSET"),
+        "offset_past_arena": (with_code(op(0, 0) + b"\x00", 1, arena=40, offsets=[32]), "POET_E_OFFSET"),
+        "place_above_rank": (with_code(op(0, 3), 1), "POET_E_OFFSET"),
+        "place_below_rank": (with_code(op(0, 4), 1), "POET_E_OFFSET"),
+        "place_below_arena": (with_code(op(0, 2), 1, arena=8, offsets=[]), "POET_E_OFFSET"),
         "state_free": (with_code(op(3, 2), 1), "POET_E_STATE"),
-        "state_page_in": (with_code(op(6, 0) + b"\x00", 1), "POET_E_STATE"),
-        "overlap": (with_code(op(0, 0) + op(0, 2), 2, offsets=[0, 8]), "POET_E_OVERLAP"),
+        "state_page_in": (with_code(op(6, 0) + b"\x00\x00", 1), "POET_E_STATE"),
+        "overlap": (with_code(op(0, 0) + b"\x00" + op(0, 0) + b"\x02", 2, offsets=[0, 8]), "POET_E_OVERLAP"),
     }
