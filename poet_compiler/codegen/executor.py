@@ -144,6 +144,14 @@ class ScheduledStep:
         g = len(self.traced.grad_names)
         return outs[0], dict(zip(self.traced.grad_names, outs[1:1 + g]))
 
+    def run_full(self, inputs: Any = None, target: torch.Tensor | None = None
+                 ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """Like :meth:`run`, plus the new buffer values ``{buffer name: value}``."""
+        outs = self._execute(_as_tuple(inputs), target)
+        g = len(self.traced.grad_names)
+        return (outs[0], dict(zip(self.traced.grad_names, outs[1:1 + g])),
+                dict(zip(self.traced.update_names, outs[1 + g:])))
+
     def step(self, inputs: Any = None, target: torch.Tensor | None = None) -> torch.Tensor:
         """A drop-in for ``loss.backward()``: accumulate ``.grad`` on the parameters,
         apply the buffer updates, return the (detached) loss."""

@@ -1,0 +1,121 @@
+"""``poetc verify MODEL --schedule FILE.poet``: run the schedule on the real model.
+
+Decodes the program from the ``.poet`` file, re-traces MODEL with the granularity and
+batch recorded in the sidecar report ``FILE.json`` (else ``--granularity``/``--batch``),
+runs one training step with plain autograd and one with the schedule (paging to a real
+page file), and prints the gradient difference, the measured peak of live activation
+bytes against the simulator's prediction, the arena and the budget, and the page file's
+traffic against the schedule's paging volume. Exit code 1 when the gradients are not
+bitwise identical or the measured peak exceeds the budget; 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from poet_compiler.errors import BytecodeError, PoetError
+from poet_compiler.units import format_bytes
+
+
+def _sidecar(path: Path) -> dict[str, Any] | None:
+    side = path.with_suffix(".json")
+    if not side.is_file():
+        return None
+    try:
+        data = json.loads(side.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise PoetError(f"sidecar report {side} is not readable JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise PoetError(f"sidecar report {side} is not a JSON object")
+    return data
+
+
+def _b(n: int | None) -> str:
+    return "-" if n is None else f"{n:,} B ({format_bytes(n)})"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("verify")
+    def verify_cmd(
+        model: str = typer.Argument(..., help="zoo model name the schedule was compiled for"),
+        schedule: Path = typer.Option(..., "--schedule", "-s", help="the .poet schedule file"),
+        page_file: Path = typer.Option(None, "--page-file", help="page file path (default: a temporary file)"),
+        granularity: str = typer.Option(None, "--granularity", help="op | module (default: from the sidecar, else op)"),
+        batch: int = typer.Option(None, "--batch", help="batch size (default: from the sidecar, else the model's)"),
+        device: str = typer.Option(None, "--device", "-d", help="device profile for the simulator (default: sidecar's, else m4)"),
+        as_json: bool = typer.Option(False, "--json", help="print the figures as one JSON object"),
+    ) -> None:
+        """Check a schedule on the real model: same gradients as autograd, peak within budget."""
+        from poet_compiler.api import load_costs
+        from poet_compiler.codegen.bytecode import decode
+        from poet_compiler.codegen.verification import verify
+        from poet_compiler.frontends import load_model
+
+        try:
+            data = schedule.read_bytes()
+        except OSError as exc:
+            raise BytecodeError(f"cannot read {schedule}: {exc.strerror or exc}") from None
+        try:
+            decoded = decode(data)
+        except BytecodeError as exc:
+            raise BytecodeError(f"{schedule}: {exc}") from None
+        side = _sidecar(schedule) or {}
+        gran = granularity or side.get("granularity") or "op"
+        bat = batch if batch is not None else side.get("batch")
+        dev = device or side.get("device") or "m4"
+        if dev == "explicit":
+            dev = "m4"  # only the peak is used; costs do not change it
+        traced = load_model(model, granularity=gran, batch=bat)
+        if traced is None:
+            raise PoetError(f"{model}: verify needs a zoo model (a graph file has no weights to run)")
+        graph = traced.graph
+        program = decoded.program
+        where = f"{schedule}"
+        if program.n_nodes != graph.n:
+            raise PoetError(f"{where}: the schedule is for a {program.n_nodes}-node graph but {model} "
+                            f"({gran}, batch {bat if bat is not None else 'default'}) has {graph.n} nodes")
+        if decoded.sizes is not None:
+            bad = next((i for i, (a, b) in enumerate(zip(decoded.sizes, graph.nodes)) if a != b.output_bytes), None)
+            if bad is not None:
+                raise PoetError(f"{where}: node {bad} has {decoded.sizes[bad]} output bytes in the schedule but "
+                                f"{graph.nodes[bad].output_bytes} in {model}: the schedule is for another graph")
+        budget = side.get("ram_budget_bytes")
+        res = verify(traced, program, load_costs(graph, dev), ram_budget_bytes=budget,
+                     count_fixed=bool(side.get("count_fixed", False)), page_file=page_file)
+        if as_json:
+            typer.echo(json.dumps(res.report(), indent=1, sort_keys=True))
+        else:
+            sim = res.simulated_peak_bytes
+            ratio = res.measured_peak_bytes / sim if sim else float("nan")
+            rows = [
+                ("model", f"{model} ({gran}, batch {bat if bat is not None else 'default'}): "
+                          f"{res.n_nodes} nodes, {res.n_instructions} instructions"),
+                ("gradients", f"max |diff| = {res.max_abs_grad_diff:.3g} over {res.n_grads} tensors "
+                              f"({'bitwise identical' if res.grads_bitwise else 'DIFFERENT'})"),
+                ("loss, buffers", f"loss {'identical' if res.loss_bitwise else 'DIFFERENT'}, "
+                                  f"buffer updates {'identical' if res.buffers_bitwise else 'DIFFERENT'}"),
+                ("measured peak", _b(res.measured_peak_bytes) + " live activations, by storage"),
+                ("simulated peak", f"{_b(sim)} (measured/simulated {ratio:.4f})"),
+                ("arena", _b(res.arena_bytes)),
+                ("budget", _b(res.ram_budget_bytes) + (f" (incl. {res.fixed_bytes_counted:,} B fixed)"
+                                                        if res.fixed_bytes_counted else "")),
+                ("page file written", f"{_b(res.page_out_bytes)}; schedule pages out {_b(res.schedule_page_out_bytes)}"),
+                ("page file read", f"{_b(res.page_in_bytes)}; schedule pages in {_b(res.schedule_page_in_bytes)}"),
+                ("wall time", f"scheduled {res.scheduled_wall_s * 1e3:.1f} ms, autograd {res.autograd_wall_s * 1e3:.1f} ms"),
+            ]
+            width = max(len(k) for k, _ in rows)
+            for key, value in rows:
+                typer.echo(f"  {key:<{width}}  {value}")
+            reasons = []
+            if not res.grads_bitwise:
+                reasons.append("gradients differ from autograd")
+            if not res.within_budget:
+                reasons.append("measured peak exceeds the budget")
+            note = "" if res.paging_matches else " (warning: page file traffic differs from the schedule's paging volume)"
+            typer.echo(("OK" if res.ok else "FAIL: " + "; ".join(reasons)) + note)
+        if not res.ok:
+            raise typer.Exit(1)
