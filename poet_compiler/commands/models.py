@@ -12,24 +12,24 @@ def register(app: typer.Typer) -> None:
     def models_cmd(
         trace: bool = typer.Option(True, "--trace/--no-trace", help="trace each model to count nodes"),
     ) -> None:
-        """List the zoo: parameters, op/module-level node counts, default batch."""
+        """List the zoo: parameters, op/module/layer-level node counts, default batch."""
         import models
 
         from poet_compiler.frontends import trace_zoo
-        from poet_compiler.graph.coarsen import coarsen_by_module
+        from poet_compiler.graph.coarsen import coarsen_to
 
         table = Table(title="poetc model zoo")
-        for col in ("name", "params", "batch", "op nodes (fwd+bwd)", "module nodes (fwd+bwd)", "description"):
+        for col in ("name", "params", "batch", "op nodes (fwd+bwd)", "module nodes (fwd+bwd)",
+                    "layer nodes (fwd+bwd)", "description"):
             table.add_column(col)
         for name in models.names():
             spec = models.get(name)
             module = spec.build()
             n_params = sum(p.numel() for p in module.parameters())
-            op_s = mod_s = "-"
+            counts = ["-", "-", "-"]
             if trace:
                 graph = trace_zoo(name).graph
-                coarse = coarsen_by_module(graph)[0]
-                op_s = f"{graph.n} ({graph.count('forward')}+{graph.count('backward')})"
-                mod_s = f"{coarse.n} ({coarse.count('forward')}+{coarse.count('backward')})"
-            table.add_row(name, f"{n_params:,}", str(spec.default_batch), op_s, mod_s, spec.description)
+                levels = (graph, coarsen_to(graph, "module")[0], coarsen_to(graph, "layer")[0])
+                counts = [f"{g.n} ({g.count('forward')}+{g.count('backward')})" for g in levels]
+            table.add_row(name, f"{n_params:,}", str(spec.default_batch), *counts, spec.description)
         Console(width=200).print(table)

@@ -14,14 +14,23 @@ def register(app: typer.Typer) -> None:
     def trace(
         model: str = typer.Argument(..., help="zoo model name, .onnx or poet-graph/1 .json file"),
         output: str = typer.Option(None, "-o", "--output", help="write the graph here (poet-graph/1 JSON)"),
-        granularity: str = typer.Option("op", "--granularity", help="op | module"),
+        granularity: str = typer.Option("op", "--granularity", help="op | module | layer | auto (layer, merged to <= 80 nodes)"),
         batch: int = typer.Option(None, "--batch", help="batch size (default: the model's)"),
+        loss: str = typer.Option(None, "--loss", help="ONNX models: cross_entropy | mse | sum (default: from the output shape)"),
+        input_shape: list[str] = typer.Option(
+            [], "--input-shape", help="ONNX models: NAME=D0,D1,... for an input with symbolic dims (repeatable)"
+        ),
     ) -> None:
         """Trace MODEL's joint forward+backward graph; print a summary; optionally write it."""
         from poet_compiler.frontends import load_graph
         from poet_compiler.graph.io import write_graph
 
-        graph = load_graph(model, granularity=granularity, batch=batch)
+        shapes = None
+        if input_shape:
+            from poet_compiler.frontends.onnx.shapes import parse_input_shapes
+
+            shapes = parse_input_shapes(input_shape)
+        graph = load_graph(model, granularity=granularity, batch=batch, input_shapes=shapes, onnx_loss=loss)
         if output:
             write_graph(graph, output)
         s = graph.summary()

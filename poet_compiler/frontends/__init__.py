@@ -7,16 +7,16 @@ torch is imported only when a zoo model is traced.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from poet_compiler.errors import FrontendError
+from poet_compiler.graph.coarsen import GRANULARITIES
 from poet_compiler.graph.ir import TrainingGraph
 
 if TYPE_CHECKING:
     from poet_compiler.frontends.torch import TracedModel
-
-GRANULARITIES = ("op", "module")
 
 
 def zoo_names() -> list[str]:
@@ -34,45 +34,86 @@ def trace_zoo(name: str, *, granularity: str = "op", batch: int | None = None) -
     spec = models.get(name)
     if batch is not None and batch < 1:
         raise FrontendError(f"batch must be >= 1, got {batch}")
-    return trace_module(spec.build(), spec.example_inputs(batch), spec.target(batch), spec.loss_fn,
-                        name=name, granularity=granularity)
-
-
-def load_model(source: str, *, granularity: str = "op", batch: int | None = None) -> "TracedModel | None":
-    """A TracedModel for a zoo name; None for graph-only sources (.json, .onnx)."""
     _check_granularity(granularity)
+    tm = trace_module(spec.build(), spec.example_inputs(batch), spec.target(batch), spec.loss_fn, name=name)
+    if granularity == "op":
+        return tm
+    from poet_compiler.graph.coarsen import coarsen_traced
+
+    return coarsen_traced(tm, granularity)
+
+
+def load_model(
+    source: str,
+    *,
+    granularity: str = "op",
+    batch: int | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    onnx_loss: str | None = None,
+) -> "TracedModel | None":
+    """A TracedModel for a zoo name or an .onnx file; None for graph-only .json files.
+
+    ``input_shapes`` (``--input-shape``) and ``onnx_loss`` (``--loss``) apply to ONNX
+    files only (see :func:`poet_compiler.frontends.onnx.load_onnx_module`).
+    """
+    _check_granularity(granularity)
+    _check_onnx_options(source, input_shapes, onnx_loss)
     if source in zoo_names():
         return trace_zoo(source, granularity=granularity, batch=batch)
-    _classify_file(source)
+    if _classify_file(source) == "onnx":
+        from poet_compiler.frontends.onnx import trace_onnx
+
+        return trace_onnx(source, granularity=granularity, batch=batch, input_shapes=input_shapes, loss=onnx_loss)
     return None
 
 
-def load_graph(source: str, granularity: str = "op", batch: int | None = None) -> TrainingGraph:
-    """The TrainingGraph of a zoo model, a poet-graph/1 JSON file or an ONNX file."""
+def load_graph(
+    source: str,
+    granularity: str = "op",
+    batch: int | None = None,
+    *,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    onnx_loss: str | None = None,
+) -> TrainingGraph:
+    """The TrainingGraph of a zoo model, a poet-graph/1 JSON file or an ONNX file
+    (``input_shapes``, ``onnx_loss``: ONNX only, as in :func:`load_model`)."""
     _check_granularity(granularity)
+    _check_onnx_options(source, input_shapes, onnx_loss)
     if source in zoo_names():
         return trace_zoo(source, granularity=granularity, batch=batch).graph
     kind = _classify_file(source)
     if kind == "json":
         from poet_compiler.graph.io import read_graph
 
-        graph = read_graph(source)
-        if granularity == "module":
-            from poet_compiler.graph.coarsen import coarsen_by_module
+        from poet_compiler.graph.coarsen import coarsen_to
 
-            graph = coarsen_by_module(graph)[0]
-        return graph
+        return coarsen_to(read_graph(source), granularity)[0]
     try:
         from poet_compiler.frontends import onnx as onnx_frontend
     except ImportError:
         raise FrontendError(f"{source}: ONNX import is not available in this build (poet_compiler.frontends.onnx missing)") from None
-    result: Any = onnx_frontend.load_onnx_module(source, granularity=granularity, batch=batch)
-    return result if isinstance(result, TrainingGraph) else result.graph
+    # The ONNX frontend coarsens per module itself; layer grouping runs on its op graph.
+    layered = granularity in ("layer", "auto")
+    result: Any = onnx_frontend.trace_onnx(source, input_shapes=input_shapes, loss=onnx_loss, granularity="op" if layered else granularity, batch=batch)
+    graph = result if isinstance(result, TrainingGraph) else result.graph
+    if layered:
+        from poet_compiler.graph.coarsen import coarsen_to
+
+        graph = coarsen_to(graph, granularity)[0]
+    return graph
 
 
 def _check_granularity(granularity: str) -> None:
     if granularity not in GRANULARITIES:
         raise FrontendError(f"granularity must be one of {', '.join(GRANULARITIES)}, got {granularity!r}")
+
+
+def _check_onnx_options(source: str, input_shapes: Mapping[str, Sequence[int]] | None, onnx_loss: str | None) -> None:
+    """--input-shape and --loss configure the ONNX frontend; elsewhere they would be
+    silently ignored (zoo models bring their own loss and batch), so refuse them."""
+    given = [opt for opt, v in (("--input-shape", input_shapes), ("--loss", onnx_loss)) if v]
+    if given and Path(source).suffix.lower() != ".onnx":
+        raise FrontendError(f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to .onnx models only, not {source!r}")
 
 
 def _classify_file(source: str) -> str:
