@@ -105,12 +105,14 @@ def working_set_floor(graph: TrainingGraph) -> int:
 
 
 def random_problem(seed: int, n: int, mode: str = "poet", *, deadline_prob: float = 0.3,
-                   dma: bool | None = None, static_w: float | None = None, **dag_kwargs) -> Problem:
+                   dma: bool | None = None, static_w: float | None = None,
+                   budget_fraction: float | None = None, **dag_kwargs) -> Problem:
     """A random problem whose budget lies between the working-set floor and checkpoint-all's peak.
 
     Some budgets are infeasible in restricted modes (paging, none): that is intended,
     as the solvers must then agree that they are. A deadline, when drawn, lies between
-    the compute-only time and 1.6x of it.
+    the compute-only time and 1.6x of it. ``budget_fraction`` fixes where the budget lies
+    between the two (0 = floor, 1 = checkpoint-all's peak).
     """
     from poet_compiler.schedule.linearize import linearize
     from poet_compiler.schedule.schedule import Schedule
@@ -126,7 +128,8 @@ def random_problem(seed: int, n: int, mode: str = "poet", *, deadline_prob: floa
     hi = simulate(graph, costs, linearize(graph, Schedule.checkpoint_all(n))).peak_bytes
     lo = min(working_set_floor(graph), hi)
     # Biased towards tight budgets, where recomputing and paging matter.
-    budget = lo + int((hi - lo) * rng.random() ** 2)
+    fraction = rng.random() ** 2 if budget_fraction is None else budget_fraction
+    budget = lo + int((hi - lo) * fraction)
     deadline = None
     if rng.random() < deadline_prob:
         deadline = round(costs.compute_only_s * rng.uniform(1.0, 1.6), 3)
