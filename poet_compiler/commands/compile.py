@@ -52,8 +52,12 @@ def register(app: typer.Typer) -> None:
         threads: int = typer.Option(2, "--threads", help="solver threads"),
         output: Path = typer.Option(None, "-o", "--output", help="schedule file (.poet); report goes beside it (.json)"),
         strip: bool = typer.Option(False, "--strip", help="omit the node table from the bytecode"),
-        granularity: str = typer.Option("op", "--granularity", help="op | module"),
+        granularity: str = typer.Option("op", "--granularity", help="op | module | layer | auto (coarser graphs solve faster)"),
         batch: int = typer.Option(None, "--batch", help="batch size for zoo models"),
+        loss: str = typer.Option(None, "--loss", help="ONNX models: cross_entropy | mse | sum (default: from the output shape)"),
+        input_shape: list[str] = typer.Option(
+            [], "--input-shape", help="ONNX models: NAME=D0,D1,... for an input with symbolic dims (repeatable)"
+        ),
         count_fixed: bool = typer.Option(False, "--count-fixed", help="count params/grads/optimizer state/input in the RAM budget"),
         as_json: bool = typer.Option(False, "--json", help="print the report as JSON on stdout"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress line"),
@@ -62,11 +66,16 @@ def register(app: typer.Typer) -> None:
         """Find the least-energy schedule within the RAM budget and deadline, and write it."""
         from poet_compiler.api import compile as compile_model
 
+        shapes = None
+        if input_shape:
+            from poet_compiler.frontends.onnx.shapes import parse_input_shapes
+
+            shapes = parse_input_shapes(input_shape)
         c = compile_model(
             model, device, ram, deadline, mode=mode, strategy=strategy, solver=solver,
             formulation=formulation, time_limit_s=time_limit, threads=threads,
             count_fixed=count_fixed, granularity=granularity, batch=batch,
-            progress=not (quiet or as_json),
+            progress=not (quiet or as_json), onnx_loss=loss, input_shapes=shapes,
         )
         rep = c.report()
         if c.result.ok:

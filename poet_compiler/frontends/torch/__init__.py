@@ -12,8 +12,7 @@ from poet_compiler.errors import FrontendError
 from poet_compiler.frontends.torch.lowering import lower
 from poet_compiler.frontends.torch.traced import TracedModel
 from poet_compiler.frontends.torch.tracing import trace_joint
-
-GRANULARITIES = ("op", "module")
+from poet_compiler.graph.coarsen import GRANULARITIES
 
 
 def trace_module(
@@ -27,8 +26,9 @@ def trace_module(
 ) -> TracedModel:
     """Trace one training step of ``module`` into a :class:`TracedModel`.
 
-    ``granularity="module"`` groups the op nodes per leaf module
-    (:func:`poet_compiler.graph.coarsen.coarsen_by_module`).
+    ``granularity`` other than ``"op"`` coarsens the op-level graph
+    (:func:`poet_compiler.graph.coarsen.coarsen_traced`): ``module`` per leaf module,
+    ``layer`` one heavy op with its cheap followers, ``auto`` layers merged to <= 80 nodes.
     """
     if granularity not in GRANULARITIES:
         raise FrontendError(f"granularity must be one of {', '.join(GRANULARITIES)}, got {granularity!r}")
@@ -45,10 +45,10 @@ def trace_module(
         grad_names=joint.grad_names, update_names=joint.update_names, node_fx=low.node_fx,
         prelude_fx=low.prelude_fx, fx_owner=low.fx_owner,
     )
-    if granularity == "module":
+    if granularity != "op":
         from poet_compiler.graph.coarsen import coarsen_traced
 
-        tm = coarsen_traced(tm)
+        tm = coarsen_traced(tm, granularity)
     return tm
 
 
