@@ -9,6 +9,7 @@ bytecode and the report with :meth:`Compilation.save`.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,12 +82,19 @@ def load_costs(graph: TrainingGraph, device: str | None) -> CostTable:
     return costs_for(graph, load_profile(device) if device else None)
 
 
-def resolve_graph(model: str | TrainingGraph, granularity: str = "op", batch: int | None = None) -> TrainingGraph:
+def resolve_graph(
+    model: str | TrainingGraph,
+    granularity: str = "op",
+    batch: int | None = None,
+    *,
+    onnx_loss: str | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> TrainingGraph:
     if isinstance(model, TrainingGraph):
         return model
     from poet_compiler.frontends import load_graph
 
-    return load_graph(str(model), granularity=granularity, batch=batch)
+    return load_graph(str(model), granularity=granularity, batch=batch, input_shapes=input_shapes, onnx_loss=onnx_loss)
 
 
 def compile(  # noqa: A001 - the product's verb
@@ -105,17 +113,20 @@ def compile(  # noqa: A001 - the product's verb
     granularity: str = "op",
     batch: int | None = None,
     progress: bool = False,
+    onnx_loss: str | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> Compilation:
     """Compile ``model`` (zoo name, .json, .onnx or a TrainingGraph) for ``device``.
 
     ``ram``: bytes, ``"256k"`` or ``"50%"`` of the checkpoint-all peak (default: the
     device's RAM). ``deadline``: seconds, ``"120ms"`` or ``"1.5x"`` the compute-only
-    step time (default: none). Returns a :class:`Compilation`; an infeasible budget is a
+    step time (default: none). ``onnx_loss`` (cross_entropy | mse | sum) and
+    ``input_shapes`` (input name -> shape) configure the ONNX frontend. Returns a :class:`Compilation`; an infeasible budget is a
     Result with status ``infeasible`` and a message giving the smallest budget that works.
     """
     if mode not in MODES:
         raise PoetError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
-    graph = resolve_graph(model, granularity, batch)
+    graph = resolve_graph(model, granularity, batch, onnx_loss=onnx_loss, input_shapes=input_shapes)
     costs = load_costs(graph, device)
     ref = reference(graph, costs)
     problem = Problem(

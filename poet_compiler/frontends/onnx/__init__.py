@@ -4,7 +4,8 @@
 the file, converts every node with a per-op converter (``ops/``), folds the
 shape-driven parts at conversion time, and returns the module with a deterministic
 example batch, a target and a loss — what the torch tracing frontend needs to build the
-joint forward+backward graph. ``export_zoo_model`` writes a zoo model as ONNX.
+joint forward+backward graph; ``trace_onnx`` runs that tracing (what the frontend
+dispatcher calls for ``.onnx`` sources). ``export_zoo_model`` writes a zoo model as ONNX.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from .context import CONVERTERS
 from .convert import OnnxModule, Step
 from .export import export_module, export_zoo_model
 from .model import LOSSES, OnnxLoss, OnnxModel, load_onnx_module
+from .tracing import trace_onnx
 
 __all__ = [
     "CONVERTERS",
@@ -25,6 +27,7 @@ __all__ = [
     "export_zoo_model",
     "load_onnx_module",
     "supported_ops",
+    "trace_onnx",
 ]
 
 
