@@ -30,8 +30,26 @@ DEVICES = ("m4", "a72")
 RAM_FRACTIONS = (0.3, 0.5, 0.7)
 DEADLINES = (1.0, 1.5, 2.0)
 FIELDS = ("model", "device", "nodes", "ram_frac", "ram_bytes", "deadline_x", "deadline_s", "formulation",
-          "status", "solve_time_s", "gap", "energy_j", "lower_bound_j", "runtime_s", "peak_ram_bytes",
-          "variables", "constraints", "message")
+          "status", "solve_time_s", "build_s", "gap", "energy_j", "lower_bound_j", "runtime_s", "peak_ram_bytes",
+          "variables", "binaries", "constraints", "nonzeros", "best_baseline", "best_baseline_energy_j",
+          "beats_baselines", "message")
+
+
+def baselines(problem: Problem) -> tuple[str | None, float | None]:
+    """The cheapest feasible heuristic baseline (the MILP-backed ones are left out: they
+    would take the MILP's time limit again)."""
+    from poet_compiler.errors import PoetError
+    from poet_compiler.solve.baselines import BASELINES, HEURISTICS
+
+    best: tuple[str | None, float | None] = (None, None)
+    for name in HEURISTICS:
+        try:
+            r = BASELINES[name](problem)
+        except PoetError:
+            continue
+        if r.ok and r.energy_j is not None and (best[1] is None or r.energy_j < best[1]):
+            best = (name, r.energy_j)
+    return best
 
 
 def load(model: str, device: str, granularity: str):
@@ -51,6 +69,7 @@ def run(args: argparse.Namespace) -> list[dict[str, object]]:
                 for dx in args.deadline:
                     base = Problem(graph=graph, costs=costs, ram_budget_bytes=max(1, int(ref.peak_bytes * frac)),
                                    deadline_s=costs.compute_only_s * dx, mode=args.mode)
+                    b_name, b_energy = baselines(base)
                     for form in args.formulations:
                         started = time.perf_counter()
                         res = solve_milp(dataclasses.replace(base), solver=args.solver, formulation=form,
@@ -62,8 +81,15 @@ def run(args: argparse.Namespace) -> list[dict[str, object]]:
                             "solve_time_s": round(time.perf_counter() - started, 3),
                             "gap": res.gap, "energy_j": res.energy_j, "lower_bound_j": res.lower_bound_j,
                             "runtime_s": res.runtime_s, "peak_ram_bytes": res.peak_ram_bytes,
+                            "build_s": res.extra.get("model_build_s"),
                             "variables": res.extra.get("model_variables"),
+                            "binaries": res.extra.get("model_binaries"),
                             "constraints": res.extra.get("model_constraints"),
+                            "nonzeros": res.extra.get("model_nonzeros"),
+                            "best_baseline": b_name, "best_baseline_energy_j": b_energy,
+                            # The optimum may never cost more than a baseline (bug if so).
+                            "beats_baselines": None if (b_energy is None or res.energy_j is None or not res.ok)
+                            else res.energy_j <= b_energy * (1 + 1e-9),
                             "message": res.message[:160],
                         }
                         rows.append(row)
@@ -73,27 +99,38 @@ def run(args: argparse.Namespace) -> list[dict[str, object]]:
     return rows
 
 
+def _num(x: object) -> float | None:
+    if x is None or x == "" or x == "None":
+        return None
+    return float(x)  # type: ignore[arg-type]
+
+
 def markdown(rows: list[dict[str, object]]) -> str:
-    """One line per cell: fast and dense side by side, with the speed-up."""
+    """One line per cell: fast and dense side by side, the speed-up, the best baseline."""
     cells: dict[tuple, dict[str, dict[str, object]]] = {}
     for r in rows:
-        key = (r["model"], r["device"], r["ram_frac"], r["deadline_x"])
+        key = (r["model"], r["device"], r["nodes"], float(r["ram_frac"]), float(r["deadline_x"]))
         cells.setdefault(key, {})[str(r["formulation"])] = r
 
     def fmt(x: object, spec: str) -> str:
-        return "-" if x is None else format(x, spec)
+        v = _num(x)
+        return "-" if v is None else format(v, spec)
 
-    out = ["| model | device | RAM | deadline | fast status | fast time s | fast gap | fast energy J "
-           "| dense status | dense time s | dense gap | speed-up |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for (model, device, frac, dx), by in cells.items():
+    out = ["| model | nodes | device | RAM | deadline | fast status | fast s | fast gap | fast energy J "
+           "| dense status | dense s | dense gap | dense energy J | speed-up | best baseline | baseline J | fast <= baseline |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (model, device, nodes, frac, dx), by in cells.items():
         f, d = by.get("fast", {}), by.get("dense", {})
         speed = "-"
-        if f.get("solve_time_s") and d.get("solve_time_s"):
-            speed = f"{float(d['solve_time_s']) / max(1e-3, float(f['solve_time_s'])):.1f}x"
-        out.append(f"| {model} | {device} | {int(frac * 100)}% | {dx}x | {f.get('status', '-')} | "
-                   f"{fmt(f.get('solve_time_s'), '.2f')} | {fmt(f.get('gap'), '.2e')} | {fmt(f.get('energy_j'), '.6g')} | "
-                   f"{d.get('status', '-')} | {fmt(d.get('solve_time_s'), '.2f')} | {fmt(d.get('gap'), '.2e')} | {speed} |")
+        ft, dt = _num(f.get("solve_time_s")), _num(d.get("solve_time_s"))
+        if ft and dt:
+            speed = f"{dt / max(1e-3, ft):.1f}x"
+        src = f or d
+        out.append(f"| {model} | {nodes} | {device} | {int(round(frac * 100))}% | {dx}x | {f.get('status', '-')} | "
+                   f"{fmt(f.get('solve_time_s'), '.1f')} | {fmt(f.get('gap'), '.2%')} | {fmt(f.get('energy_j'), '.6g')} | "
+                   f"{d.get('status', '-')} | {fmt(d.get('solve_time_s'), '.1f')} | {fmt(d.get('gap'), '.2%')} | "
+                   f"{fmt(d.get('energy_j'), '.6g')} | {speed} | {src.get('best_baseline') or '-'} | "
+                   f"{fmt(src.get('best_baseline_energy_j'), '.6g')} | {f.get('beats_baselines', '-')} |")
     return "\n".join(out) + "\n"
 
 
@@ -111,9 +148,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--out", default="bench/results/solve_bench")
+    ap.add_argument("--append", action="store_true", help="add to the rows already in OUT.csv")
     args = ap.parse_args(argv)
-    rows = run(args)
     out = Path(args.out)
+    old: list[dict[str, object]] = []
+    if args.append and out.with_suffix(".csv").exists():
+        with out.with_suffix(".csv").open() as f:
+            old = list(csv.DictReader(f))
+    rows = old + run(args)
     out.parent.mkdir(parents=True, exist_ok=True)
     import io
 

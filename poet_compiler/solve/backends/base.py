@@ -16,6 +16,12 @@ class BackendOptions:
     threads: int = 2
     progress: bool = False
     seed: int = 0
+    # Stop once (incumbent - bound) / incumbent <= relative_gap. The backends still say
+    # "optimal" only for a proven gap of 0; a stop within the limit is "feasible".
+    relative_gap: float = 0.0
+    # Large models: cheaper presolve (CP-SAT's presolve alone can take most of a minute
+    # on ~70k binaries) and a stronger LP relaxation.
+    large: bool = False
 
 
 @dataclass

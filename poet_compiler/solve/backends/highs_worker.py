@@ -24,7 +24,7 @@ def run(model: LinearModel, options: BackendOptions) -> BackendResult:
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", float(options.time_limit_s))
     h.setOptionValue("threads", int(options.threads))
-    h.setOptionValue("mip_rel_gap", 1e-9)
+    h.setOptionValue("mip_rel_gap", max(1e-9, float(options.relative_gap)))
     h.setOptionValue("mip_abs_gap", 1e-12)
     h.setOptionValue("random_seed", int(options.seed))
     inf = highspy.kHighsInf
@@ -93,7 +93,8 @@ def run(model: LinearModel, options: BackendOptions) -> BackendResult:
     values = list(h.getSolution().col_value)
     obj = float(info.objective_function_value)
     bound = float(info.mip_dual_bound)
-    st = "optimal" if status == MS.kOptimal else "feasible"
+    closed = math.isfinite(bound) and obj - bound <= 1e-9 * max(1.0, abs(obj))
+    st = "optimal" if status == MS.kOptimal and closed else "feasible"
     return BackendResult(st, values, obj, bound if math.isfinite(bound) else None, elapsed, "highs", "", stats)
 
 

@@ -11,12 +11,14 @@ from poet_compiler.solve.problem import Problem
 FORMULATIONS = ("fast", "dense")
 
 
-def build(problem: Problem, formulation: str = "fast", *, objective: str = "energy") -> Built:
-    """Build ``formulation`` for ``problem``; ``objective`` is "energy", "time" or "ram"."""
+def build(problem: Problem, formulation: str = "fast", *, objective: str = "energy",
+          budget: int | None = None) -> Built:
+    """Build ``formulation`` for ``problem``; ``objective`` is "energy", "time" or "ram";
+    ``budget`` overrides the activation budget of the memory rows (fragmentation retries)."""
     if formulation == "fast":
-        return build_fast(problem, objective=objective)
+        return build_fast(problem, objective=objective, budget=budget)
     if formulation == "dense":
-        return build_dense(problem, objective=objective)
+        return build_dense(problem, objective=objective, budget=budget)
     raise PoetError(f"unknown formulation {formulation!r}; known: {', '.join(FORMULATIONS)}")
 
 

@@ -46,6 +46,14 @@ class Built:
     M_out: dict[Key, int] = field(default_factory=dict)
     budget_var: int | None = None      # set when the RAM budget is itself minimized
     time_expr: Expr = field(default_factory=dict)   # total step time (seconds) as a linear expression
+    # Auxiliary variables whose value follows from the matrices: ``("max", exprs)`` means
+    # the smallest value >= every expression (and >= 0); ``("eq", [expr])`` an equality.
+    # Used to complete a warm start, so the solver gets a full feasible assignment.
+    defs: dict[int, tuple[str, list[Expr]]] = field(default_factory=dict)
+
+    def define(self, v: int, how: str, exprs: list[Expr]) -> None:
+        """Record how auxiliary ``v`` follows from earlier variables (see ``defs``)."""
+        self.defs[v] = (how, exprs)
 
     def expr(self, mat: str, t: int, i: int) -> Expr:
         """The entry as a linear expression: ``{}`` (0), ``{ONE: 1}`` (R[t,t]) or ``{v: 1}``."""
@@ -66,12 +74,31 @@ class Built:
                     target[t, i] = True
         return s
 
-    def hint_from(self, schedule: Schedule) -> None:
-        """Suggest a known schedule's matrices as a starting solution (entries that exist)."""
+    def hint_from(self, schedule: Schedule) -> int:
+        """Suggest a known schedule as a starting solution: its matrices (entries that
+        exist) plus every auxiliary variable of ``defs``, evaluated in creation order.
+        Returns the number of schedule entries set to 1 that have no variable here (0
+        when the hint is complete)."""
+        val: dict[int, float] = {self.one: 1.0}
+        missing = 0
         for mat in MATRICES:
             m = getattr(schedule, mat)
-            for (t, i), v in getattr(self, mat).items():
-                self.model.hint[v] = 1.0 if m[t, i] else 0.0
+            vars_ = getattr(self, mat)
+            for (t, i), v in vars_.items():
+                val[v] = 1.0 if m[t, i] else 0.0
+            for t, i in zip(*np.nonzero(m)):
+                if (int(t), int(i)) not in vars_ and not (mat == "R" and t == i):
+                    missing += 1
+        model = self.model
+        for v in sorted(self.defs):
+            how, exprs = self.defs[v]
+            vals = [sum(c * val.get(u, 0.0) for u, c in e.items()) for e in exprs]
+            x = vals[0] if how == "eq" else max([0.0, *vals])
+            val[v] = min(max(x, model.lb[v]), model.ub[v])
+        for v, x in val.items():
+            if v != self.one:
+                model.hint[v] = x
+        return missing
 
 
 def add(*exprs: Expr, scale: float = 1.0) -> Expr:
@@ -157,11 +184,13 @@ def add_time_and_energy(b: Built, *, objective: str = "energy") -> None:
             T = m.var(f"T[{t}]", "time", 0.0, ub)
             m.le(add(C, {T: -1.0}), 0.0, kind="time")
             m.le(add(P, {T: -1.0}), 0.0, kind="time")
+            b.define(T, "max", [C, P])
             total_time = add(total_time, {T: 1.0})
         if sw > 0:
             ub = sw * sum(P.values())
             Y = m.var(f"Y[{t}]", "energy", 0.0, ub)
             m.le(add(add(P, neg(C), scale=sw), {Y: -1.0}), 0.0, kind="energy")
+            b.define(Y, "max", [add(P, neg(C), scale=sw)])
             obj = add(obj, {Y: 1.0})
     b.time_expr = total_time
     if p.deadline_s is not None:

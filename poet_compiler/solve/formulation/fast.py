@@ -1,6 +1,7 @@
 """The default formulation: docs/model.md, small and tight.
 
-Same problem as :mod:`.dense`, with fewer variables and a tighter memory accounting.
+Same problem as :mod:`.dense`, with far fewer variables and nonzeros and a tighter
+memory accounting.
 
 Variables exist only where they can be non-zero in some optimal schedule:
 
@@ -9,12 +10,24 @@ Variables exist only where they can be non-zero in some optimal schedule:
   ``R[t,i]`` (``i < t``) exists only for recomputable (not pinned, has consumers) useful
   nodes, ``S_RAM[t,i]`` only for useful ones: a recompute or a residency nothing can
   read is dropped from any schedule without raising energy, time or memory.
+- Deadline slack ``D - sum compute_s`` (the time any schedule can spend beyond computing
+  each node once): a recompute of ``i`` needs ``compute_s[i] <= slack``; without DMA a
+  page-out/page-in pair of ``i`` needs ``page_out_s[i] + page_in_s[i] <= slack``; with
+  DMA a transfer in stage ``t`` needs its time ``<= slack + (most compute stage t can
+  have)``. Variables that cannot fit are not created.
 - Paging variables only in modes that page, for nodes that are not pinned: ``M_out[t,i]``
   only if ``i`` can be paged back in a later stage and still be read after that;
   ``S_AUX`` and ``M_in`` only from stage ``i+2`` on (a page-out must come first).
-- Dominated choices are forbidden (symmetry breaking): a page-in that is not kept into
-  the next stage (it is usable only from there), a page-out of a tensor already on
-  flash.
+
+Dominated choices are forbidden (symmetry breaking; each removal below turns any
+schedule into one at most as costly, so an optimum survives — :func:`canonical` applies
+the same removals to a warm start):
+
+- a page-in not kept into the next stage (it is usable only from there); a page-out of
+  a tensor already on flash (a page-out never paged back in costs energy for nothing,
+  so no optimum has one; it is not written as a row, which would need O(n) terms);
+- a recompute nothing reads in the stage and that is not kept;
+- a residency nothing reads in the stage, not kept and not paged out.
 
 Memory ("last use in stage" accounting, instead of Checkmate's per-edge frees): for each
 tensor ``i`` present in stage ``t`` and its consumers ``c_1 < ... < c_m`` that may run in
@@ -24,13 +37,22 @@ M_out``. At a compute point ``k > i`` the tensor is allocated iff ``A[t,i,r(k)] 
 (``r(k)``: first consumer ``>= k``), which is exactly "in RAM and not yet freed after its
 last use". Before its own compute point (``k < i``) the tensor occupies RAM only if it
 came in resident (or by a page-in) and something needs it: ``B[t,i] >= R[t,c] - R[t,i]``,
-``>= S_RAM[t+1,i] - R[t,i]``, ``>= M_in, M_out``. The row at ``(t, k)`` is written for
-every ``k`` that may run in stage ``t``; it is also implied at non-compute points by the
-next compute point, so it never over-constrains.
+``>= S_RAM[t+1,i] - R[t,i]``, ``>= M_in, M_out``.
+
+The bytes allocated at consecutive compute points differ only in the tensors whose
+indicator changes between them (the point's own output, tensors whose consumer just ran),
+so the memory of stage ``t`` is a running sum ``U[t,k] = U[t,k'] + delta`` over the points
+``k' < k`` that may run, with ``U[t,k] + (m_k + w_k) R[t,k] <= budget``: O(n + |E|)
+nonzeros per stage instead of O(n^2). The row at ``(t, k)`` is written for every ``k``
+that may run in stage ``t``; at non-compute points it is implied by the next compute
+point, so it never over-constrains.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.formulation.common import (
     Built,
     Expr,
@@ -42,13 +64,15 @@ from poet_compiler.solve.formulation.common import (
 from poet_compiler.solve.formulation.model import LinearModel
 from poet_compiler.solve.problem import Problem
 
+# Relative tolerance on the deadline slack (the deadline row has the same 1e-9).
+_SLACK_TOL = 1e-9
+
 
 def useful_table(problem: Problem) -> list[list[bool]]:
     """``useful[t][i]`` for ``i < t`` (see the module docstring)."""
     g, n = problem.graph, problem.n
     cons = g.consumers
-    remat = problem.allows_remat
-    recomputable = [remat and not node.pinned and bool(cons[i]) for i, node in enumerate(g.nodes)]
+    recomputable = _recomputable(problem)
     useful = [[False] * n for _ in range(n)]
     for t in range(n):
         for i in range(t - 1, -1, -1):
@@ -56,83 +80,134 @@ def useful_table(problem: Problem) -> list[list[bool]]:
     return useful
 
 
-def build_fast(problem: Problem, *, objective: str = "energy", budget: int | None = None) -> Built:
-    """Build the fast formulation. ``objective="ram"`` minimizes the RAM budget itself."""
-    g, n = problem.graph, problem.n
-    cons = g.consumers
-    model = LinearModel()
-    one = model.var("ONE", "bin", 1.0, 1.0)
-    b = Built(problem=problem, model=model, formulation="fast", one=one)
-    useful = useful_table(problem)
-    remat, paging = problem.allows_remat, problem.allows_paging
-    pinned = [node.pinned for node in g.nodes]
+def _slack(problem: Problem) -> float | None:
+    """Time any schedule may spend beyond computing every node once (None: no deadline)."""
+    if problem.deadline_s is None:
+        return None
+    c = problem.costs
+    return problem.deadline_s * (1 + _SLACK_TOL) - c.compute_only_s + 1e-12
 
+
+def _recomputable(problem: Problem) -> list[bool]:
+    g = problem.graph
+    cons = g.consumers
+    slack = _slack(problem)
+    return [problem.allows_remat and not node.pinned and bool(cons[i])
+            and (slack is None or problem.costs.compute_s[i] <= slack)
+            for i, node in enumerate(g.nodes)]
+
+
+def _create_variables(b: Built, useful: list[list[bool]]) -> None:
+    problem, model = b.problem, b.model
+    g, n, c = problem.graph, problem.n, problem.costs
+    cons = g.consumers
+    recomputable = _recomputable(problem)
     for t in range(n):
         for i in range(t):
             if not useful[t][i]:
                 continue
             b.S_RAM[(t, i)] = model.var(f"S[{t},{i}]")
-            if remat and not pinned[i] and cons[i]:
+            if recomputable[i]:
                 b.R[(t, i)] = model.var(f"R[{t},{i}]")
-    if paging:
-        for i in range(n):
-            if pinned[i] or not cons[i]:
-                continue
-            # S_AUX[t,i]: a page-in at stage t or later is possible (kept into t+1).
-            for t in range(i + 2, n - 1):
-                if (t + 1, i) in b.S_RAM:
-                    b.S_AUX[(t, i)] = model.var(f"X[{t},{i}]")
-                    b.M_in[(t, i)] = model.var(f"Min[{t},{i}]")
-            for t in range(i + 1, n - 2):
-                if (t, i) in b.S_RAM and (t + 1, i) in b.S_AUX:
-                    b.M_out[(t, i)] = model.var(f"Mout[{t},{i}]")
-    add_state_rules(b)
-    # Dominated choices (module docstring).
+    if not problem.allows_paging:
+        return
+    slack = _slack(problem)
+    # Most compute stage t can hold (with DMA, transfers hide behind it).
+    cmax = [c.compute_s[t] + sum(c.compute_s[i] for i in range(t) if (t, i) in b.R) for t in range(n)]
+
+    def fits(t: int, i: int, direction: str) -> bool:
+        if slack is None:
+            return True
+        if not c.dma:
+            return c.page_out_s[i] + c.page_in_s[i] <= slack
+        s = c.page_in_s[i] if direction == "in" else c.page_out_s[i]
+        return s <= slack + cmax[t]
+
+    for i in range(n):
+        if g.nodes[i].pinned or not cons[i] or (slack is not None and not c.dma
+                                                 and c.page_out_s[i] + c.page_in_s[i] > slack):
+            continue
+        ins = [t for t in range(i + 2, n - 1) if (t + 1, i) in b.S_RAM and fits(t, i, "in")]
+        if not ins:
+            continue
+        outs = [t for t in range(i + 1, ins[-1]) if (t, i) in b.S_RAM and fits(t, i, "out")]
+        if not outs:
+            continue
+        # S_AUX[t,i] needs a page-out before t; M_in[t,i] needs S_AUX[t,i].
+        for t in range(outs[0] + 1, ins[-1] + 1):
+            b.S_AUX[(t, i)] = model.var(f"X[{t},{i}]")
+        for t in ins:
+            if t > outs[0]:
+                b.M_in[(t, i)] = model.var(f"Min[{t},{i}]")
+        last_in = max(t for t in ins if t > outs[0])
+        for t in outs:
+            if t < last_in:
+                b.M_out[(t, i)] = model.var(f"Mout[{t},{i}]")
+
+
+def _add_dominance_rules(b: Built) -> None:
+    """The symmetry-breaking rules of the module docstring."""
+    model, g, n = b.model, b.problem.graph, b.problem.n
+    cons = g.consumers
     for (t, i), v in b.M_in.items():
         model.le(add({v: 1.0}, neg(b.expr("S_RAM", t + 1, i))), 0.0)
     for (t, i), v in b.M_out.items():
         model.le(add({v: 1.0}, b.expr("S_AUX", t, i)), 1.0)
+    for t in range(n):
+        keep_next = (lambda i: b.expr("S_RAM", t + 1, i)) if t + 1 < n else (lambda i: {})
+        for i in range(t):
+            readers = [c for c in cons[i] if c <= t and (c == t or (t, c) in b.R)]
+            if t in readers:
+                continue            # node t reads i: i is needed in this stage anyway
+            users = add(*(b.expr("R", t, c) for c in readers))
+            if (t, i) in b.R:
+                model.le(add({b.R[(t, i)]: 1.0}, neg(users), neg(keep_next(i))), 0.0)
+            if (t, i) in b.S_RAM:
+                model.le(add({b.S_RAM[(t, i)]: 1.0}, neg(users), neg(keep_next(i)),
+                             neg(b.expr("M_out", t, i))), 0.0)
 
-    if objective == "ram":
-        cap = sum(node.output_bytes + node.workspace_bytes for node in g.nodes)
-        b.budget_var = model.var("BUDGET", "bytes", 0.0, float(cap))
-    cap_expr: Expr = {b.budget_var: -1.0} if b.budget_var is not None else {}
-    limit = 0.0 if b.budget_var is not None else float(problem.activation_budget if budget is None else budget)
 
+def _aux_max(b: Built, name: str, lows: list[Expr]) -> Expr:
+    """An expression ``>=`` every one of ``lows`` (the expression itself when there is one)."""
+    lows = [e for e in lows if e]
+    if not lows:
+        return {}
+    if len(lows) == 1 and all(c > 0 for c in lows[0].values()) and len(lows[0]) == 1:
+        return lows[0]
+    v = b.model.var(name)
+    for e in lows:
+        b.model.le(add(e, {v: -1.0}), 0.0)
+    b.define(v, "max", lows)
+    return {v: 1.0}
+
+
+def _add_memory(b: Built, limit: float, cap_expr: Expr) -> None:
+    """Running-sum memory rows (module docstring)."""
+    problem, model = b.problem, b.model
+    g, n = problem.graph, problem.n
+    cons = g.consumers
     size = [node.output_bytes for node in g.nodes]
     work = [node.workspace_bytes for node in g.nodes]
+    ub_bytes = float(sum(size))
     for t in range(n):
         can_run = [k for k in range(t + 1) if k == t or (t, k) in b.R]
         present = [i for i in range(t) if (t, i) in b.S_RAM or (t, i) in b.R or (t, i) in b.M_in]
-        # H[t,i]: held through the whole stage (kept, or in transfer).
         hold: dict[int, Expr] = {}
         for i in present:
-            lows = [e for e in (b.expr("S_RAM", t + 1, i) if t + 1 < n else {}, b.expr("M_in", t, i),
-                                b.expr("M_out", t, i)) if e]
-            if not lows:
-                hold[i] = {}
-            elif len(lows) == 1:
-                hold[i] = lows[0]
-            else:
-                h = model.var(f"H[{t},{i}]")
-                for e in lows:
-                    model.le(add(e, {h: -1.0}), 0.0)
-                hold[i] = {h: 1.0}
-        # A chains over the consumers that may run in the stage, last to first.
+            hold[i] = _aux_max(b, f"H[{t},{i}]", [b.expr("S_RAM", t + 1, i) if t + 1 < n else {},
+                                                  b.expr("M_in", t, i), b.expr("M_out", t, i)])
+        # A chains over the consumers that may run in the stage, created last to first.
         chain: dict[int, list[tuple[int, Expr]]] = {}
+        users_of: dict[int, list[int]] = {}
         for i in present:
             users = [c for c in cons[i] if c in can_run]
+            users_of[i] = users
             links: list[tuple[int, Expr]] = []
             below = hold[i]
             for c in reversed(users):
-                a = model.var(f"A[{t},{i},{c}]")
-                model.le(add(b.expr("R", t, c), {a: -1.0}), 0.0)
-                if below:
-                    model.le(add(below, {a: -1.0}), 0.0)
-                below = {a: 1.0}
+                below = _aux_max(b, f"A[{t},{i},{c}]", [b.expr("R", t, c), below])
                 links.append((c, below))
             chain[i] = list(reversed(links))
-        # B[t,i]: occupies RAM from the stage start, before its own compute point.
         start: dict[int, Expr] = {}
         for i in present:
             if (t, i) not in b.S_RAM and (t, i) not in b.M_in:
@@ -142,26 +217,111 @@ def build_fast(problem: Problem, *, objective: str = "energy", budget: int | Non
             if t + 1 < n and b.expr("S_RAM", t + 1, i):
                 lows.append(add(b.expr("S_RAM", t + 1, i), neg(ri)))
             lows += [e for e in (b.expr("M_in", t, i), b.expr("M_out", t, i)) if e]
-            if not lows:
-                continue
-            bv = model.var(f"B[{t},{i}]")
-            for e in lows:
-                model.le(add(e, {bv: -1.0}), 0.0)
-            start[i] = {bv: 1.0}
-        for k in can_run:
-            row: Expr = add(b.expr("R", t, k), scale=float(size[k] + work[k]))
-            for i in present:
-                if i == k:
-                    continue
-                if i < k:
-                    e = next((ex for c, ex in chain[i] if c >= k), hold[i])
-                else:
-                    e = start.get(i, {})
-                if e:
-                    row = add(row, add(e, scale=float(size[i])))
-            model.le(add(row, cap_expr), limit)
+            lows = [e for e in lows if e]
+            if lows:
+                v = model.var(f"B[{t},{i}]")
+                for e in lows:
+                    model.le(add(e, {v: -1.0}), 0.0)
+                b.define(v, "max", lows)
+                start[i] = {v: 1.0}
 
+        def alloc(i: int, k: int) -> Expr:
+            """Indicator of ``i`` allocated at compute point ``k`` (``i != k``)."""
+            if i < k:
+                return next((ex for c, ex in chain[i] if c >= k), hold[i])
+            return start.get(i, {})
+
+        present_set = set(present)
+        by_user: dict[int, list[int]] = {}
+        for i in present:
+            for c in users_of[i]:
+                by_user.setdefault(c, []).append(i)
+        u_prev: Expr = {}
+        kp = -1
+        for idx, k in enumerate(can_run):
+            if idx == 0:
+                delta = add(*(add(alloc(i, k), scale=float(size[i])) for i in present if i != k))
+            else:
+                changed = {kp} | {i for i in range(kp + 1, k + 1)} | set(by_user.get(kp, []))
+                delta = {}
+                for i in sorted(changed & present_set):
+                    new = alloc(i, k) if i != k else {}
+                    old = alloc(i, kp) if i != kp else {}
+                    delta = add(delta, add(new, neg(old), scale=float(size[i])))
+            level = add(u_prev, delta)
+            row = add(level, add(b.expr("R", t, k), scale=float(size[k] + work[k])))
+            model.le(add(row, cap_expr), limit)
+            if idx + 1 < len(can_run):
+                # Name the level so the next point adds only its changes.
+                u = model.var(f"U[{t},{k}]", "bytes", 0.0, ub_bytes)
+                model.add(add(level, {u: -1.0}), 0.0, 0.0)
+                b.define(u, "eq", [level])
+                u_prev = {u: 1.0}
+            kp = k
+
+
+def build_fast(problem: Problem, *, objective: str = "energy", budget: int | None = None) -> Built:
+    """Build the fast formulation. ``objective="ram"`` minimizes the RAM budget itself."""
+    g = problem.graph
+    model = LinearModel()
+    one = model.var("ONE", "bin", 1.0, 1.0)
+    b = Built(problem=problem, model=model, formulation="fast", one=one)
+    _create_variables(b, useful_table(problem))
+    add_state_rules(b)
+    _add_dominance_rules(b)
+    if objective == "ram":
+        cap = sum(node.output_bytes + node.workspace_bytes for node in g.nodes)
+        b.budget_var = model.var("BUDGET", "bytes", 0.0, float(cap))
+    cap_expr: Expr = {b.budget_var: -1.0} if b.budget_var is not None else {}
+    limit = 0.0 if b.budget_var is not None else float(problem.activation_budget if budget is None else budget)
+    _add_memory(b, limit, cap_expr)
     add_time_and_energy(b, objective="none" if objective == "ram" else objective)
     if objective == "ram":
         model.objective, model.objective_unit = {b.budget_var: 1.0}, "B"
     return b
+
+
+def canonical(problem: Problem, schedule: Schedule) -> Schedule:
+    """``schedule`` without the dominated choices the fast formulation forbids.
+
+    Removes (latest stage first, so a removal can expose the next): page-ins not kept,
+    recomputes and residencies nothing reads that are not kept (or paged out), then
+    page-outs never paged back in, page-outs of tensors already on flash, and flash
+    residency after the last page-in. Memory, time and energy never increase, so a
+    feasible warm start stays feasible.
+    """
+    s = schedule.copy()
+    while True:     # removals can expose others (a page-out dropped frees its residency)
+        before = s.copy()
+        _drop_unread(problem, s)
+        _drop_useless_paging(s)
+        if s == before:
+            return s
+
+
+def _drop_unread(problem: Problem, s: Schedule) -> None:
+    n = problem.n
+    cons = problem.graph.consumers
+    for t in range(n - 1, -1, -1):
+        for i in range(t - 1, -1, -1):
+            keep = bool(s.S_RAM[t + 1, i]) if t + 1 < n else False
+            if s.M_in[t, i] and not keep:
+                s.M_in[t, i] = False
+            read = any(s.R[t, c] for c in cons[i] if c <= t)
+            if s.R[t, i] and not read and not keep:
+                s.R[t, i] = False
+            if s.S_RAM[t, i] and not read and not keep and not s.M_out[t, i]:
+                s.S_RAM[t, i] = False
+
+
+def _drop_useless_paging(s: Schedule) -> None:
+    n = s.n
+    for i in range(n):
+        ins = np.nonzero(s.M_in[:, i])[0]
+        last_in = int(ins[-1]) if len(ins) else -1
+        on_flash = False
+        for t in range(n):
+            if t >= last_in or on_flash:
+                s.M_out[t, i] = False
+            s.S_AUX[t, i] = on_flash and t <= last_in
+            on_flash = on_flash or bool(s.M_out[t, i])
