@@ -1,0 +1,71 @@
+"""``poetc verify``: exit 0 on a good schedule, 1 when gradients differ or the peak is
+over budget, 2 (one line) on bad input or a schedule for another graph."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from poet_compiler.cli import main
+from poet_compiler.codegen import executor
+from tests.codegen.test_executor import BATCH, compiled
+
+
+@pytest.fixture(scope="module")
+def schedule(tmp_path_factory):
+    c = compiled("kws_dscnn", "30%")
+    c.batch = BATCH
+    path, _ = c.save(tmp_path_factory.mktemp("verify") / "kws.poet")
+    return path
+
+
+def test_verify_ok(schedule, tmp_path, capsys) -> None:
+    pages = tmp_path / "flash.bin"
+    assert main(["verify", "kws_dscnn", "--schedule", str(schedule), "--page-file", str(pages)]) == 0
+    out = capsys.readouterr().out
+    assert "bitwise identical" in out and out.strip().endswith("OK")
+    assert pages.stat().st_size > 0
+    assert main(["verify", "kws_dscnn", "--schedule", str(schedule), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["ok"] and rep["grads_bitwise"] and rep["max_abs_grad_diff"] == 0.0
+    assert rep["paging_matches"] and rep["page_out_bytes"] > 0
+    assert rep["measured_peak_bytes"] <= rep["ram_budget_bytes"]
+    assert rep["measured_peak_bytes"] == rep["simulated_peak_bytes"]
+
+
+def test_verify_fails_over_budget(schedule, tmp_path, capsys) -> None:
+    poet = tmp_path / "tight.poet"
+    poet.write_bytes(schedule.read_bytes())
+    side = json.loads(schedule.with_suffix(".json").read_text())
+    side["ram_budget_bytes"] = 1000
+    poet.with_suffix(".json").write_text(json.dumps(side))
+    assert main(["verify", "kws_dscnn", "--schedule", str(poet)]) == 1
+    assert "FAIL: measured peak exceeds the budget" in capsys.readouterr().out
+
+
+def test_verify_fails_when_gradients_differ(schedule, monkeypatch, capsys) -> None:
+    original = executor.ScheduledStep.run_full
+
+    def perturbed(self, *a, **k):
+        loss, grads, upd = original(self, *a, **k)
+        name = next(iter(grads))
+        grads[name] = grads[name] + 1e-6
+        return loss, grads, upd
+
+    monkeypatch.setattr(executor.ScheduledStep, "run_full", perturbed)
+    assert main(["verify", "kws_dscnn", "--schedule", str(schedule)]) == 1
+    assert "FAIL: gradients differ" in capsys.readouterr().out
+
+
+def test_verify_bad_input(schedule, tmp_path, capsys) -> None:
+    assert main(["verify", "mlp", "--schedule", str(schedule)]) == 2
+    assert "75-node graph but mlp" in capsys.readouterr().err
+    assert main(["verify", "kws_dscnn", "--schedule", str(schedule), "--batch", "4"]) == 2
+    assert "another graph" in capsys.readouterr().err
+    junk = tmp_path / "junk.poet"
+    junk.write_bytes(b"not a schedule")
+    assert main(["verify", "kws_dscnn", "--schedule", str(junk)]) == 2
+    assert main(["verify", "kws_dscnn", "--schedule", str(tmp_path / "missing.poet")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 2 and "Traceback" not in err
