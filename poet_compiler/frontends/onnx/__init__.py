@@ -1,7 +1,8 @@
 """ONNX frontend: an ONNX model -> an executable, trainable PyTorch module.
 
 ``load_onnx_module(path, input_shapes=None, loss=None) -> OnnxModel`` reads and checks
-the file, converts every node with a per-op converter (``ops/``), folds the
+the file, fuses exported linear layers and GELU formulas back into F.linear/F.gelu
+(``fuse.py``), converts every node with a per-op converter (``ops/``), folds the
 shape-driven parts at conversion time, and returns the module with a deterministic
 example batch, a target and a loss — what the torch tracing frontend needs to build the
 joint forward+backward graph; ``trace_onnx`` runs that tracing (what the frontend
