@@ -54,7 +54,6 @@ def check_schedule(name: str, ram: str, mode: str = "poet", granularity: str = "
     assert stats.peak_bytes <= budget
     assert abs(stats.peak_bytes - sim.peak_bytes) <= 0.05 * sim.peak_bytes
     if granularity == "op":
-        assert stats.peak_bytes == sim.peak_bytes  # op level: the graph's sizes are the real storages
         assert (stats.page_out_bytes, stats.page_in_bytes) == (sim.page_out_bytes, sim.page_in_bytes)
     return {"status": c.result.status, "paged": sim.page_out_bytes, "recomputed": sim.n_recompute}
 
@@ -174,22 +173,31 @@ def test_other_inputs_are_used() -> None:
     assert all(torch.equal(grads[k], ref_grads[k]) for k in grads)
 
 
-@pytest.mark.parametrize("name", ["mlp", "kws_dscnn"])
-def test_free_really_releases_memory(name: str) -> None:
-    """The measured live bytes follow the simulator's timeline instruction by instruction
-    (FREE really releases storage). The only gap allowed is the lowering's documented
-    over-estimate: a select node re-references outputs its op node also counts."""
+@pytest.mark.parametrize("name,ram", [("mlp", "100%"), ("kws_dscnn", "50%"), ("cifar_cnn_tiny", "70%")])
+def test_measured_timeline_is_the_simulators_exactly(name: str, ram: str) -> None:
+    """Instruction by instruction, measured live bytes == the simulator's, minus exactly
+    the lowering's documented over-estimate: while an op node and its select node (batch
+    norm's saved mean/invstd, max-pool's indices, nll_loss's total_weight) are both
+    resident, the graph counts the selected outputs twice, the executor holds them once.
+    (This is why cifar_cnn_tiny can measure >5% below the simulator when a schedule
+    recomputes a max-pool in the backward while its indices are resident.)"""
     tm = traced(name)
-    c = compiled(name, "100%" if name == "mlp" else "50%")
+    c = compiled(name, ram)
+    g = tm.graph
     sim = simulate(c.graph, c.costs, c.program)
-    slack = sum(nd.output_bytes for nd in tm.graph.nodes if nd.op == "getitem")
     with ScheduledStep(tm, c.program) as step:
         step.run()
         measured = step.last.timeline
+    selects = [(nd.id, nd.inputs[0]) for nd in g.nodes if nd.op == "getitem"]
+    resident: set[int] = set()
     assert len(measured) == len(sim.timeline)
-    for k, (a, b) in enumerate(zip(measured, sim.timeline)):
-        assert b - slack <= a <= b, (k, str(c.program.instructions[k]))
-    assert measured[-1] == sim.timeline[-1]
+    for k, ins in enumerate(c.program.instructions):
+        if ins.op in (Op.COMPUTE, Op.PAGE_IN):
+            resident.add(ins.node)
+        elif ins.op is Op.FREE:
+            resident.discard(ins.node)
+        double = sum(g.nodes[s].output_bytes for s, o in selects if s in resident and o in resident)
+        assert measured[k] == sim.timeline[k] - double, (k, str(ins))
 
 
 def test_bad_programs_raise_schedule_error() -> None:
