@@ -20,7 +20,8 @@ _CFG = ((1, 16, 1, 1), (6, 24, 2, 1), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1
 def _conv_bn(cin: int, cout: int, k: int, stride: int, groups: int = 1, act: bool = True) -> nn.Sequential:
     layers: list[nn.Module] = [nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)]
     if act:
-        layers.append(nn.ReLU6(inplace=True))
+        # Not in-place: in-place hardtanh_ traces to clone + hardtanh, an extra buffer per activation.
+        layers.append(nn.ReLU6())
     return nn.Sequential(*layers)
 
 

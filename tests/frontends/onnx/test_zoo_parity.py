@@ -28,20 +28,16 @@ SAME_OP = {"aten._native_batch_norm_legit_functional": "aten.native_batch_norm"}
 #    the table (a view: no forward node, slice_backward in the backward pass) where the
 #    zoo runs aten.embedding (a [S, H] copy, embedding_dense_backward). One node and one
 #    [S, H] activation fewer through ONNX.
-#  - mobilenetv2: the zoo's ReLU6(inplace=True) traces as clone + hardtanh (the torch
-#    frontend copies the BatchNorm output before the in-place op); the exported file has
-#    a plain Clip, so the ONNX path has no clones.
 EMBED = {"aten.embedding": 1, "aten.embedding_dense_backward": 1, "aten.slice_backward": -1}
 EXPLAINED: dict[str, dict[str, int]] = {"bert_tiny": EMBED, "gpt2_tiny": EMBED}
-CLONES_DROPPED = {"mobilenetv2"}
 
 SMALL_ZOO = ["mlp", "cifar_cnn_tiny", "kws_dscnn", "bert_tiny", "gpt2_tiny", "resnet18_cifar", "vgg16_cifar", "mobilenetv2"]
 SLOW = {"resnet18_cifar", "vgg16_cifar", "mobilenetv2"}
 BATCH = 2  # parity does not depend on the batch; a small one keeps tracing fast
 
 
-def _forward_bytes(graph, skip_op: str | None = None) -> int:  # noqa: ANN001
-    return sum(n.output_bytes for n in graph.nodes if n.kind == "forward" and n.op != skip_op)
+def _forward_bytes(graph) -> int:  # noqa: ANN001
+    return sum(n.output_bytes for n in graph.nodes if n.kind == "forward")
 
 
 @pytest.mark.parametrize(
@@ -60,22 +56,16 @@ def test_onnx_graph_matches_zoo_graph(tmp_path, name: str) -> None:
     ops_direct = collections.Counter(SAME_OP.get(n.op, n.op) for n in direct.graph.nodes)
     ops_via = collections.Counter(n.op for n in via.graph.nodes)
     expected_diff = dict(EXPLAINED.get(name, {}))
-    if name in CLONES_DROPPED:
-        assert ops_direct["aten.clone"] > 0
-        expected_diff["aten.clone"] = ops_direct["aten.clone"]
     diff = {op: ops_direct[op] - ops_via[op] for op in ops_direct | ops_via if ops_direct[op] != ops_via[op]}
     assert diff == expected_diff
     assert len(direct.graph.nodes) - len(via.graph.nodes) == sum(expected_diff.values())
 
-    # Checkpoint-all activation bytes and peak within 1% (the clones, where dropped, are
-    # pure copies; the comparison is against the direct graph without them).
-    skip = "aten.clone" if name in CLONES_DROPPED else None
-    act_direct, act_via = _forward_bytes(direct.graph, skip), _forward_bytes(via.graph)
+    # Checkpoint-all activation bytes and peak within 1%.
+    act_direct, act_via = _forward_bytes(direct.graph), _forward_bytes(via.graph)
     assert abs(act_via - act_direct) <= 0.01 * act_direct
-    if skip is None:
-        peak_direct = reference(direct.graph, load_costs(direct.graph, "m4")).peak_bytes
-        peak_via = reference(via.graph, load_costs(via.graph, "m4")).peak_bytes
-        assert abs(peak_via - peak_direct) <= 0.01 * peak_direct
+    peak_direct = reference(direct.graph, load_costs(direct.graph, "m4")).peak_bytes
+    peak_via = reference(via.graph, load_costs(via.graph, "m4")).peak_bytes
+    assert abs(peak_via - peak_direct) <= 0.01 * peak_direct
 
 
 def test_fusion_is_what_brings_transformers_to_parity(tmp_path) -> None:
