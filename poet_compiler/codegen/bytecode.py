@@ -5,16 +5,19 @@ runtime (``runtime/c/poet_runtime.c``) implement the same rules and report the s
 error classes (``BytecodeError.code`` is the C runtime's ``POET_E_*`` name).
 
 Design in one paragraph: a 10-byte fixed prefix (magic, version, flags, CRC32), a few
-varint counts, then compact tables — output sizes (and workspace sizes) as a small
-palette of distinct values plus bit-packed per-node indices, and a palette of distinct
-allocation offsets — then one instruction per 1–2 bytes: the low 3 bits of the first
-byte are an opcode, the high 5 bits an immediate (31 = "more in a varint"). Node ids
-are predicted (next node after the previous compute, the next never-computed node, or
-a small delta from the previous free / page transfer), and only allocations (COMPUTE,
-PAGE_IN) name an offset: a FREE or PAGE_OUT touches the buffer where that node
-currently lives, which the decoder tracks in an n-entry table. The optional node table
-(names, kinds, op labels, op classes, input lists) sits at the end and ``strip=True``
-drops it; the device runtime never reads it.
+varint counts, then compact tables — output sizes as a palette of distinct values
+(varint entry codes: odd part and power of two) plus fixed-width per-node indices,
+workspace sizes as a sparse table (palette, bitmap, indices of the nodes that have
+one), and the few allocation offsets that placement codes cannot name — then one
+instruction per 1–2 bytes: the low 3 bits of the first byte are an opcode, the high 5
+bits an immediate (31 = "more in a varint"). Node ids are predicted (next node after
+the previous compute, the next never-computed node, or a small delta from the previous
+free / page transfer). An allocation (COMPUTE, PAGE_IN) names its offset by a
+placement code — "at 0 or right after the r-th live buffer end", "right below the r-th
+live buffer start" — or, failing that, by an offset-table slot; a FREE or PAGE_OUT
+touches the buffer where that node currently lives, which the decoder tracks in an
+n-entry table. The optional node table (names, kinds, op labels, op classes, input
+lists) sits at the end and ``strip=True`` drops it; the device runtime never reads it.
 """
 
 from __future__ import annotations
