@@ -40,7 +40,7 @@ enum poet_status {
     POET_E_FLAGS = -5,          /* unknown flag bits, or WORKSPACE without SIZES */
     POET_E_LENGTH = -6,         /* declared length smaller than the buffer (trailing bytes) */
     POET_E_CRC = -7,            /* CRC-32 mismatch */
-    POET_E_MALFORMED = -8,      /* bad varint, table shift/width, repeated offset, stray bytes */
+    POET_E_MALFORMED = -8,      /* bad varint, palette entry >= 2^32, workspace bitmap past n_nodes, repeated offset, stray bytes */
     POET_E_COUNT = -9,          /* more than 2^20 nodes, or a count/table index exceeds what the file can hold */
     POET_E_OPCODE = -10,        /* FENCE with a nonzero operand */
     POET_E_NODE = -11,          /* node id outside 0..n_nodes-1 */
