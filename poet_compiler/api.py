@@ -37,6 +37,8 @@ class Compilation:
     result: Result
     granularity: str = "op"
     batch: int | None = None
+    onnx_loss: str | None = None
+    input_shapes: dict[str, list[int]] | None = None
 
     @property
     def program(self):
@@ -54,6 +56,8 @@ class Compilation:
             count_fixed=self.problem.count_fixed,
             granularity=self.granularity,
             batch=self.batch,
+            onnx_loss=self.onnx_loss,
+            input_shapes=self.input_shapes,
         )
         return out
 
@@ -143,4 +147,5 @@ def compile(  # noqa: A001 - the product's verb
     name = model.name if isinstance(model, TrainingGraph) else str(model)
     return Compilation(model=name, device=costs.device, graph=graph, costs=costs,
                        problem=problem, reference=ref, result=result,
-                       granularity=granularity, batch=batch)
+                       granularity=granularity, batch=batch, onnx_loss=onnx_loss,
+                       input_shapes={k: list(v) for k, v in input_shapes.items()} if input_shapes else None)

@@ -69,7 +69,10 @@ def register(app: typer.Typer) -> None:
         dev = device or side.get("device") or "m4"
         if dev == "explicit":
             dev = "m4"  # only the peak is used; costs do not change it
-        traced = load_model(model, granularity=gran, batch=bat)
+        # The ONNX frontend's options travel in the sidecar too, so a model compiled with
+        # --loss/--input-shape is re-traced into the same graph.
+        traced = load_model(model, granularity=gran, batch=bat,
+                            onnx_loss=side.get("onnx_loss"), input_shapes=side.get("input_shapes"))
         if traced is None:
             raise PoetError(f"{model}: verify needs a zoo model (a graph file has no weights to run)")
         graph = traced.graph
