@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 
 demo: setup
 	$(POETC) models
-	$(POETC) compile kws_dscnn --device m4 --ram 256k -o schedules/kws_dscnn_m4.poet
+	$(POETC) compile models/kws_dscnn.onnx --device m4 --ram 256k -o schedules/kws_dscnn_m4.poet
 
 test: setup
 	$(PY) -m pytest -n 2 -q
