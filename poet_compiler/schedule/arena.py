@@ -1,32 +1,52 @@
 """Static arena planner: every buffer of a Program gets a fixed offset in one RAM arena.
 
 A microcontroller has no malloc, so the Program's buffers are laid out offline. This is
-offline dynamic storage allocation: each buffer is an interval of instructions (from its
-allocation — ``COMPUTE k`` or ``PAGE_IN i`` — to its ``FREE``, or the program's end) and
-a size; buffers whose intervals overlap must not overlap in the arena. Minimizing the
-arena is NP-hard, so we use the greedy of TFLite Micro's planner: place buffers one by
-one, in some order, at the lowest offset that does not collide with any already-placed
-buffer live at the same time; try several orders and keep the smallest arena (ties go to
-the earlier order, so the result is deterministic).
+offline dynamic storage allocation (DSA): each buffer is an interval of instructions
+(from its allocation — ``COMPUTE k`` or ``PAGE_IN i`` — to its ``FREE``, or the
+program's end) and a size; buffers whose intervals overlap must not overlap in the
+arena. Minimizing the arena is NP-hard; the lower bound is the peak of live bytes. The
+planner keeps the smallest of:
+
+1. greedy placements (TFLite Micro style) in several orders — size, size×lifetime,
+   lifetime, program order, and "greedy by breadth" (Pisarchyk & Lee 2020: instructions
+   by total live bytes descending, the unplaced buffers of each by size) — each with
+   first fit (lowest offset) and best fit (smallest gap that holds the buffer);
+2. a local improvement pass: re-place in the order of the best layout's offsets, then
+   repeatedly move a buffer that touches the arena's top to the front of the order
+   (seeded, bounded; accepts equal arenas to cross plateaus);
+3. for instances of at most ``EXACT_MAX_BUFFERS`` buffers still above the peak, an exact
+   packing on CP-SAT (``NoOverlap2D``: address × instruction rectangles) hinted with the
+   best greedy layout, under a *deterministic* time limit on one worker, so the same
+   program always gets the same layout. It stops at the peak (proven optimal) or at the
+   limit with the best layout found, never worse than the hint.
 
 Workspace convention (the simulator checks it): the workspace of ``COMPUTE k`` lies right
 after its output buffer, at ``offset + output_bytes``, for the duration of that compute
 only. So an output buffer is ``output_bytes + workspace_bytes`` wide against the buffers
-live during its compute and ``output_bytes`` wide against those allocated later.
+live during its compute and ``output_bytes`` wide against those allocated later — an
+L shape, two rectangles in the exact model.
 
 ``FREE i`` and ``PAGE_OUT i`` carry the offset of the buffer they touch; ``FENCE`` none.
 ``program.meta`` receives ``peak_bytes`` (largest live bytes, workspace included),
-``fragmentation`` (= arena_bytes / peak_bytes, >= 1) and ``arena_order`` (which order won).
+``fragmentation`` (= arena_bytes / peak_bytes, >= 1) and ``arena_order`` (which method won).
 """
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, replace
 
 from poet_compiler.errors import ScheduleError
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.program import Instruction, Op, Program
+
+# Local improvement: moves tried per call (each is one O(n * live) placement).
+IMPROVE_MOVES = 60
+# Exact packing: only small instances, with a deterministic-time cap (CP-SAT's
+# "deterministic seconds", roughly wall seconds on one core); ``effort`` scales it.
+EXACT_MAX_BUFFERS = 400
+EXACT_DETERMINISTIC_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -83,43 +103,89 @@ def _extent(b: Buffer, other: Buffer) -> int:
     return b.size + (b.workspace if other.live_at(b.start) else 0)
 
 
-def _place(buffers: list[Buffer], order: list[int]) -> tuple[int, list[int]]:
-    """First fit at the lowest offset, in ``order``; returns (arena bytes, offsets)."""
-    offsets = [-1] * len(buffers)
-    placed: list[int] = []
-    arena = 0
-    for j in order:
-        b = buffers[j]
-        conflicts = []
-        for p in placed:
-            c = buffers[p]
-            if c.start < b.end and b.start < c.end:
-                lo, width_c = offsets[p], _extent(c, b)
-                if width_c > 0:
-                    conflicts.append((lo, lo + width_c, _extent(b, c)))
-        conflicts.sort()
-        offset = 0
-        if b.size + b.workspace > 0:
-            candidates = [0] + [hi for _, hi, _ in conflicts]
-            for cand in sorted(set(candidates)):
-                if all(cand + width_b <= lo or hi <= cand for lo, hi, width_b in conflicts if width_b > 0):
-                    offset = cand
-                    break
-        offsets[j] = offset
-        placed.append(j)
-        arena = max(arena, offset + b.size + b.workspace)
-    return arena, offsets
+class _Instance:
+    """Buffers plus, per buffer, its time-overlapping neighbours with both pair widths."""
+
+    def __init__(self, buffers: list[Buffer]) -> None:
+        self.buffers = buffers
+        self.width = [b.size + b.workspace for b in buffers]
+        # conflicts[j] = [(p, width of p as j sees it, width of j as p sees it)]
+        self.conflicts: list[list[tuple[int, int, int]]] = [[] for _ in buffers]
+        by_start = sorted(range(len(buffers)), key=lambda j: buffers[j].start)
+        active: list[int] = []
+        for j in by_start:
+            b = buffers[j]
+            active = [p for p in active if buffers[p].end > b.start]
+            for p in active:
+                c = buffers[p]
+                wc, wb = _extent(c, b), _extent(b, c)
+                self.conflicts[j].append((p, wc, wb))
+                self.conflicts[p].append((j, wb, wc))
+            active.append(j)
+
+    def place(self, order: list[int], best_fit: bool) -> tuple[int, list[int]]:
+        """Greedy placement in ``order``; returns (arena bytes, offsets).
+
+        First fit: the lowest offset where the buffer fits. Best fit: the gap (between
+        placed, time-overlapping buffers) that holds it with the least room to spare;
+        ties and the open top go to the lowest offset.
+        """
+        offsets = [-1] * len(self.buffers)
+        arena = 0
+        for j in order:
+            need_any = self.width[j] > 0
+            spans = []   # (lo, hi, width of j against that buffer)
+            if need_any:
+                for p, wp, wj in self.conflicts[j]:
+                    if offsets[p] >= 0 and wp > 0 and wj > 0:
+                        spans.append((offsets[p], offsets[p] + wp, wj))
+            spans.sort()
+            offset = 0
+            if spans:
+                best: tuple[int, int] | None = None      # (spare, offset)
+                for cand in [0] + [hi for _, hi, _ in spans]:
+                    ok = True
+                    ceiling = None
+                    for lo, hi, wj in spans:
+                        if cand + wj <= lo:
+                            if ceiling is None or lo < ceiling:
+                                ceiling = lo
+                        elif not hi <= cand:
+                            ok = False
+                            break
+                    if not ok:
+                        continue
+                    if not best_fit:
+                        best = (0, cand)
+                        break
+                    spare = (1 << 62) if ceiling is None else ceiling - cand
+                    if best is None or (spare, cand) < best:
+                        best = (spare, cand)
+                offset = best[1] if best is not None else 0
+            offsets[j] = offset
+            arena = max(arena, offset + self.width[j])
+        return arena, offsets
+
+    def valid(self, offsets: list[int]) -> bool:
+        for j, conf in enumerate(self.conflicts):
+            for p, wp, wj in conf:
+                if p < j and wp > 0 and wj > 0:
+                    if not (offsets[j] + wj <= offsets[p] or offsets[p] + wp <= offsets[j]):
+                        return False
+        return True
 
 
-def _orders(buffers: list[Buffer], extra: int) -> list[tuple[str, list[int]]]:
+def _orders(inst: _Instance, extra: int) -> list[tuple[str, list[int]]]:
+    buffers = inst.buffers
     idx = list(range(len(buffers)))
-    width = [b.size + b.workspace for b in buffers]
+    width = inst.width
     life = [b.end - b.start for b in buffers]
     orders = [
         ("size", sorted(idx, key=lambda j: (-width[j], buffers[j].start))),
         ("size*lifetime", sorted(idx, key=lambda j: (-width[j] * life[j], buffers[j].start))),
         ("lifetime", sorted(idx, key=lambda j: (-life[j], -width[j], buffers[j].start))),
         ("program", idx),
+        ("breadth", _breadth_order(inst)),
     ]
     rng = random.Random(0)   # fixed seed: same program, same layout
     for r in range(extra):
@@ -129,23 +195,158 @@ def _orders(buffers: list[Buffer], extra: int) -> list[tuple[str, list[int]]]:
     return orders
 
 
+def _breadth_order(inst: _Instance) -> list[int]:
+    """Greedy by breadth: instructions by live bytes (descending), and at each the
+    not-yet-ordered live buffers by size (descending)."""
+    buffers = inst.buffers
+    points = sorted({b.start for b in buffers})
+    live: dict[int, list[int]] = {t: [] for t in points}
+    for j, b in enumerate(buffers):
+        for t in points:
+            if b.start <= t < b.end:
+                live[t].append(j)
+    breadth = {t: sum(buffers[j].size for j in live[t]) + sum(buffers[j].workspace for j in live[t]
+                                                              if buffers[j].start == t) for t in points}
+    seen: set[int] = set()
+    order: list[int] = []
+    for t in sorted(points, key=lambda t: (-breadth[t], t)):
+        for j in sorted(live[t], key=lambda j: (-inst.width[j], buffers[j].start)):
+            if j not in seen:
+                seen.add(j)
+                order.append(j)
+    order.extend(j for j in range(len(buffers)) if j not in seen)
+    return order
+
+
+def _improve(inst: _Instance, arena: int, offsets: list[int], peak: int, moves: int,
+             target: int | None) -> tuple[int, list[int]]:
+    """Local search over placement orders, starting from a layout (see module docstring)."""
+    n = len(inst.buffers)
+    order = sorted(range(n), key=lambda j: (offsets[j], -inst.width[j], j))
+    best = (arena, offsets)
+    for best_fit in (False, True):
+        a, o = inst.place(order, best_fit)
+        if a < best[0]:
+            best = (a, o)
+    cur_order, cur = order, best[0]
+    rng = random.Random(1)
+    for _ in range(moves):
+        if best[0] <= peak or (target is not None and best[0] <= target):
+            break
+        a_now, offs = inst.place(cur_order, False)
+        top = [j for j in range(n) if offs[j] + inst.width[j] == a_now and inst.width[j] > 0]
+        if not top:
+            break
+        j = top[rng.randrange(len(top))]
+        # Move the top buffer (and, at random, one of its time neighbours) to the front.
+        new = [j] + [k for k in cur_order if k != j]
+        if inst.conflicts[j] and rng.random() < 0.5:
+            k = inst.conflicts[j][rng.randrange(len(inst.conflicts[j]))][0]
+            new = [k] + [x for x in new if x != k]
+        a, o = inst.place(new, False)
+        if a <= cur:
+            cur_order, cur = new, a
+            if a < best[0]:
+                best = (a, o)
+    return best
+
+
+def _exact(inst: _Instance, hint: list[int], upper: int, peak: int, det_time_s: float,
+           target: int | None = None) -> tuple[int, list[int]] | None:
+    """CP-SAT packing (see module docstring); None when it finds nothing better than ``upper``."""
+    from ortools.sat.python import cp_model
+
+    buffers = inst.buffers
+    # Work in units of the sizes' GCD (tensor sizes share large power-of-two factors):
+    # smaller domains, same packings. Offsets are scaled back below.
+    g = 0
+    for b in buffers:
+        g = math.gcd(math.gcd(g, b.size), b.workspace)
+    g = max(g, 1)
+    width = [w // g for w in inst.width]
+    m = cp_model.CpModel()
+    horizon = upper // g
+    arena = m.new_int_var(-(-peak // g), horizon, "arena")
+    xs: list[cp_model.IntVar | None] = []
+    x_iv, y_iv = [], []
+    for j, b in enumerate(buffers):
+        if width[j] == 0:
+            xs.append(None)
+            continue
+        # The hint's offsets need not be multiples of g: the domain is the whole range.
+        x = m.new_int_var(0, horizon - width[j], f"x{j}")
+        xs.append(x)
+        m.add(x + width[j] <= arena)
+        if b.size > 0:
+            x_iv.append(m.new_fixed_size_interval_var(x, b.size // g, f"bx{j}"))
+            y_iv.append(m.new_fixed_size_interval_var(b.start, b.end - b.start, f"by{j}"))
+        if b.workspace > 0:
+            x_iv.append(m.new_fixed_size_interval_var(x + b.size // g, b.workspace // g, f"wx{j}"))
+            y_iv.append(m.new_fixed_size_interval_var(b.start, 1, f"wy{j}"))
+        if hint[j] % g == 0:
+            m.add_hint(x, hint[j] // g)
+    m.add_no_overlap_2d(x_iv, y_iv)
+    m.minimize(arena)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = 0
+    solver.parameters.max_deterministic_time = det_time_s
+    # Wall-clock safety net far above the deterministic limit (only a pathological
+    # machine hits it; then the layout may vary, but stays valid).
+    solver.parameters.max_time_in_seconds = 20.0 * det_time_s + 5.0
+
+    class _StopAtTarget(cp_model.CpSolverSolutionCallback):
+        """Stop at the first layout within ``target`` (the caller's budget)."""
+
+        def on_solution_callback(self) -> None:
+            if target is not None and self.objective_value * g <= target:
+                self.stop_search()
+
+    status = solver.solve(m, _StopAtTarget())
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    offsets = [0 if x is None else g * int(solver.value(x)) for x in xs]
+    a = max((offsets[j] + inst.width[j] for j in range(len(buffers))), default=0)
+    return a, offsets
+
+
 def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
                budget_bytes: int | None = None) -> Program:
     """Return ``program`` with every buffer's offset and ``arena_bytes`` set.
 
-    ``effort`` adds that many seeded perturbed orders to the four fixed ones; with a
-    ``budget_bytes``, the search stops at the first layout that fits it.
+    ``effort`` adds that many seeded perturbed greedy orders and scales the local search
+    and the exact packing's time; more effort never gives a larger arena. With a
+    ``budget_bytes``, the search stops once a layout fits it.
     """
     buffers = buffers_of(graph, program)
     peak = peak_live_bytes(buffers)
+    inst = _Instance(buffers)
     best: tuple[int, list[int], str] | None = None
-    for name, order in _orders(buffers, effort):
-        arena, offsets = _place(buffers, order)
-        if best is None or arena < best[0]:
-            best = (arena, offsets, name)
-        if best[0] <= peak or (budget_bytes is not None and best[0] <= budget_bytes):
-            break   # cannot do better than the peak, or good enough for the caller
-    arena, offsets, name = best if best is not None else (0, [], "empty")
+
+    def done() -> bool:
+        return best is not None and (best[0] <= peak or (budget_bytes is not None and best[0] <= budget_bytes))
+
+    for name, order in _orders(inst, effort):
+        for best_fit in (False, True):
+            arena, offsets = inst.place(order, best_fit)
+            if best is None or arena < best[0]:
+                best = (arena, offsets, name + ("/best-fit" if best_fit else ""))
+            if done():
+                break
+        if done():
+            break
+    if best is None:
+        best = (0, [], "empty")
+    if not done() and buffers:
+        arena, offsets = _improve(inst, best[0], best[1], peak, IMPROVE_MOVES * (1 + effort), budget_bytes)
+        if arena < best[0]:
+            best = (arena, offsets, "local")
+    if not done() and len(buffers) <= EXACT_MAX_BUFFERS:
+        found = _exact(inst, best[1], best[0], peak, EXACT_DETERMINISTIC_S * (1 + effort / 16),
+                       budget_bytes)
+        if found is not None and found[0] < best[0] and inst.valid(found[1]):
+            best = (found[0], found[1], "exact")
+    arena, offsets, name = best
     at_start = {b.start: off for b, off in zip(buffers, offsets)}
     current: dict[int, int] = {}
     out: list[Instruction] = []
