@@ -46,7 +46,7 @@ def register(app: typer.Typer) -> None:
         deadline: str = typer.Option(None, "--deadline", help="deadline: 120ms, 2s, or 1.5x the compute-only time"),
         mode: str = typer.Option("poet", "--mode", help="poet | remat | paging | none"),
         strategy: str = typer.Option("optimal", "--strategy", help="optimal (MILP) or a baseline name"),
-        solver: str = typer.Option("cpsat", "--solver", help="cpsat | highs | gurobi"),
+        solver: str = typer.Option("auto", "--solver", help="auto (CP-SAT, then CP-SAT and HiGHS racing) | cpsat | highs | gurobi"),
         formulation: str = typer.Option("fast", "--formulation", help="fast | dense"),
         time_limit: float = typer.Option(60.0, "--time-limit", help="solver time limit, seconds"),
         threads: int = typer.Option(2, "--threads", help="solver threads"),

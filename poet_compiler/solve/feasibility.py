@@ -144,7 +144,13 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
     half = max(1.0, time_limit_s / 2)
     at = "no deadline" if problem.deadline_s is None else f"deadline {problem.deadline_s:.6g} s"
     extra: dict[str, object] = {}
-    dl = deadline_requirement(problem, time_limit_s=half, threads=threads)
+    if problem.activation_budget < working_set(problem)[0]:
+        # The working set settles it: no deadline helps, so skip that solve and give the
+        # minimum-RAM search the whole (short) effort cap.
+        dl = None
+        half = max(1.0, time_limit_s)
+    else:
+        dl = deadline_requirement(problem, time_limit_s=half, threads=threads)
     if dl is not None:
         extra["min_deadline_s"] = dl.upper if dl.exact else None
         extra["min_deadline_lower_s"] = dl.lower

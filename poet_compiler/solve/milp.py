@@ -37,35 +37,58 @@ def _fits(problem: Problem, schedule: Schedule) -> float | None:
     return sim.energy_j
 
 
+def warm_start_candidates(problem: Problem, given: Schedule | None = None) -> list[tuple[float, str, Schedule]]:
+    """Every known schedule that is valid in the problem's mode and meets both budgets
+    (live bytes; the arena is judged later by finalize), cheapest first:
+    ``(energy, name, schedule)``. Sources: ``given``, checkpoint-all and the quick
+    heuristics of :mod:`.baselines`."""
+    found: list[tuple[float, str, Schedule]] = []
+    for name, s in (("given", given), ("checkpoint_all", Schedule.checkpoint_all(problem.n))):
+        if s is not None:
+            e = _fits(problem, s)
+            if e is not None:
+                found.append((e, name, s))
+    try:
+        from poet_compiler.solve.baselines import BASELINES
+    except ImportError:
+        BASELINES = {}
+    for name in ("chen_greedy", "capuchin", "pofo", "dtr", "chen_sqrt_n"):
+        fn = BASELINES.get(name)
+        if fn is None:
+            continue
+        try:
+            res = fn(problem)
+        except PoetError:
+            continue
+        # A baseline's own status may be "infeasible" for its arena only: judge live bytes here.
+        if res.schedule is not None:
+            e = _fits(problem, res.schedule)
+            if e is not None:
+                found.append((e, name, res.schedule))
+    found.sort(key=lambda x: (x[0], x[1]))
+    return found
+
+
 def warm_start_schedule(problem: Problem, given: Schedule | None = None) -> Schedule | None:
     """The cheapest feasible schedule among ``given``, checkpoint-all and the quick
     heuristics of :mod:`.baselines` (when present), or None."""
-    candidates: list[Schedule] = []
-    if given is not None:
-        candidates.append(given)
-    candidates.append(Schedule.checkpoint_all(problem.n))
-    best: tuple[float, Schedule] | None = None
-    for s in candidates:
-        e = _fits(problem, s)
-        if e is not None and (best is None or e < best[0]):
-            best = (e, s)
-    if best is None or given is None:
+    found = warm_start_candidates(problem, given)
+    return found[0][2] if found else None
+
+
+def fallback_result(problem: Problem, candidates: list[tuple[float, str, Schedule]], *, solver: str,
+                    formulation: str, started: float, tries: int = 4) -> Result | None:
+    """The cheapest candidate that finalize accepts (arena included), as a Result."""
+    for energy, name, schedule in candidates[:tries]:
         try:
-            from poet_compiler.solve.baselines import BASELINES
-        except ImportError:
-            BASELINES = {}
-        for name in ("chen_greedy", "capuchin", "pofo"):
-            fn = BASELINES.get(name)
-            if fn is None:
-                continue
-            try:
-                res = fn(problem)
-            except PoetError:
-                continue
-            if res.ok and res.schedule is not None and res.energy_j is not None:
-                if best is None or res.energy_j < best[0]:
-                    best = (res.energy_j, res.schedule)
-    return None if best is None else best[1]
+            res = finalize(problem, schedule, strategy=STRATEGY, status="feasible", solver=solver,
+                           formulation=formulation, solve_time_s=time.perf_counter() - started)
+        except ScheduleError:
+            continue
+        if res.ok:
+            res.extra["fallback_schedule"] = name
+            return res
+    return None
 
 
 def _empty(problem: Problem, status: str, solver: str, formulation: str, started: float, message: str) -> Result:
@@ -80,12 +103,16 @@ LARGE_MODEL_BINARIES = 5000
 DEFAULT_GAP_LIMIT = 1e-3
 # Fragmentation feedback: re-solves with a budget lowered by the arena's overshoot.
 MAX_ARENA_RETRIES = 4
+# Share of the time limit the first solve may use; the rest is for fragmentation re-solves.
+FIRST_SOLVE_SHARE = 0.75
+# Effort cap of the minimum-RAM computation when the working set already proves infeasibility.
+QUICK_EXPLAIN_S = 10.0
 
 
 def solve_milp(
     problem: Problem,
     *,
-    solver: str = "cpsat",
+    solver: str = "auto",
     formulation: str = "fast",
     time_limit_s: float = 60.0,
     threads: int = 2,
@@ -111,77 +138,136 @@ def solve_milp(
     started = time.perf_counter()
     from poet_compiler.solve.feasibility import quick_infeasibility
 
-    quick = quick_infeasibility(problem)
+    quick = quick_infeasibility(problem, time_limit_s=min(time_limit_s, QUICK_EXPLAIN_S), threads=threads)
     if quick is not None:
         res = _empty(problem, "infeasible", solver, formulation, started, quick.message)
         res.extra.update(quick.extra)
         return res
+    # Every schedule the heuristics know: the answer whenever the solver does not beat it.
+    candidates = warm_start_candidates(problem, warm_start)
     reserve = 0                      # bytes held back from the budget for fragmentation
-    previous: Schedule | None = warm_start
-    res: Result | None = None
+    previous: Schedule | None = warm_start if warm_start is not None else (candidates[0][2] if candidates else None)
+    best: Result | None = None       # best schedule that finalize accepted
+    last: Result | None = None       # the last attempt's result (for its message/status)
     full_bound: float | None = None  # the first attempt's bound: valid for the user's budget
-    arena_miss: Result | None = None  # the last schedule whose live bytes fit but arena did not
+    proven_infeasible: Result | None = None
     for attempt in range(MAX_ARENA_RETRIES + 1):
         remaining = time_limit_s - (time.perf_counter() - started)
         if attempt and remaining < 1.0:
             break
-        res = _solve_once(problem, reserve, solver=solver, formulation=formulation,
-                          time_limit_s=time_limit_s if attempt == 0 else remaining, threads=threads,
-                          progress=progress, warm_start=previous, gap_limit=gap_limit, started=started)
-        res.extra["fragmentation_retries"] = attempt
-        res.extra["fragmentation_reserve_bytes"] = reserve
+        # The first solve leaves FIRST_SOLVE_SHARE of the time for fragmentation re-solves.
+        share = remaining * FIRST_SOLVE_SHARE if attempt == 0 else remaining
+        last = _solve_once(problem, reserve, solver=solver, formulation=formulation, time_limit_s=share,
+                           threads=threads, progress=progress, warm_start=previous, gap_limit=gap_limit,
+                           started=started, candidates=candidates if attempt == 0 else None)
+        last.extra["fragmentation_retries"] = attempt
+        last.extra["fragmentation_reserve_bytes"] = reserve
         if attempt == 0:
-            full_bound = res.lower_bound_j
-        elif res.ok and res.energy_j is not None:
-            res.lower_bound_j = None if full_bound is None else min(full_bound, res.energy_j)
-            res.gap = None if res.lower_bound_j is None else \
-                max(0.0, (res.energy_j - res.lower_bound_j) / res.energy_j) if res.energy_j > 0 else 0.0
-            if res.gap == 0.0:
-                res.status = "optimal"
-        if attempt and not res.ok and arena_miss is not None:
-            # The lowered budget admits no schedule (or none in time): the closest
-            # schedule is the previous one, whose arena overshoots; say so.
-            res, arena_miss.extra["fragmentation_retries"] = arena_miss, attempt
+            full_bound = last.extra.get("backend_bound_j")  # type: ignore[assignment]
+            if last.status == "infeasible" and last.extra.get("proven_infeasible"):
+                proven_infeasible = last
+                break
+        if last.ok:
+            best = _better(best, last)
             break
-        if not (res.status == "infeasible" and res.message.startswith("arena") and res.arena_bytes
-                and res.schedule is not None):
+        if not (last.status == "infeasible" and last.message.startswith("arena") and last.arena_bytes
+                and last.schedule is not None):
             break
-        arena_miss = res
         # Live bytes fit, the arena does not: hold back the overshoot and solve again.
-        reserve += max(1, res.arena_bytes - problem.activation_budget)
-        previous = res.schedule
+        reserve += max(1, last.arena_bytes - problem.activation_budget)
+        previous = last.schedule
         if problem.activation_budget - reserve < 1:
             break
-    assert res is not None
-    res.solve_time_s = time.perf_counter() - started
-    if res.ok and res.arena_bytes is not None and res.peak_ram_bytes:
-        res.extra["fragmentation_overhead_bytes"] = res.arena_bytes - res.peak_ram_bytes
-    return res
+    if proven_infeasible is not None:
+        proven_infeasible.solve_time_s = time.perf_counter() - started
+        return proven_infeasible
+    if best is None or best.status != "optimal":
+        fb = fallback_result(problem, candidates, solver=solver, formulation=formulation, started=started)
+        if fb is not None and (best is None or fb.energy_j < best.energy_j):  # type: ignore[operator]
+            why = last.message if last is not None and last.message else "no better schedule found"
+            fb.message = f"best heuristic schedule ({fb.extra['fallback_schedule']}); solver: {why}"
+            if last is not None:
+                fb.extra.update({k: v for k, v in last.extra.items() if k not in fb.extra})
+            best = fb
+    if best is None:
+        assert last is not None
+        res = last
+        if not res.ok and res.status == "infeasible" and not res.extra.get("proven_infeasible"):
+            # Not proven: an arena that never fit, or a reduced budget the solver could
+            # not meet in time. That is "no schedule in time", not infeasibility.
+            res.status = "timeout"
+            res.message = f"timeout: no schedule whose arena fits was found within {time_limit_s:g} s ({res.message})"
+        res.solve_time_s = time.perf_counter() - started
+        return res
+    _apply_bound(best, full_bound)
+    best.solve_time_s = time.perf_counter() - started
+    if best.arena_bytes is not None and best.peak_ram_bytes:
+        best.extra["fragmentation_overhead_bytes"] = best.arena_bytes - best.peak_ram_bytes
+    return best
+
+
+def _better(a: Result | None, b: Result) -> Result:
+    if a is None or (b.energy_j is not None and a.energy_j is not None and b.energy_j < a.energy_j):
+        return b
+    return a
+
+
+def _apply_bound(res: Result, bound: float | None) -> None:
+    """Judge ``res`` against the full-budget bound: every schedule the user could get
+    (arena included) costs at least that much. ``optimal`` only for a closed gap."""
+    if res.energy_j is None:
+        return
+    if bound is None:
+        res.lower_bound_j, res.gap = None, None
+        if res.status == "optimal" and res.extra.get("fragmentation_retries"):
+            res.status = "feasible"
+        return
+    bound = min(bound, res.energy_j)     # a proven optimum's bound can exceed it by float noise
+    res.lower_bound_j = bound
+    res.gap = max(0.0, (res.energy_j - bound) / res.energy_j) if res.energy_j > 0 else 0.0
+    if res.gap <= 1e-9:
+        res.gap = 0.0
+        res.status = "optimal"
+    elif res.status == "optimal":
+        res.status = "feasible"
 
 
 def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str, time_limit_s: float,
                 threads: int, progress: bool, warm_start: Schedule | None, gap_limit: float | None,
-                started: float) -> Result:
-    """One build + solve + finalize at the activation budget minus ``reserve``."""
+                started: float, candidates: list[tuple[float, str, Schedule]] | None = None) -> Result:
+    """One build + solve + finalize at the activation budget minus ``reserve``.
+
+    ``extra`` carries ``backend_bound_j`` (the solver's valid bound at this budget, even
+    without a schedule) and ``proven_infeasible`` (the solver proved it)."""
     from poet_compiler.solve.feasibility import explain_infeasible
 
     tight = dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes - reserve)
     t0 = time.perf_counter()
     built = build(problem, formulation, budget=tight.activation_budget)
     build_s = time.perf_counter() - t0
-    hint = warm_start_schedule(tight, warm_start)
+    if reserve == 0 and candidates is not None and warm_start is None:
+        hint = candidates[0][2] if candidates else None
+    else:
+        hint = warm_start_schedule(tight, warm_start)
     if hint is not None and formulation == "fast":
         hint = canonical(problem, hint)
     if hint is not None:
         built.hint_from(hint)
+
+    def rehint(values: list[float]) -> dict[int, float]:
+        # An incumbent as a complete hint (every auxiliary variable evaluated).
+        built.hint_from(built.schedule(values))
+        return dict(built.model.hint)
+
     large = sum(1 for k in built.model.kind if k == "bin") > LARGE_MODEL_BINARIES
     gap = (DEFAULT_GAP_LIMIT if large else 0.0) if gap_limit is None else float(gap_limit)
     remaining = max(0.5, time_limit_s - (time.perf_counter() - t0))
     opts = BackendOptions(time_limit_s=remaining, threads=threads, progress=progress, relative_gap=gap, large=large)
-    out = solve_model(built.model, solver, opts)
+    out = solve_model(built.model, solver, opts, rehint=rehint if solver == "auto" else None)
     extra: dict[str, object] = {"model_" + k: v for k, v in out.stats.items() if isinstance(v, int)}
     extra.update(model_build_s=round(build_s, 3), backend_solve_s=round(out.solve_time_s, 3),
-                 gap_limit=gap, warm_start_found=hint is not None)
+                 gap_limit=gap, warm_start_found=hint is not None, backend_bound_j=out.bound,
+                 solver_used=out.solver)
     if out.status == "infeasible":
         if reserve:
             # Only the fragmentation reserve made it infeasible: report the arena problem.
@@ -194,14 +280,9 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         why = explain_infeasible(problem, time_limit_s=left, threads=threads)
         res = _empty(problem, "infeasible", solver, formulation, started, why.message)
         res.extra.update(extra, **why.extra)
+        res.extra["proven_infeasible"] = True
         return res
     if out.values is None:
-        if hint is not None:
-            res = finalize(problem, hint, strategy=STRATEGY, status="feasible", solver=solver,
-                           formulation=formulation, solve_time_s=time.perf_counter() - started,
-                           message=f"{solver} found no schedule within {time_limit_s:g} s; this is the warm start")
-            res.extra.update(extra)
-            return res
         res = _empty(problem, "timeout", solver, formulation, started,
                      f"timeout: {solver} found no schedule within {time_limit_s:g} s ({out.message})")
         res.extra.update(extra)

@@ -18,7 +18,7 @@ from poet_compiler.solve.result import Result
 
 @dataclass(frozen=True)
 class SolveOptions:
-    solver: str = "cpsat"
+    solver: str = "auto"
     formulation: str = "fast"
     time_limit_s: float = 60.0
     threads: int = 2

@@ -1,6 +1,7 @@
 """Solver backends behind one interface: ``solve(model, options) -> BackendResult``.
 
-- ``cpsat`` (default): OR-Tools CP-SAT, in process; costs are scaled to integers
+- ``auto`` (default): CP-SAT, then CP-SAT and HiGHS racing (:mod:`.portfolio`).
+- ``cpsat``: OR-Tools CP-SAT, in process; costs are scaled to integers
   (:mod:`.scaling`).
 - ``highs``: HiGHS through highspy, in a child process — the OR-Tools wheel bundles its
   own HiGHS and the two native libraries cannot be loaded into one process.
@@ -9,14 +10,22 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from poet_compiler.errors import SolverError
 from poet_compiler.solve.backends.base import BackendOptions, BackendResult
 from poet_compiler.solve.formulation.model import LinearModel
 
-SOLVERS = ("cpsat", "highs", "gurobi")
+SOLVERS = ("auto", "cpsat", "highs", "gurobi")
 
 
-def solve_model(model: LinearModel, solver: str, options: BackendOptions) -> BackendResult:
+def solve_model(model: LinearModel, solver: str, options: BackendOptions,
+                rehint: Callable[[list[float]], dict[int, float]] | None = None) -> BackendResult:
+    """Solve on one backend; ``rehint`` (auto only) turns an incumbent into a full hint."""
+    if solver == "auto":
+        from poet_compiler.solve.backends.portfolio import solve_auto
+
+        return solve_auto(model, options, rehint)
     if solver == "cpsat":
         from poet_compiler.solve.backends.cpsat import solve_cpsat
 

@@ -22,6 +22,12 @@ class BackendOptions:
     # Large models: cheaper presolve (CP-SAT's presolve alone can take most of a minute
     # on ~70k binaries) and a stronger LP relaxation.
     large: bool = False
+    # HiGHS child process only: report incumbent/bound as machine-readable lines on
+    # stderr (PROGRESS_TAG inc bound) for a parent that races it (see .portfolio).
+    progress_pipe: bool = False
+
+
+PROGRESS_TAG = "POETC-PROGRESS"
 
 
 @dataclass

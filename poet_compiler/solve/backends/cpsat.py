@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Callable
 
 from poet_compiler.solve.backends.base import BackendOptions, BackendResult, ProgressLine
 from poet_compiler.solve.backends.scaling import scale_model
 from poet_compiler.solve.formulation.model import LinearModel
 
 
-def solve_cpsat(model: LinearModel, options: BackendOptions) -> BackendResult:
+def solve_cpsat(model: LinearModel, options: BackendOptions, *,
+                on_solver: Callable[[object], None] | None = None,
+                on_progress: Callable[[float | None, float | None], None] | None = None) -> BackendResult:
+    """Solve on CP-SAT. ``on_solver`` receives the ``CpSolver`` before the search starts
+    (a racing caller may ``stop_search()`` it from another thread); ``on_progress``
+    receives (incumbent, valid lower bound) in physical units as they improve."""
     from ortools.sat.python import cp_model
 
     started = time.perf_counter()
@@ -56,12 +62,25 @@ def solve_cpsat(model: LinearModel, options: BackendOptions) -> BackendResult:
     def to_phys(x: float) -> float:
         return x * sc.obj_unit
 
+    def valid_bound(b: float) -> float:
+        # Integer objective: round the bound up, then subtract the cost rounding.
+        return (math.ceil(b - 1e-9) - sc.obj_err) * sc.obj_unit
+
     class _Callback(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self) -> None:
             line.update(to_phys(self.ObjectiveValue()), to_phys(self.BestObjectiveBound()), force=True)
+            if on_progress is not None:
+                on_progress(to_phys(self.ObjectiveValue()), valid_bound(self.BestObjectiveBound()))
 
-    if options.progress:
-        solver.best_bound_callback = lambda b: line.update(bound=to_phys(b))
+    def on_bound(b: float) -> None:
+        line.update(bound=to_phys(b))
+        if on_progress is not None:
+            on_progress(None, valid_bound(b))
+
+    if on_solver is not None:
+        on_solver(solver)
+    if options.progress or on_progress is not None:
+        solver.best_bound_callback = on_bound
         status = solver.solve(cp, _Callback())
     else:
         status = solver.solve(cp)
@@ -80,7 +99,7 @@ def solve_cpsat(model: LinearModel, options: BackendOptions) -> BackendResult:
     bound = solver.best_objective_bound if sc.objective else 0.0
     # Integer objective: the bound can be rounded up before undoing the scaling; then
     # subtract the cost rounding so it bounds the real objective.
-    phys_bound = (math.ceil(bound - 1e-9) - sc.obj_err) * sc.obj_unit
+    phys_bound = valid_bound(bound)
     # OPTIMAL also means "within relative_gap_limit": only a closed gap is optimal.
     closed = sc.objective == {} or math.ceil(bound - 1e-9) >= round(obj)
     st = "optimal" if status == cp_model.OPTIMAL and closed else "feasible"

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from poet_compiler.solve.backends.base import BackendOptions, BackendResult, ProgressLine
+from poet_compiler.solve.backends.base import PROGRESS_TAG, BackendOptions, BackendResult, ProgressLine
 from poet_compiler.solve.formulation.model import LinearModel
 
 
@@ -68,11 +68,24 @@ def run(model: LinearModel, options: BackendOptions) -> BackendResult:
             h.setSolution(sol)
         except Exception:  # noqa: BLE001 - a rejected hint only loses the warm start
             pass
-    line = ProgressLine("highs", model.objective_unit, options.progress, every_s=1.0)
-    if options.progress:
+    line = ProgressLine("highs", model.objective_unit, options.progress and not options.progress_pipe, every_s=1.0)
+    last = [0.0]
+
+    def report(inc: float, bound: float) -> None:
+        # Throttled machine-readable line for a racing parent (.portfolio).
+        now = time.perf_counter()
+        if now - last[0] >= 0.2:
+            last[0] = now
+            sys.stderr.write(f"{PROGRESS_TAG} {inc!r} {bound!r}\n")
+            sys.stderr.flush()
+
+    if options.progress or options.progress_pipe:
         try:
             def cb(callback_type, message, data_out, data_in, user_data):  # noqa: ANN001
-                line.update(data_out.objective_function_value, data_out.mip_dual_bound)
+                if options.progress_pipe:
+                    report(float(data_out.objective_function_value), float(data_out.mip_dual_bound))
+                else:
+                    line.update(data_out.objective_function_value, data_out.mip_dual_bound)
             h.setCallback(cb, None)
             h.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
         except Exception:  # noqa: BLE001 - progress is best effort on older highspy
