@@ -72,7 +72,9 @@ def run(args: argparse.Namespace) -> list[dict[str, object]]:
                     b_name, b_energy = baselines(base)
                     for form in args.formulations:
                         started = time.perf_counter()
-                        res = solve_milp(dataclasses.replace(base), solver=args.solver, formulation=form,
+                        # "fast@auto": formulation fast on solver auto (default: --solver).
+                        name, _, solv = form.partition("@")
+                        res = solve_milp(dataclasses.replace(base), solver=solv or args.solver, formulation=name,
                                          time_limit_s=args.time_limit, threads=args.threads, progress=args.progress)
                         row = {
                             "model": model, "device": device, "nodes": graph.n, "ram_frac": frac,
@@ -117,10 +119,11 @@ def markdown(rows: list[dict[str, object]]) -> str:
         return "-" if v is None else format(v, spec)
 
     out = ["| model | nodes | device | RAM | deadline | fast status | fast s | fast gap | fast energy J "
-           "| dense status | dense s | dense gap | dense energy J | speed-up | best baseline | baseline J | fast <= baseline |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| dense status | dense s | dense gap | dense energy J | speed-up | auto status | auto s | auto gap "
+           "| auto energy J | best baseline | baseline J | fast <= baseline |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (model, device, nodes, frac, dx), by in cells.items():
-        f, d = by.get("fast", {}), by.get("dense", {})
+        f, d, a = by.get("fast", {}), by.get("dense", {}), by.get("fast@auto", {})
         speed = "-"
         ft, dt = _num(f.get("solve_time_s")), _num(d.get("solve_time_s"))
         if ft and dt:
@@ -129,7 +132,9 @@ def markdown(rows: list[dict[str, object]]) -> str:
         out.append(f"| {model} | {nodes} | {device} | {int(round(frac * 100))}% | {dx}x | {f.get('status', '-')} | "
                    f"{fmt(f.get('solve_time_s'), '.1f')} | {fmt(f.get('gap'), '.2%')} | {fmt(f.get('energy_j'), '.6g')} | "
                    f"{d.get('status', '-')} | {fmt(d.get('solve_time_s'), '.1f')} | {fmt(d.get('gap'), '.2%')} | "
-                   f"{fmt(d.get('energy_j'), '.6g')} | {speed} | {src.get('best_baseline') or '-'} | "
+                   f"{fmt(d.get('energy_j'), '.6g')} | {speed} | {a.get('status', '-')} | "
+                   f"{fmt(a.get('solve_time_s'), '.1f')} | {fmt(a.get('gap'), '.2%')} | {fmt(a.get('energy_j'), '.6g')} | "
+                   f"{src.get('best_baseline') or '-'} | "
                    f"{fmt(src.get('best_baseline_energy_j'), '.6g')} | {f.get('beats_baselines', '-')} |")
     return "\n".join(out) + "\n"
 

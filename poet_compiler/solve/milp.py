@@ -52,7 +52,8 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None) -> li
         from poet_compiler.solve.baselines import BASELINES
     except ImportError:
         BASELINES = {}
-    for name in ("chen_greedy", "capuchin", "pofo", "dtr", "chen_sqrt_n"):
+    # Quick heuristics only (dtr takes tens of seconds on 100+ node graphs).
+    for name in ("chen_greedy", "capuchin", "pofo", "chen_sqrt_n"):
         fn = BASELINES.get(name)
         if fn is None:
             continue
