@@ -1,0 +1,88 @@
+"""solve_milp end to end: the auto portfolio, the heuristic fallback, status semantics."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import poet_compiler.solve.milp as milp
+from poet_compiler.solve.backends.base import BackendResult
+from poet_compiler.solve.budgets import reference
+from poet_compiler.solve.bruteforce import brute_force
+from poet_compiler.solve.milp import solve_milp
+from tests.solve.test_milp import _check
+from tests.support.graphs import random_problem
+
+
+@pytest.mark.parametrize("mode", ["poet", "remat", "paging"])
+@pytest.mark.parametrize("seed", range(4))
+def test_auto_matches_brute_force(seed: int, mode: str) -> None:
+    problem = random_problem(seed, 6, mode)
+    _check(problem, solve_milp(problem, solver="auto", time_limit_s=30), brute_force(problem))
+
+
+@pytest.mark.parametrize("seed", [1, 4])
+def test_auto_race_path_matches_brute_force(seed: int, monkeypatch) -> None:
+    """Skip phase 1 so CP-SAT and HiGHS really race; the answer is still the optimum."""
+    import poet_compiler.solve.backends.portfolio as pf
+
+    monkeypatch.setattr(pf, "PHASE1_MAX_S", 0.0)
+    problem = random_problem(seed, 6, "poet", deadline_prob=1.0)
+    res = solve_milp(problem, solver="auto", time_limit_s=30, gap_limit=0.0)
+    _check(problem, res, brute_force(problem))
+    assert str(res.extra["solver_used"]).startswith("auto(") or res.status == "infeasible"
+
+
+def _timeout_backend(model, solver, options, rehint=None):  # noqa: ANN001
+    return BackendResult("timeout", None, None, None, options.time_limit_s, solver, "presolve did not finish")
+
+
+def test_solver_timeout_falls_back_to_the_heuristic(monkeypatch) -> None:
+    """No incumbent from the solver (e.g. presolve ran out of time): the best heuristic
+    schedule that fits is returned as feasible, never "timeout"."""
+    monkeypatch.setattr(milp, "solve_model", _timeout_backend)
+    p = random_problem(3, 20, "poet", deadline_prob=0.0)
+    problem = dataclasses.replace(p, ram_budget_bytes=reference(p.graph, p.costs).peak_bytes)
+    res = solve_milp(problem, time_limit_s=1)
+    assert res.status == "feasible", res.message
+    assert res.extra["fallback_schedule"] in ("checkpoint_all", "chen_greedy", "capuchin", "pofo", "chen_sqrt_n")
+    assert res.arena_bytes <= problem.activation_budget and res.energy_j is not None
+    assert "presolve did not finish" in res.message
+
+
+def test_tiny_time_limit_still_gives_a_schedule() -> None:
+    p = random_problem(5, 30, "poet", deadline_prob=0.0)
+    problem = dataclasses.replace(p, ram_budget_bytes=reference(p.graph, p.costs).peak_bytes)
+    res = solve_milp(problem, time_limit_s=0.01, threads=1)
+    assert res.ok, res.message
+    if res.lower_bound_j is not None:
+        assert res.lower_bound_j <= res.energy_j * (1 + 1e-9)
+
+
+def test_working_set_infeasibility_is_proven_and_cheap() -> None:
+    p = random_problem(2, 8, "poet", deadline_prob=0.0)
+    from poet_compiler.solve.feasibility import working_set
+
+    problem = dataclasses.replace(p, ram_budget_bytes=working_set(p)[0] - 1)
+    res = solve_milp(problem, time_limit_s=30)
+    assert res.status == "infeasible"
+    assert "needed" in res.message and res.extra.get("min_ram_lower_bytes", 0) >= working_set(p)[0]
+
+
+def test_arena_that_never_fits_is_timeout_not_infeasible(monkeypatch) -> None:
+    """Live bytes fit but no layout does (a planner that wastes a lot): not proven
+    infeasible, so the status is "timeout" with the arena reason."""
+    import poet_compiler.solve.finalize as fin
+
+    real = fin.plan_arena
+
+    def wasteful(graph, program, **kw):  # noqa: ANN001
+        out = real(graph, program, **kw)
+        return dataclasses.replace(out, arena_bytes=(out.arena_bytes or 0) * 10 + 10)
+
+    monkeypatch.setattr(fin, "plan_arena", wasteful)
+    problem = random_problem(0, 6, "poet", deadline_prob=0.0)
+    res = solve_milp(problem, time_limit_s=5)
+    assert res.status == "timeout", (res.status, res.message)
+    assert "arena" in res.message
