@@ -248,7 +248,7 @@ def plot_memory(
     from poet_compiler.units import format_bytes
 
     trace = memory_trace(graph, costs, program)
-    fig, ax = _figure(ax, (9.0, 4.0))
+    fig, ax = _figure(ax, (11.0, 4.0))
     x = np.arange(len(trace.live_bytes))
     ax.fill_between(x, trace.live_bytes, step="post", color="#c6d8ef", linewidth=0)
     ax.step(x, trace.live_bytes, where="post", color="#1f3f8f", linewidth=1.0,
@@ -265,8 +265,8 @@ def plot_memory(
     ax.set_ylim(0, 1.1 * max([trace.peak_bytes, budget or 0, arena_bytes or 0, 1]))
     ax.set_xlabel("instruction")
     ax.set_ylabel("bytes")
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.08), ncol=4, fontsize=8, frameon=False)
-    ax.set_title(title or f"{graph.name}: memory over the program", fontsize=10, pad=28)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.set_title(title or f"{graph.name}: memory over the program", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -344,3 +344,42 @@ def save_png(fig: Figure, path: str | Path, dpi: int = 110) -> Path:
     out = Path(path)
     atomic_write_bytes(out, png_bytes(fig, dpi))
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# Graphs from bytecode (for ``poetc plot`` on a .poet file)
+# ---------------------------------------------------------------------------------------
+def graph_from_decoded(decoded: Any, name: str = "schedule") -> "TrainingGraph":
+    """A TrainingGraph from a decoded .poet file: node table, output sizes, workspace.
+
+    Enough for drawing and for replaying live bytes in the simulator (costs play no part
+    in memory). A stripped file has no names or inputs: nodes are named ``n<i>`` and
+    the simulator then cannot check dependencies, only allocation.
+    """
+    from poet_compiler.graph.ir import KINDS, OP_CLASSES, Node, TrainingGraph
+
+    n = decoded.program.n_nodes
+    sizes = decoded.sizes or (0,) * n
+    work = decoded.workspace or (0,) * n
+    nodes = []
+    for i in range(n):
+        entry = decoded.nodes[i] if decoded.nodes is not None else None
+        nodes.append(Node(
+            id=i,
+            name=entry.name if entry is not None else f"n{i}",
+            kind=entry.kind if entry is not None and entry.kind in KINDS else "forward",  # type: ignore[arg-type]
+            op=entry.op if entry is not None else "?",
+            op_class=entry.op_class if entry is not None and entry.op_class in OP_CLASSES else "other",  # type: ignore[arg-type]
+            inputs=tuple(entry.inputs) if entry is not None else (),
+            output_bytes=int(sizes[i]),
+            workspace_bytes=int(work[i]),
+        ))
+    return TrainingGraph(name=decoded.graph_name or name, nodes=tuple(nodes))
+
+
+def zero_costs(n: int) -> "CostTable":
+    """A CostTable of zeros: replays a Program for its memory timeline only."""
+    from poet_compiler.devices.costs import CostTable
+
+    z = (0.0,) * n
+    return CostTable(compute_s=z, compute_j=z, page_in_s=z, page_in_j=z, page_out_s=z, page_out_j=z)
