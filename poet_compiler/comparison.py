@@ -26,6 +26,7 @@ from poet_compiler.sweeps import (
     Row,
     SolveSpec,
     cell_key,
+    check_reachable,
     columns_of,
     default_jobs,
     execute,
@@ -155,6 +156,8 @@ def sweep(
     """
     import pandas as pd
 
+    if ray is not None and ray != "local":
+        check_reachable(ray)  # fail in a second, before any tracing or solving
     spec = SolveSpec(solver=solver, formulation=formulation, time_limit_s=float(time_limit_s),
                      threads=int(threads), count_fixed=bool(count_fixed))
     tasks = build_tasks(

@@ -148,7 +148,7 @@ def run_cell(task: CellTask) -> Row:
     row.update(task.reference)
     row["count_fixed"] = task.spec.count_fixed
     row.update(task.labels)  # the user's spellings win over the solver's names
-    row["mode"] = task.mode
+    row["mode"] = report.get("mode") or task.mode  # a baseline reports the mode it really solved
     return row
 
 
@@ -181,7 +181,7 @@ class Cache:
 # ---------------------------------------------------------------------------------------
 # Executors
 # ---------------------------------------------------------------------------------------
-def _check_reachable(address: str, timeout_s: float = 3.0) -> None:
+def check_reachable(address: str, timeout_s: float = 3.0) -> None:
     """Fail fast (one line) when a Ray head is not listening, instead of Ray's long retries."""
     target = address.split("://", 1)[-1]
     host, _, port = target.rpartition(":")
@@ -206,7 +206,7 @@ def _ray_start(address: str, jobs: int) -> tuple[Any, bool]:
         ray.init(num_cpus=max(1, jobs), include_dashboard=False, log_to_driver=False,
                  configure_logging=False)
     else:
-        _check_reachable(address)
+        check_reachable(address)
         try:
             ray.init(address=address, log_to_driver=False, configure_logging=False)
         except Exception as exc:  # Ray raises ConnectionError/RuntimeError/... here
@@ -278,8 +278,8 @@ class Progress:
             from rich.progress import Progress as RichProgress
 
             self._bar = RichProgress(
-                TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("eta"),
-                TimeRemainingColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
+                TextColumn("sweep"), BarColumn(bar_width=20), MofNCompleteColumn(), TimeElapsedColumn(),
+                TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.description}"),
                 console=Console(stderr=True), transient=False,
             )
             self._task = self._bar.add_task("", total=total)
