@@ -109,7 +109,7 @@ def compile(  # noqa: A001 - the product's verb
     *,
     mode: str = "poet",
     strategy: str = "optimal",
-    solver: str = "cpsat",
+    solver: str = "auto",
     formulation: str = "fast",
     time_limit_s: float = 60.0,
     threads: int = 2,

@@ -28,7 +28,7 @@ def test_trace_module_granularity_json_roundtrip(tmp_path: Path) -> None:
     assert g.n < load_graph("kws_dscnn", batch=2).n
 
 
-@pytest.mark.parametrize("argv", [["trace", "no_such_model"], ["trace", "mlp", "--granularity", "layer"],
+@pytest.mark.parametrize("argv", [["trace", "no_such_model"], ["trace", "mlp", "--granularity", "block"],
                                   ["trace", str(Path("/nonexistent/x.json"))], ["trace", "mlp", "--batch", "0"]])
 def test_bad_input_exits_2_with_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2

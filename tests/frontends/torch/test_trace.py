@@ -124,4 +124,4 @@ def test_bad_inputs_raise_frontend_error() -> None:
     with pytest.raises(FrontendError, match="tracing failed"):
         trace_module(_Branchy(), (x,), t, mse, name="branchy")
     with pytest.raises(FrontendError, match="granularity"):
-        trace_module(torch.nn.Linear(4, 4), (x,), t, mse, name="g", granularity="layer")
+        trace_module(torch.nn.Linear(4, 4), (x,), t, mse, name="g", granularity="block")
