@@ -70,7 +70,9 @@ class ProgressLine:
         if bound is not None:
             self.bound = bound
         now = time.perf_counter()
-        if not self.enabled or (not force and now - self.last < self.every_s):
+        # A terminal line is rewritten in place; a log file gets a line every 5 s at most.
+        every = self.every_s if sys.stderr.isatty() else max(self.every_s, 5.0)
+        if not self.enabled or (not force and now - self.last < every):
             return
         self.last = now
         gap = relative_gap(self.incumbent, self.bound)

@@ -80,7 +80,9 @@ class _Race:
     def show(self, force: bool = False) -> None:
         """One line with both solvers' figures and the combined gap."""
         now = time.perf_counter()
-        if not self.progress or (not force and now - self.last_print < 0.5):
+        # A terminal line is rewritten in place; a log file gets a line every 5 s only.
+        every = 0.5 if sys.stderr.isatty() else 5.0
+        if not self.progress or (not force and now - self.last_print < every):
             return
         self.last_print = now
 
