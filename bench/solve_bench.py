@@ -9,6 +9,9 @@ Markdown table (paste the table into BENCHMARKS.md).
         --out bench/results/solve_bench           # -> .csv and .md
 
 Options narrow the grid (``--models resnet18_cifar --devices m4 --ram 0.5 --deadline 1.5``).
+A model may carry a batch size, ``bert_tiny:64`` (default: the zoo's). Rows are written after
+every solve (CSV and Markdown, atomically), so a run cut short loses nothing; ``--append``
+adds to the rows already in OUT.csv. ``--summary`` only re-renders OUT.md from OUT.csv.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import io
+import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -33,34 +39,65 @@ FIELDS = ("model", "device", "nodes", "ram_frac", "ram_bytes", "deadline_x", "de
           "status", "solve_time_s", "build_s", "gap", "energy_j", "lower_bound_j", "runtime_s", "peak_ram_bytes",
           "variables", "binaries", "constraints", "nonzeros", "best_baseline", "best_baseline_energy_j",
           "beats_baselines", "message")
+#: Heuristic baselines whose energies are recorded per cell (None where not applicable
+#: or infeasible). The MILP-backed ones (checkmate, paging_only) are left out: they would
+#: take the MILP's time limit again.
+BASELINE_NAMES = ("checkpoint_all", "chen_sqrt_n", "chen_greedy", "griewank", "capuchin", "dtr", "pofo")
+FIELDS = FIELDS[:2] + ("batch",) + FIELDS[2:] + ("infeasible_proof", "load1") + tuple(
+    f"e_{n}" for n in BASELINE_NAMES)
 
 
-def baselines(problem: Problem) -> tuple[str | None, float | None]:
-    """The cheapest feasible heuristic baseline (the MILP-backed ones are left out: they
-    would take the MILP's time limit again)."""
+def baselines(problem: Problem) -> dict[str, float | None]:
+    """Energy of every heuristic baseline on ``problem``; None where it is not applicable
+    (e.g. a chain-only DP on a DAG) or cannot meet the budgets."""
     from poet_compiler.errors import PoetError
-    from poet_compiler.solve.baselines import BASELINES, HEURISTICS
+    from poet_compiler.solve.baselines import BASELINES
 
-    best: tuple[str | None, float | None] = (None, None)
-    for name in HEURISTICS:
+    out: dict[str, float | None] = {}
+    for name in BASELINE_NAMES:
         try:
             r = BASELINES[name](problem)
         except PoetError:
+            out[name] = None
             continue
-        if r.ok and r.energy_j is not None and (best[1] is None or r.energy_j < best[1]):
-            best = (name, r.energy_j)
-    return best
+        out[name] = r.energy_j if r.ok and r.energy_j is not None else None
+    return out
+
+
+def split_model(spec: str) -> tuple[str, int | None]:
+    """``bert_tiny:64`` -> ("bert_tiny", 64); a plain name keeps the zoo's batch."""
+    name, _, batch = spec.partition(":")
+    return name, (int(batch) if batch else None)
 
 
 def load(model: str, device: str, granularity: str):
     from poet_compiler.api import load_costs, resolve_graph
 
-    graph = resolve_graph(model, granularity=granularity)
+    name, batch = split_model(model)
+    graph = resolve_graph(name, granularity=granularity, batch=batch)
     return graph, load_costs(graph, device)
 
 
-def run(args: argparse.Namespace) -> list[dict[str, object]]:
-    rows: list[dict[str, object]] = []
+def infeasible_proof(res) -> str | None:  # noqa: ANN001 - a Result
+    """How an "infeasible" status was established: by the up-front working-set / deadline
+    check (with its minimum-RAM search), or by the solver on the full model."""
+    if res.status != "infeasible":
+        return None
+    return "solver" if res.extra.get("proven_infeasible") else "up-front"
+
+
+def write(out: Path, rows: list[dict[str, object]]) -> None:
+    """CSV and Markdown of ``rows``, each written atomically."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=FIELDS, lineterminator="\n", extrasaction="ignore")
+    w.writeheader()
+    w.writerows(rows)
+    atomic_write_text(out.with_suffix(".csv"), buf.getvalue())
+    atomic_write_text(out.with_suffix(".md"), summary(rows) + "\n" + markdown(rows))
+
+
+def run(args: argparse.Namespace, rows: list[dict[str, object]], out: Path) -> list[dict[str, object]]:
+    """Solve every cell of the grid, appending to ``rows`` and rewriting ``out`` after each."""
     for model in args.models:
         for device in args.devices:
             graph, costs = load(model, device, args.granularity)
@@ -69,7 +106,10 @@ def run(args: argparse.Namespace) -> list[dict[str, object]]:
                 for dx in args.deadline:
                     base = Problem(graph=graph, costs=costs, ram_budget_bytes=max(1, int(ref.peak_bytes * frac)),
                                    deadline_s=costs.compute_only_s * dx, mode=args.mode)
-                    b_name, b_energy = baselines(base)
+                    energies = baselines(base)
+                    feasible = {k: v for k, v in energies.items() if v is not None}
+                    b_name = min(feasible, key=lambda k: (feasible[k], k)) if feasible else None
+                    b_energy = feasible[b_name] if b_name else None
                     for form in args.formulations:
                         started = time.perf_counter()
                         # "fast@auto": formulation fast on solver auto (default: --solver).
@@ -77,7 +117,8 @@ def run(args: argparse.Namespace) -> list[dict[str, object]]:
                         res = solve_milp(dataclasses.replace(base), solver=solv or args.solver, formulation=name,
                                          time_limit_s=args.time_limit, threads=args.threads, progress=args.progress)
                         row = {
-                            "model": model, "device": device, "nodes": graph.n, "ram_frac": frac,
+                            "model": split_model(model)[0], "device": device,
+                            "batch": split_model(model)[1] or "", "nodes": graph.n, "ram_frac": frac,
                             "ram_bytes": base.ram_budget_bytes, "deadline_x": dx, "deadline_s": base.deadline_s,
                             "formulation": form, "status": res.status,
                             "solve_time_s": round(time.perf_counter() - started, 3),
@@ -93,8 +134,12 @@ def run(args: argparse.Namespace) -> list[dict[str, object]]:
                             "beats_baselines": None if (b_energy is None or res.energy_j is None or not res.ok)
                             else res.energy_j <= b_energy * (1 + 1e-9),
                             "message": res.message[:160],
+                            "infeasible_proof": infeasible_proof(res),
+                            "load1": round(os.getloadavg()[0], 2),
+                            **{f"e_{k}": v for k, v in energies.items()},
                         }
                         rows.append(row)
+                        write(out, rows)
                         print(" ".join(f"{k}={row[k]}" for k in ("model", "device", "ram_frac", "deadline_x",
                                                                  "formulation", "status", "solve_time_s", "gap",
                                                                  "energy_j")), file=sys.stderr, flush=True)
@@ -107,12 +152,68 @@ def _num(x: object) -> float | None:
     return float(x)  # type: ignore[arg-type]
 
 
-def markdown(rows: list[dict[str, object]]) -> str:
-    """One line per cell: fast and dense side by side, the speed-up, the best baseline."""
+def _label(r: dict[str, object]) -> str:
+    return f"{r['model']} (b{r['batch']})" if r.get("batch") not in (None, "", "None") else str(r["model"])
+
+
+def _cells(rows: list[dict[str, object]]) -> dict[tuple, dict[str, dict[str, object]]]:
     cells: dict[tuple, dict[str, dict[str, object]]] = {}
     for r in rows:
-        key = (r["model"], r["device"], r["nodes"], float(r["ram_frac"]), float(r["deadline_x"]))
+        key = (_label(r), r["device"], r["nodes"], float(r["ram_frac"]), float(r["deadline_x"]))
         cells.setdefault(key, {})[str(r["formulation"])] = r
+    return cells
+
+
+def summary(rows: list[dict[str, object]]) -> str:
+    """The counts the issue's targets are about, computed from the rows (never typed in)."""
+    cells = _cells(rows)
+    lines = [f"Cells: {len(cells)}; solver runs: {len(rows)}."]
+    feas = [k for k, by in cells.items() if any(str(r["status"]) in ("optimal", "feasible") for r in by.values())]
+    inf = {k: by for k, by in cells.items() if k not in feas
+           and all(str(r["status"]) == "infeasible" for r in by.values())}
+    proofs: dict[str, int] = {}
+    for by in inf.values():
+        how = "+".join(sorted({str(r.get("infeasible_proof") or "?") for r in by.values()}))
+        proofs[how] = proofs.get(how, 0) + 1
+    other = len(cells) - len(feas) - len(inf)
+    lines.append(f"Feasible cells: {len(feas)}; infeasible: {len(inf)} (proof: "
+                 + (", ".join(f"{k} {v}" for k, v in sorted(proofs.items())) or "-")
+                 + f"); neither (timeout/mixed): {other}.")
+    for form in sorted({str(r["formulation"]) for r in rows}):
+        runs = [by[form] for k, by in cells.items() if k in feas and form in by]
+        proved = [r for r in runs if _num(r.get("gap")) is not None and _num(r.get("gap")) <= 1e-3 + 1e-12]
+        in60 = [r for r in proved if (_num(r.get("solve_time_s")) or 1e9) <= 60.0]
+        lines.append(f"{form}: gap <= 0.1% on {len(proved)}/{len(runs)} feasible cells "
+                     f"({len(in60)} of them within 60 s wall, build included).")
+    sp = []
+    for k, by in cells.items():
+        f, d = by.get("fast"), by.get("dense")
+        if not f or not d or k not in feas:
+            continue
+        ft, dt = _num(f.get("solve_time_s")), _num(d.get("solve_time_s"))
+        fg, dg = _num(f.get("gap")), _num(d.get("gap"))
+        if ft and dt and fg is not None and dg is not None and fg <= 1e-3 + 1e-12 and dg <= 1e-3 + 1e-12:
+            sp.append(dt / max(1e-3, ft))
+    lines.append(f"fast/dense speed-up on CP-SAT where both proved gap <= 0.1%: "
+                 + (f"{len(sp)} cells, median {statistics.median(sp):.1f}x, min {min(sp):.1f}x, "
+                    f"max {max(sp):.1f}x" if sp else "no such cell") + ".")
+    worse = []
+    for r in rows:
+        e = _num(r.get("energy_j"))
+        if e is None or str(r["status"]) not in ("optimal", "feasible"):
+            continue
+        for n in BASELINE_NAMES:
+            b = _num(r.get(f"e_{n}"))
+            if b is not None and e > b * (1 + 1e-9):
+                worse.append(f"{_label(r)} {r['device']} {r['ram_frac']} {r['deadline_x']}x {r['formulation']} > {n}")
+    lines.append("Solver energy above a baseline's on a feasible cell: "
+                 + ("; ".join(worse) if worse else "never") + ".")
+    return "\n".join(f"- {x}" for x in lines) + "\n"
+
+
+def markdown(rows: list[dict[str, object]]) -> str:
+    """One line per cell: fast and dense side by side, the speed-up, the best baseline."""
+    cells = _cells(rows)
 
     def fmt(x: object, spec: str) -> str:
         v = _num(x)
@@ -154,23 +255,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--out", default="bench/results/solve_bench")
     ap.add_argument("--append", action="store_true", help="add to the rows already in OUT.csv")
+    ap.add_argument("--summary", action="store_true", help="only re-render OUT.md from OUT.csv")
     args = ap.parse_args(argv)
     out = Path(args.out)
-    old: list[dict[str, object]] = []
-    if args.append and out.with_suffix(".csv").exists():
+    rows: list[dict[str, object]] = []
+    if (args.append or args.summary) and out.with_suffix(".csv").exists():
         with out.with_suffix(".csv").open() as f:
-            old = list(csv.DictReader(f))
-    rows = old + run(args)
+            rows = list(csv.DictReader(f))
     out.parent.mkdir(parents=True, exist_ok=True)
-    import io
-
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=FIELDS, lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-    atomic_write_text(out.with_suffix(".csv"), buf.getvalue())
-    atomic_write_text(out.with_suffix(".md"), markdown(rows))
-    print(markdown(rows))
+    if not args.summary:
+        run(args, rows, out)
+    write(out, rows)
+    print(summary(rows) + "\n" + markdown(rows))
 
 
 if __name__ == "__main__":
