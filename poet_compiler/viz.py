@@ -264,7 +264,10 @@ def plot_memory(
     ax.set_xlim(0, max(1, len(x)))
     ax.set_ylim(0, 1.1 * max([trace.peak_bytes, budget or 0, arena_bytes or 0, 1]))
     ax.set_xlabel("instruction")
-    ax.set_ylabel("bytes")
+    ax.set_ylabel("live bytes")
+    from matplotlib.ticker import FuncFormatter
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: format_bytes(v)))
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.set_title(title or f"{graph.name}: memory over the program", fontsize=10)
     fig.tight_layout()
