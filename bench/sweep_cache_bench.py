@@ -51,8 +51,8 @@ def main() -> None:
         same = (d / "cold.csv").read_bytes() == (d / "warm.csv").read_bytes()
     cells = re.search(r"(\d+) cells \((\d+) solved", err1)
     solved_again = re.search(r"\((\d+) solved", err2)
-    print(f"| model | device | cells | cold (s) | repeat (s) | speedup | repeat solved | same CSV |")
-    print(f"|---|---|---|---|---|---|---|---|")
+    print("| model | device | cells | cold (s) | repeat (s) | speedup | repeat solved | same CSV |")
+    print("|---|---|---|---|---|---|---|---|")
     print(f"| {args.model} | {args.device} | {cells.group(1) if cells else '?'} | {cold:.2f} | {warm:.2f} | "
           f"{cold / warm:.1f}x | {solved_again.group(1) if solved_again else '?'} | {'yes' if same else 'NO'} |")
 

@@ -31,6 +31,22 @@ SUMMARY_KEYS = (
 LISTING_LINES = 400  # the head of the program; the .poet file holds all of it
 
 
+def read_sidecar(poet_path: Path) -> dict[str, Any] | None:
+    """The report written beside a schedule (``X.poet`` -> ``X.json``), or None if absent."""
+    import json
+
+    side = Path(poet_path).with_suffix(".json")
+    if not side.is_file():
+        return None
+    try:
+        data = json.loads(side.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise PoetError(f"sidecar report {side} is not readable JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise PoetError(f"sidecar report {side} is not a JSON object")
+    return data
+
+
 def fmt(key: str, value: Any) -> str:
     """A figure as a reader wants it: bytes in KiB/MiB, joules and seconds with units."""
     if value is None or value == "":

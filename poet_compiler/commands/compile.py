@@ -9,31 +9,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from poet_compiler.units import format_bytes
+from poet_compiler.reporting import SUMMARY_KEYS, fmt
 
 
-def _fmt(key: str, value: object) -> str:
-    if value is None:
-        return "-"
-    if key.endswith("_bytes") and isinstance(value, (int, float)):
-        return f"{format_bytes(value)} ({int(value):,} B)"
-    if key == "gap" and isinstance(value, float):
-        return f"{100 * value:.3f}%"
-    if key.endswith("_j") and isinstance(value, float):
-        return f"{value:.6g} J"
-    if key.endswith("_s") and isinstance(value, float):
-        return f"{value:.6g} s"
-    return str(value)
 
 
 def print_summary(report: dict, console: Console | None = None) -> None:
     table = Table(title=f"poetc: {report['model']} on {report['device']}", show_header=False)
-    for key in ("status", "strategy", "mode", "energy_j", "runtime_s", "peak_ram_bytes",
-                "arena_bytes", "ram_budget_bytes", "deadline_s", "lower_bound_j", "gap",
-                "n_nodes", "n_compute", "n_page_in", "n_page_out", "solver", "formulation",
-                "solve_time_s", "checkpoint_all_peak_bytes", "checkpoint_all_energy_j"):
-        if key in report:
-            table.add_row(key, _fmt(key, report[key]))
+    for key in SUMMARY_KEYS:
+        if key in report and key != "message":  # the message is printed on its own line
+            table.add_row(key, fmt(key, report[key]))
     (console or Console()).print(table)
 
 

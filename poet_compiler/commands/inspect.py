@@ -12,7 +12,8 @@ from pathlib import Path
 import typer
 
 from poet_compiler.codegen.bytecode import decode, disassemble, header_figures
-from poet_compiler.errors import BytecodeError, PoetError
+from poet_compiler.errors import BytecodeError
+from poet_compiler.reporting import read_sidecar
 
 
 def _read(path: Path) -> bytes:
@@ -22,17 +23,6 @@ def _read(path: Path) -> bytes:
         raise BytecodeError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def _sidecar(path: Path) -> dict | None:
-    side = path.with_suffix(".json")
-    if not side.is_file():
-        return None
-    try:
-        data = json.loads(side.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise PoetError(f"sidecar report {side} is not readable JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise PoetError(f"sidecar report {side} is not a JSON object")
-    return data
 
 
 def register(app: typer.Typer) -> None:
@@ -49,7 +39,7 @@ def register(app: typer.Typer) -> None:
         except BytecodeError as exc:
             raise BytecodeError(f"{path}: {exc}") from None
         figures = header_figures(decoded)
-        report = _sidecar(path)
+        report = read_sidecar(path)
         if as_json:
             typer.echo(json.dumps({"bytecode": figures, "report": report}, indent=1, sort_keys=True))
             return

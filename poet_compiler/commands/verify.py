@@ -13,25 +13,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import typer
 
 from poet_compiler.errors import BytecodeError, PoetError
 from poet_compiler.units import format_bytes
+from poet_compiler.reporting import read_sidecar
 
 
-def _sidecar(path: Path) -> dict[str, Any] | None:
-    side = path.with_suffix(".json")
-    if not side.is_file():
-        return None
-    try:
-        data = json.loads(side.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise PoetError(f"sidecar report {side} is not readable JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise PoetError(f"sidecar report {side} is not a JSON object")
-    return data
 
 
 def _b(n: int | None) -> str:
@@ -63,7 +52,7 @@ def register(app: typer.Typer) -> None:
             decoded = decode(data)
         except BytecodeError as exc:
             raise BytecodeError(f"{schedule}: {exc}") from None
-        side = _sidecar(schedule) or {}
+        side = read_sidecar(schedule) or {}
         gran = granularity or side.get("granularity") or "op"
         bat = batch if batch is not None else side.get("batch")
         dev = device or side.get("device") or "m4"

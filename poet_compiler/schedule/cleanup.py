@@ -88,7 +88,7 @@ def _drop_fences(ins: list[Instruction]) -> list[Instruction]:
             windows.append((any(x.op in (Op.PAGE_IN, Op.PAGE_OUT) for x in part),
                             any(x.op is Op.COMPUTE for x in part)))
         for w, k in enumerate(fences):
-            (before_p, before_c), (after_p, after_c) = windows[w], windows[w + 1]
+            (before_p, before_c), (after_p, _) = windows[w], windows[w + 1]
             # Nothing in flight at this fence, and merging the windows keeps both times:
             # either neither side pages, or the side before is empty of work.
             if not before_p and (not after_p or not before_c):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from poet_compiler.cli import main
-from poet_compiler.devices.cost_model import paging_cost, sector_bytes
+from poet_compiler.devices.cost_model import paging_cost
 from poet_compiler.devices.profile import (
     SCHEMA_FILE,
     dumps_profile,

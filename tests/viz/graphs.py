@@ -6,6 +6,7 @@ from typing import Any
 
 from poet_compiler.graph.io import graph_from_dict
 from poet_compiler.graph.ir import TrainingGraph
+from poet_compiler.schedule.schedule import Schedule
 
 
 def chain_dict(n_forward: int = 4, size: int = 1000, name: str = "tiny_chain") -> dict[str, Any]:
@@ -39,7 +40,7 @@ def chain(n_forward: int = 4, size: int = 1000, name: str = "tiny_chain") -> Tra
     return graph_from_dict(chain_dict(n_forward, size, name), source=name)
 
 
-def remat_and_paging_schedule(graph: TrainingGraph) -> "Schedule":
+def remat_and_paging_schedule(graph: TrainingGraph) -> Schedule:
     """A valid poet-mode schedule of ``chain(4)``: node 1 is paged out in stage 3 and back
     in in stage 4; node 2 is dropped after stage 3 and recomputed in stage 5."""
     import numpy as np

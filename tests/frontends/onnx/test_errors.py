@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto as TP
 from onnx import helper as oh
-from onnx import numpy_helper
 
 from poet_compiler.cli import main
 from poet_compiler.frontends.onnx import export_module

@@ -11,7 +11,6 @@ import onnx
 import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
 
 from poet_compiler.frontends.onnx import export_module, load_onnx_module
 from poet_compiler.frontends.onnx.fuse import INTERNAL_DOMAIN, LINEAR_OP, fuse_graph
