@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="m4")
     ap.add_argument("--ram", default="50%")
     ap.add_argument("--batch", type=int, default=None)
-    ap.add_argument("--granularity", default="op", choices=("op", "module"))
+    ap.add_argument("--granularity", default="op", choices=("op", "module", "layer", "auto"))
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--time-limit", type=float, default=10.0)
     ap.add_argument("--out", type=Path, default=None, help="also write the table to this .md file")
