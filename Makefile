@@ -17,8 +17,9 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: setup
-	$(POETC) models
 	$(POETC) compile models/kws_dscnn.onnx --device m4 --ram 256k -o schedules/kws_dscnn_m4.poet
+	$(POETC) inspect schedules/kws_dscnn_m4.poet --no-listing
+	$(POETC) verify models/kws_dscnn.onnx --schedule schedules/kws_dscnn_m4.poet
 
 test: setup
 	$(PY) -m pytest -n 2 -q
