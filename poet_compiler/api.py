@@ -21,7 +21,7 @@ from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.solve.budgets import Reference, reference, resolve_deadline, resolve_ram
 from poet_compiler.solve.problem import MODES, Problem
 from poet_compiler.solve.result import Result
-from poet_compiler.solve.strategies import SolveOptions, run_strategy
+from poet_compiler.solve.strategies import SolveOptions, get_strategy, run_strategy
 
 
 @dataclass
@@ -128,8 +128,14 @@ def compile(  # noqa: A001 - the product's verb
     ``input_shapes`` (input name -> shape) configure the ONNX frontend. Returns a :class:`Compilation`; an infeasible budget is a
     Result with status ``infeasible`` and a message giving the smallest budget that works.
     """
+    # Refuse bad names before the (possibly slow) trace.
     if mode not in MODES:
         raise PoetError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+    get_strategy(strategy)
+    from poet_compiler.solve.backends import SOLVERS
+
+    if solver not in SOLVERS:
+        raise PoetError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
     graph = resolve_graph(model, granularity, batch, onnx_loss=onnx_loss, input_shapes=input_shapes)
     costs = load_costs(graph, device)
     ref = reference(graph, costs)
