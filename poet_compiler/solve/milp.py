@@ -14,6 +14,7 @@ import dataclasses
 import time
 
 from poet_compiler.errors import PoetError, ScheduleError, SolverError
+from poet_compiler.schedule.from_program import schedule_from_program
 from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
@@ -25,6 +26,7 @@ from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
 
 STRATEGY = "optimal"
+DTR_MAX_NODES = 80  # dtr's warm start costs seconds below this, tens of seconds above
 
 
 def _fits(problem: Problem, schedule: Schedule) -> float | None:
@@ -52,8 +54,10 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None) -> li
         from poet_compiler.solve.baselines import BASELINES
     except ImportError:
         BASELINES = {}
-    # Quick heuristics only (dtr takes tens of seconds on 100+ node graphs).
-    for name in ("chen_greedy", "capuchin", "pofo", "chen_sqrt_n"):
+    # Quick heuristics only: dtr takes tens of seconds on 100+ node graphs, so it joins
+    # on smaller ones (where it sometimes beats the others).
+    names = ("chen_greedy", "capuchin", "pofo", "chen_sqrt_n") + (("dtr",) if problem.n <= DTR_MAX_NODES else ())
+    for name in names:
         fn = BASELINES.get(name)
         if fn is None:
             continue
@@ -61,11 +65,14 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None) -> li
             res = fn(problem)
         except PoetError:
             continue
+        schedule = res.schedule
+        if schedule is None and res.program is not None:  # dtr emits a Program
+            schedule = schedule_from_program(problem.graph, res.program, problem.mode)
         # A baseline's own status may be "infeasible" for its arena only: judge live bytes here.
-        if res.schedule is not None:
-            e = _fits(problem, res.schedule)
+        if schedule is not None:
+            e = _fits(problem, schedule)
             if e is not None:
-                found.append((e, name, res.schedule))
+                found.append((e, name, schedule))
     found.sort(key=lambda x: (x[0], x[1]))
     return found
 
