@@ -129,10 +129,8 @@ def file_crc(data: bytes) -> int:
     return zlib.crc32(data[PREFIX_BYTES:], zlib.crc32(data[:6])) & U32
 
 
-def _uvarint(value: int) -> bytes:
-    """Unsigned LEB128 (values up to 2**32 - 1)."""
-    if value < 0 or value > U32:
-        raise BytecodeFormatError(E_COUNT, f"value {value} does not fit an unsigned 32-bit varint")
+def _leb128(value: int) -> bytes:
+    """Unsigned LEB128 of a non-negative integer."""
     out = bytearray()
     while True:
         byte = value & 0x7F
@@ -142,6 +140,13 @@ def _uvarint(value: int) -> bytes:
         else:
             out.append(byte)
             return bytes(out)
+
+
+def _uvarint(value: int) -> bytes:
+    """Unsigned LEB128 (values up to 2**32 - 1)."""
+    if value < 0 or value > U32:
+        raise BytecodeFormatError(E_COUNT, f"value {value} does not fit an unsigned 32-bit varint")
+    return _leb128(value)
 
 
 def _zz(value: int) -> int:
@@ -175,15 +180,7 @@ def _entry_value(code: int) -> int:
 
 def _uvarint_wide(value: int) -> bytes:
     """LEB128 of up to 35 bits (palette entry codes only)."""
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+    return _leb128(value)
 
 
 def _palette(values: list[int]) -> list[int]:

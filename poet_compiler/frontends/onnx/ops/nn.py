@@ -61,16 +61,21 @@ def _explicit(pads: list[int]) -> list[int]:
     return out
 
 
+def _conv_attrs(ctx: NodeContext, w_shape: list[int], n: int) -> tuple[list[int], list[int], list[int], int]:
+    """kernel_shape, strides, dilations and group of a Conv/ConvTranspose, with ONNX defaults."""
+    kernel = [int(k) for k in ctx.attr("kernel_shape", w_shape[2:])]
+    strides = [int(s) for s in ctx.attr("strides", [1] * n)]
+    dil = [int(d) for d in ctx.attr("dilations", [1] * n)]
+    return kernel, strides, dil, int(ctx.attr("group", 1))
+
+
 @converter("Conv")
 def _conv(ctx: NodeContext) -> Runner:
     w_shape = ctx.shape(1)
     n = len(w_shape) - 2
     if n not in _CONV:
         raise ctx.fail(f"{n}-D convolution is not supported")
-    kernel = [int(k) for k in ctx.attr("kernel_shape", w_shape[2:])]
-    strides = [int(s) for s in ctx.attr("strides", [1] * n)]
-    dil = [int(d) for d in ctx.attr("dilations", [1] * n)]
-    group = int(ctx.attr("group", 1))
+    kernel, strides, dil, group = _conv_attrs(ctx, w_shape, n)
     padding, explicit = _symmetric(_spatial_pads(ctx, kernel, strides, dil))
     fn = _CONV[n]
 
@@ -87,10 +92,7 @@ def _conv_transpose(ctx: NodeContext) -> Runner:
     n = len(w_shape) - 2
     if n not in _CONV_T:
         raise ctx.fail(f"{n}-D transposed convolution is not supported")
-    kernel = [int(k) for k in ctx.attr("kernel_shape", w_shape[2:])]
-    strides = [int(s) for s in ctx.attr("strides", [1] * n)]
-    dil = [int(d) for d in ctx.attr("dilations", [1] * n)]
-    group = int(ctx.attr("group", 1))
+    kernel, strides, dil, group = _conv_attrs(ctx, w_shape, n)
     out_pad = [int(p) for p in ctx.attr("output_padding", [0] * n)]
     size = ctx.shape(0)[2:]
     full = [(size[d] - 1) * strides[d] + (kernel[d] - 1) * dil[d] + 1 + out_pad[d] for d in range(n)]
