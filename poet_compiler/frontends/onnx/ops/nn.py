@@ -61,7 +61,7 @@ def _explicit(pads: list[int]) -> list[int]:
     return out
 
 
-def _conv_attrs(ctx: NodeContext, w_shape: list[int], n: int) -> tuple[list[int], list[int], list[int], int]:
+def _conv_attrs(ctx: NodeContext, w_shape: tuple[int, ...], n: int) -> tuple[list[int], list[int], list[int], int]:
     """kernel_shape, strides, dilations and group of a Conv/ConvTranspose, with ONNX defaults."""
     kernel = [int(k) for k in ctx.attr("kernel_shape", w_shape[2:])]
     strides = [int(s) for s in ctx.attr("strides", [1] * n)]
