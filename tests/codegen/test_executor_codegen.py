@@ -25,7 +25,7 @@ def _same(tm, c, tmp_path) -> str:
 
 
 def test_generated_code_pages_and_matches_autograd(tmp_path) -> None:
-    tm, c = traced("kws_dscnn"), compiled("kws_dscnn", "30%")
+    tm, c = traced("kws_dscnn"), compiled("kws_dscnn", "30%", "paging")  # must page
     src = _same(tm, c, tmp_path)
     assert src == to_python(tm, c.program)  # deterministic
     for marker in ("# [0] COMPUTE 0 ", "PAGE_OUT", "PAGE_IN", "FREE", "FENCE", "_pages.page_out(", "del "):
@@ -36,7 +36,7 @@ def test_generated_code_pages_and_matches_autograd(tmp_path) -> None:
 
 
 def test_generated_code_recomputes(tmp_path) -> None:
-    tm, c = traced("kws_dscnn"), compiled("kws_dscnn", "50%")
+    tm, c = traced("kws_dscnn"), compiled("kws_dscnn", "50%", "remat")  # must recompute
     assert c.program.n_recompute > 0
     src = _same(tm, c, tmp_path)
     assert src.count("RECOMPUTE") == c.program.n_recompute

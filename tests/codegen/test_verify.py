@@ -14,7 +14,7 @@ from tests.codegen.test_executor import BATCH, compiled
 
 @pytest.fixture(scope="module")
 def schedule(tmp_path_factory):
-    c = compiled("kws_dscnn", "30%")
+    c = compiled("kws_dscnn", "30%", "paging")  # a schedule that pages, so the page file is used
     c.batch = BATCH
     path, _ = c.save(tmp_path_factory.mktemp("verify") / "kws.poet")
     return path
