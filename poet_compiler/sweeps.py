@@ -31,6 +31,7 @@ from poet_compiler.devices.costs import CostTable
 from poet_compiler.errors import PoetError
 from poet_compiler.fileio import atomic_write_text
 from poet_compiler.graph.ir import TrainingGraph
+from poet_compiler.solve.strategies import SolveOptions
 
 Row = dict[str, Any]
 
@@ -45,13 +46,10 @@ FIGURE_COLUMNS = (
 
 
 @dataclass(frozen=True)
-class SolveSpec:
-    """Options that change a cell's result (all of them go into the cache key)."""
+class SolveSpec(SolveOptions):
+    """Options that change a cell's result (all of them go into the cache key): the
+    solver options plus whether the fixed bytes count against the budget."""
 
-    solver: str = "auto"
-    formulation: str = "fast"
-    time_limit_s: float = 60.0
-    threads: int = 2
     count_fixed: bool = False
 
 
@@ -130,13 +128,12 @@ def run_cell(task: CellTask) -> Row:
     than aborting the sweep: one impossible cell must not lose hundreds of others.
     """
     from poet_compiler.solve.problem import Problem
-    from poet_compiler.solve.strategies import SolveOptions, run_strategy
+    from poet_compiler.solve.strategies import run_strategy
 
     problem = Problem(graph=task.graph, costs=task.costs, ram_budget_bytes=task.ram_budget_bytes,
                       deadline_s=task.deadline_s, mode=task.mode,  # type: ignore[arg-type]
                       count_fixed=task.spec.count_fixed)
-    opts = SolveOptions(solver=task.spec.solver, formulation=task.spec.formulation,
-                        time_limit_s=task.spec.time_limit_s, threads=task.spec.threads, progress=False)
+    opts = dataclasses.replace(task.spec, progress=False)  # workers never draw progress lines
     started = time.perf_counter()
     try:
         report = run_strategy(task.strategy, problem, opts).report()
