@@ -1,0 +1,59 @@
+"""The eviction-cover bound never exceeds the true optimum, and proves infeasibility only when it is."""
+
+from __future__ import annotations
+
+import pytest
+
+from poet_compiler.solve.bruteforce import brute_force
+from poet_compiler.solve.cover import cover_bound
+from poet_compiler.solve.problem import Problem
+from tests.support.graphs import (
+    cost_table_from_graph,
+    forward_backward_chain,
+    random_problem,
+)
+
+MODES = ("poet", "remat", "paging", "none")
+# Where the budget lies between the working-set floor (0) and checkpoint-all's peak (1):
+# tight, so that the bound has something to say.
+FRACTIONS = (0.0, 0.15, 0.3)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bound_is_below_the_brute_force_optimum(mode: str) -> None:
+    """Random DAGs at tight budgets, half with a deadline."""
+    above = 0
+    for seed in range(24):
+        problem = random_problem(seed, 5 if mode == "poet" else 6, mode, deadline_prob=0.5,
+                                 budget_fraction=FRACTIONS[seed % 3])
+        exact = brute_force(problem)
+        cover = cover_bound(problem)
+        if cover.infeasible:
+            assert exact is None, f"seed {seed}: cover says infeasible, brute force found {exact[0]}"
+            continue
+        assert cover.energy_j is not None and cover.closed
+        base = problem.costs.compute_only_j
+        assert cover.energy_j >= base * (1 - 1e-9)
+        if exact is not None:
+            assert cover.energy_j <= exact[0] * (1 + 1e-9) + 1e-12, f"seed {seed}"
+            above += cover.energy_j > base * (1 + 1e-6)
+    if mode in ("poet", "remat"):   # tiny paging-only problems are either loose or infeasible
+        assert above >= 1, "too few cases where the bound says anything: the test would not catch a bad bound"
+
+
+def test_bound_is_tight_when_one_cheap_eviction_suffices() -> None:
+    """A chain whose checkpoint-all peak is one tensor above the budget: the bound is the
+    compute-once energy plus the cheapest restore of a tensor that is live across the peak."""
+    graph = forward_backward_chain(4)
+    costs = cost_table_from_graph(graph)
+    from poet_compiler.solve.budgets import reference
+
+    peak = reference(graph, costs).peak_bytes
+    loose = cover_bound(Problem(graph=graph, costs=costs, ram_budget_bytes=peak))
+    assert loose.energy_j == pytest.approx(costs.compute_only_j) and loose.restores == ()
+    tight = cover_bound(Problem(graph=graph, costs=costs, ram_budget_bytes=peak - 1))
+    assert tight.infeasible or tight.energy_j > costs.compute_only_j
+    if not tight.infeasible:
+        exact = brute_force(Problem(graph=graph, costs=costs, ram_budget_bytes=peak - 1))
+        assert exact is None or tight.energy_j <= exact[0] * (1 + 1e-9)
+        assert tight.restores, "an energy above compute-once comes from chosen restores"
