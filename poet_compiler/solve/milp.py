@@ -19,9 +19,11 @@ from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.backends import SOLVERS, BackendOptions, solve_model
+from poet_compiler.solve.cover import cover_bound
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.formulation import FORMULATIONS, build
 from poet_compiler.solve.formulation.fast import canonical
+from poet_compiler.solve.guided import GuidedOutcome, guided_search
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
 
@@ -115,6 +117,11 @@ MAX_ARENA_RETRIES = 4
 # Since the arena planner packs exactly (fragmentation ~1.00 on the zoo), re-solves are rare:
 # most of the time goes to the first solve (0.75 left a quarter of every limit unused).
 FIRST_SOLVE_SHARE = 0.9
+# Cover bound: its CP-SAT limit (it closes in < 1 s on the zoo). Guided search: its share
+# of the time left; the full model gets the rest when the guided schedule is not yet
+# within the gap limit of the cover bound.
+COVER_LIMIT_S = 10.0
+GUIDED_SHARE = 0.4
 # Effort cap of the minimum-RAM computation when the working set already proves infeasibility.
 QUICK_EXPLAIN_S = 10.0
 
@@ -242,62 +249,113 @@ def _apply_bound(res: Result, bound: float | None) -> None:
         res.status = "feasible"
 
 
+def _infeasible(problem: Problem, reserve: int, *, solver: str, formulation: str, started: float,
+                time_limit_s: float, threads: int, extra: dict[str, object], proof: str) -> Result:
+    """Infeasible at the budget minus ``reserve``: an arena problem when the reserve made it
+    so, otherwise proven infeasible, with the smallest RAM / deadline that would work."""
+    from poet_compiler.solve.feasibility import explain_infeasible
+
+    if reserve:
+        # Only the fragmentation reserve made it infeasible: report the arena problem.
+        res = _empty(problem, "infeasible", solver, formulation, started,
+                     f"arena: no schedule leaves room for the {reserve} bytes of fragmentation "
+                     f"the arena planner needs within the activation budget {problem.activation_budget}")
+        res.extra.update(extra)
+        return res
+    why = explain_infeasible(problem, time_limit_s=max(5.0, time_limit_s), threads=threads)
+    res = _empty(problem, "infeasible", solver, formulation, started, why.message)
+    res.extra.update(extra, **why.extra)
+    res.extra.update(proven_infeasible=True, infeasible_proof=proof)
+    return res
+
+
 def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str, time_limit_s: float,
                 threads: int, progress: bool, warm_start: Schedule | None, gap_limit: float | None,
                 started: float, candidates: list[tuple[float, str, Schedule]] | None = None) -> Result:
     """One build + solve + finalize at the activation budget minus ``reserve``.
 
-    ``extra`` carries ``backend_bound_j`` (the solver's valid bound at this budget, even
-    without a schedule) and ``proven_infeasible`` (the solver proved it)."""
-    from poet_compiler.solve.feasibility import explain_infeasible
+    With the fast formulation the eviction-cover bound (:mod:`.cover`) comes first: it
+    may prove infeasibility, and the cover-guided search (:mod:`.guided`) may already
+    find a schedule within the gap limit of it, in which case the full model is not
+    solved. Otherwise the full model is solved from the best schedule known, with the
+    cover bound as its objective floor.
+
+    ``extra`` carries ``backend_bound_j`` (a valid bound at this budget, even without a
+    schedule) and ``proven_infeasible``."""
 
     tight = dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes - reserve)
     t0 = time.perf_counter()
+    # The eviction-cover bound (fast formulation): a valid bound at this budget in a
+    # fraction of a second, a proof of infeasibility, and the guide for the first schedules.
+    cover = cover_bound(tight, time_limit_s=min(COVER_LIMIT_S, time_limit_s / 4)) if formulation == "fast" else None
     built = build(problem, formulation, budget=tight.activation_budget)
     build_s = time.perf_counter() - t0
     if reserve == 0 and candidates is not None and warm_start is None:
         hint = candidates[0][2] if candidates else None
     else:
         hint = warm_start_schedule(tight, warm_start)
+    large = sum(1 for k in built.model.kind if k == "bin") > LARGE_MODEL_BINARIES
+    gap = (DEFAULT_GAP_LIMIT if large else 0.0) if gap_limit is None else float(gap_limit)
+    extra: dict[str, object] = {"model_" + k: v for k, v in built.model.stats().items()}
+    extra.update(model_build_s=round(build_s, 3), gap_limit=gap)
+    guided: GuidedOutcome | None = None
+    if cover is not None:
+        extra.update(cover_bound_j=cover.energy_j, cover_restores=len(cover.restores))
+        if cover.infeasible:
+            return _infeasible(problem, reserve, solver=solver, formulation=formulation, started=started,
+                               time_limit_s=time_limit_s - (time.perf_counter() - t0), threads=threads,
+                               extra=extra, proof="the eviction-cover bound")
+        guided = guided_search(tight, cover, hint, solver=solver, threads=threads, relative_gap=gap,
+                               time_limit_s=GUIDED_SHARE * max(0.5, time_limit_s - (time.perf_counter() - t0)),
+                               progress=progress)
+        extra.update(guided_source=guided.source, guided_solve_s=round(guided.solve_s, 3))
+        hint = guided.schedule if guided.schedule is not None else hint
+        if guided.energy_j is not None and cover.energy_j is not None and \
+                guided.energy_j - cover.energy_j <= gap * guided.energy_j:
+            # Proven good enough by the cover bound alone: the full model is not needed.
+            message = "" if guided.energy_j <= cover.energy_j else \
+                f"stopped within the relative gap limit {gap:g} of the eviction-cover bound"
+            res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
+                           formulation=formulation, lower_bound_j=cover.energy_j,
+                           solve_time_s=time.perf_counter() - started, message=message)
+            extra.update(backend_bound_j=cover.energy_j, warm_start_found=True, solver_used=guided.source)
+            res.extra.update(extra)
+            if reserve and res.status == "optimal":
+                res.status = "feasible"
+            return res
     if hint is not None and formulation == "fast":
         hint = canonical(problem, hint)
     if hint is not None:
         built.hint_from(hint)
+    if cover is not None:
+        built.model.objective_floor = cover.energy_j
 
     def rehint(values: list[float]) -> dict[int, float]:
         # An incumbent as a complete hint (every auxiliary variable evaluated).
         built.hint_from(built.schedule(values))
         return dict(built.model.hint)
 
-    large = sum(1 for k in built.model.kind if k == "bin") > LARGE_MODEL_BINARIES
-    gap = (DEFAULT_GAP_LIMIT if large else 0.0) if gap_limit is None else float(gap_limit)
     remaining = max(0.5, time_limit_s - (time.perf_counter() - t0))
     opts = BackendOptions(time_limit_s=remaining, threads=threads, progress=progress, relative_gap=gap, large=large)
     out = solve_model(built.model, solver, opts, rehint=rehint if solver == "auto" else None)
-    extra: dict[str, object] = {"model_" + k: v for k, v in out.stats.items() if isinstance(v, int)}
-    extra.update(model_build_s=round(build_s, 3), backend_solve_s=round(out.solve_time_s, 3),
-                 gap_limit=gap, warm_start_found=hint is not None, backend_bound_j=out.bound,
-                 solver_used=out.solver)
+    extra.update({"model_" + k: v for k, v in out.stats.items() if isinstance(v, int)})
+    extra.update(backend_solve_s=round(out.solve_time_s, 3), warm_start_found=hint is not None,
+                 backend_bound_j=out.bound, solver_used=out.solver)
     if out.status == "infeasible":
-        if reserve:
-            # Only the fragmentation reserve made it infeasible: report the arena problem.
-            res = _empty(problem, "infeasible", solver, formulation, started,
-                         f"arena: no schedule leaves room for the {reserve} bytes of fragmentation "
-                         f"the arena planner needs within the activation budget {problem.activation_budget}")
-            res.extra.update(extra)
-            return res
-        left = max(5.0, time_limit_s - (time.perf_counter() - t0))
-        why = explain_infeasible(problem, time_limit_s=left, threads=threads)
-        res = _empty(problem, "infeasible", solver, formulation, started, why.message)
-        res.extra.update(extra, **why.extra)
-        res.extra["proven_infeasible"] = True
-        return res
-    if out.values is None:
+        return _infeasible(problem, reserve, solver=solver, formulation=formulation, started=started,
+                           time_limit_s=time_limit_s - (time.perf_counter() - t0), threads=threads,
+                           extra=extra, proof="the solver")
+    schedule = built.schedule(out.values) if out.values is not None else None
+    if guided is not None and guided.energy_j is not None and \
+            (schedule is None or (_fits(tight, schedule) or float("inf")) > guided.energy_j):
+        # The solver's schedule is no better than the guided one it started from: keep that.
+        schedule = guided.schedule
+        extra["solver_used"] = f"{guided.source} (the {out.solver} solve did not improve it)"
+    if schedule is None:
         res = _empty(problem, "timeout", solver, formulation, started,
                      f"timeout: {solver} found no schedule within {time_limit_s:g} s ({out.message})")
         res.extra.update(extra)
         return res
-    schedule = built.schedule(out.values)
     if out.status == "optimal":
         message = ""
     elif gap and out.objective is not None and out.bound is not None and \

@@ -66,11 +66,18 @@ def solve_cpsat(model: LinearModel, options: BackendOptions, *,
         # Integer objective: round the bound up, then subtract the cost rounding.
         return (math.ceil(b - 1e-9) - sc.obj_err) * sc.obj_unit
 
+    floor = model.objective_floor
+
     class _Callback(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self) -> None:
-            line.update(to_phys(self.ObjectiveValue()), to_phys(self.BestObjectiveBound()), force=True)
+            inc = to_phys(self.ObjectiveValue())
+            line.update(inc, max(to_phys(self.BestObjectiveBound()), floor or -math.inf), force=True)
             if on_progress is not None:
-                on_progress(to_phys(self.ObjectiveValue()), valid_bound(self.BestObjectiveBound()))
+                on_progress(inc, max(valid_bound(self.BestObjectiveBound()), floor or -math.inf))
+            # The outside bound proves the incumbent good enough: stop (an added row
+            # "objective >= floor" would slow the search and CP-SAT's bound ignores it).
+            if floor is not None and inc - floor <= max(options.relative_gap, 1e-12) * abs(inc):
+                self.stop_search()
 
     def on_bound(b: float) -> None:
         line.update(bound=to_phys(b))
@@ -79,7 +86,7 @@ def solve_cpsat(model: LinearModel, options: BackendOptions, *,
 
     if on_solver is not None:
         on_solver(solver)
-    if options.progress or on_progress is not None:
+    if options.progress or on_progress is not None or floor is not None:
         solver.best_bound_callback = on_bound
         status = solver.solve(cp, _Callback())
     else:
@@ -100,7 +107,10 @@ def solve_cpsat(model: LinearModel, options: BackendOptions, *,
     # Integer objective: the bound can be rounded up before undoing the scaling; then
     # subtract the cost rounding so it bounds the real objective.
     phys_bound = valid_bound(bound)
+    if floor is not None:
+        phys_bound = max(phys_bound, floor)
     # OPTIMAL also means "within relative_gap_limit": only a closed gap is optimal.
-    closed = sc.objective == {} or math.ceil(bound - 1e-9) >= round(obj)
+    closed = sc.objective == {} or math.ceil(bound - 1e-9) >= round(obj) or \
+        (floor is not None and obj * sc.obj_unit <= floor * (1 + 1e-12))
     st = "optimal" if status == cp_model.OPTIMAL and closed else "feasible"
     return BackendResult(st, values, obj * sc.obj_unit, phys_bound, elapsed, "cpsat", "", stats)

@@ -35,7 +35,7 @@ def solve_gurobi(model: LinearModel, options: BackendOptions) -> BackendResult:
         m = gp.Model(env=env)
         m.Params.TimeLimit = float(options.time_limit_s)
         m.Params.Threads = int(options.threads)
-        m.Params.MIPGap = 1e-9
+        m.Params.MIPGap = max(1e-9, float(options.relative_gap))
         m.Params.Seed = int(options.seed)
         vtype = {"bin": GRB.BINARY}
         xs = [m.addVar(lb=model.lb[v], ub=model.ub[v], vtype=vtype.get(model.kind[v], GRB.CONTINUOUS))
@@ -49,7 +49,10 @@ def solve_gurobi(model: LinearModel, options: BackendOptions) -> BackendResult:
                     m.addLConstr(expr, GRB.GREATER_EQUAL, r.lo)
                 if math.isfinite(r.hi):
                     m.addLConstr(expr, GRB.LESS_EQUAL, r.hi)
-        m.setObjective(gp.LinExpr(list(model.objective.values()), [xs[v] for v in model.objective]), GRB.MINIMIZE)
+        objective = gp.LinExpr(list(model.objective.values()), [xs[v] for v in model.objective])
+        if model.objective_floor is not None and model.objective:
+            m.addLConstr(objective, GRB.GREATER_EQUAL, model.objective_floor - 1e-9 * abs(model.objective_floor))
+        m.setObjective(objective, GRB.MINIMIZE)
         for v, val in model.hint.items():
             xs[v].Start = val
 

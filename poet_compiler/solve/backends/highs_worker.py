@@ -79,13 +79,20 @@ def run(model: LinearModel, options: BackendOptions) -> BackendResult:
             sys.stderr.write(f"{PROGRESS_TAG} {inc!r} {bound!r}\n")
             sys.stderr.flush()
 
-    if options.progress or options.progress_pipe:
+    floor = model.objective_floor
+    if options.progress or options.progress_pipe or floor is not None:
         try:
             def cb(callback_type, message, data_out, data_in, user_data):  # noqa: ANN001
+                inc = float(data_out.objective_function_value)
+                bound = max(float(data_out.mip_dual_bound), floor if floor is not None else -math.inf)
                 if options.progress_pipe:
-                    report(float(data_out.objective_function_value), float(data_out.mip_dual_bound))
-                else:
-                    line.update(data_out.objective_function_value, data_out.mip_dual_bound)
+                    report(inc, bound)
+                elif options.progress:
+                    line.update(inc, bound)
+                # The outside bound proves the incumbent good enough: interrupt.
+                if floor is not None and math.isfinite(inc) and \
+                        inc - floor <= max(options.relative_gap, 1e-12) * abs(inc):
+                    data_in.user_interrupt = True
             h.setCallback(cb, None)
             h.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
         except Exception:  # noqa: BLE001 - progress is best effort on older highspy
@@ -106,8 +113,10 @@ def run(model: LinearModel, options: BackendOptions) -> BackendResult:
     values = list(h.getSolution().col_value)
     obj = float(info.objective_function_value)
     bound = float(info.mip_dual_bound)
+    if floor is not None:
+        bound = max(bound, floor) if math.isfinite(bound) else floor
     closed = math.isfinite(bound) and obj - bound <= 1e-9 * max(1.0, abs(obj))
-    st = "optimal" if status == MS.kOptimal and closed else "feasible"
+    st = "optimal" if (status == MS.kOptimal or floor is not None) and closed else "feasible"
     return BackendResult(st, values, obj, bound if math.isfinite(bound) else None, elapsed, "highs", "", stats)
 
 

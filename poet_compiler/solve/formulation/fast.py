@@ -50,6 +50,8 @@ point, so it never over-constrains.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from poet_compiler.schedule.schedule import Schedule
@@ -68,12 +70,34 @@ from poet_compiler.solve.problem import Problem
 _SLACK_TOL = 1e-9
 
 
-def useful_table(problem: Problem) -> list[list[bool]]:
+@dataclass(frozen=True)
+class Restriction:
+    """A sub-problem: only these recomputes ``(stage, node)`` and only these nodes may be
+    paged. Every schedule of the restricted model is a schedule of the full one (the
+    missing variables are 0), so its optimum is an upper bound — used to find good
+    schedules fast (:mod:`poet_compiler.solve.guided`), never to claim optimality."""
+
+    recompute: frozenset[tuple[int, int]]
+    paging: frozenset[int]
+    # Nodes held in RAM from their compute to their last consumer, as checkpoint-all does.
+    keep: frozenset[int] = frozenset()
+
+
+def useful_table(problem: Problem, restriction: Restriction | None = None) -> list[list[bool]]:
     """``useful[t][i]`` for ``i < t`` (see the module docstring)."""
     g, n = problem.graph, problem.n
     cons = g.consumers
     recomputable = _recomputable(problem)
     useful = [[False] * n for _ in range(n)]
+    if restriction is not None:
+        # Node j can be recomputed in stage t or later: a reader of its inputs then.
+        last_r = [-1] * n
+        for t, j in restriction.recompute:
+            last_r[j] = max(last_r[j], t)
+        for t in range(n):
+            for i in range(t):
+                useful[t][i] = any(j >= t or (recomputable[j] and last_r[j] >= t) for j in cons[i])
+        return useful
     for t in range(n):
         for i in range(t - 1, -1, -1):
             useful[t][i] = any(j >= t or (recomputable[j] and useful[t][j]) for j in cons[i])
@@ -97,7 +121,7 @@ def _recomputable(problem: Problem) -> list[bool]:
             for i, node in enumerate(g.nodes)]
 
 
-def _create_variables(b: Built, useful: list[list[bool]]) -> None:
+def _create_variables(b: Built, useful: list[list[bool]], restriction: Restriction | None = None) -> None:
     problem, model = b.problem, b.model
     g, n, c = problem.graph, problem.n, problem.costs
     cons = g.consumers
@@ -107,7 +131,7 @@ def _create_variables(b: Built, useful: list[list[bool]]) -> None:
             if not useful[t][i]:
                 continue
             b.S_RAM[(t, i)] = model.var(f"S[{t},{i}]")
-            if recomputable[i]:
+            if recomputable[i] and (restriction is None or (t, i) in restriction.recompute):
                 b.R[(t, i)] = model.var(f"R[{t},{i}]")
     if not problem.allows_paging:
         return
@@ -124,6 +148,8 @@ def _create_variables(b: Built, useful: list[list[bool]]) -> None:
         return s <= slack + cmax[t]
 
     for i in range(n):
+        if restriction is not None and i not in restriction.paging:
+            continue
         if g.nodes[i].pinned or not cons[i] or (slack is not None and not c.dma
                                                  and c.page_out_s[i] + c.page_in_s[i] > slack):
             continue
@@ -260,13 +286,21 @@ def _add_memory(b: Built, limit: float, cap_expr: Expr) -> None:
             kp = k
 
 
-def build_fast(problem: Problem, *, objective: str = "energy", budget: int | None = None) -> Built:
-    """Build the fast formulation. ``objective="ram"`` minimizes the RAM budget itself."""
+def build_fast(problem: Problem, *, objective: str = "energy", budget: int | None = None,
+               restriction: Restriction | None = None) -> Built:
+    """Build the fast formulation. ``objective="ram"`` minimizes the RAM budget itself;
+    ``restriction`` builds the sub-problem it names (see :class:`Restriction`)."""
     g = problem.graph
     model = LinearModel()
     one = model.var("ONE", "bin", 1.0, 1.0)
     b = Built(problem=problem, model=model, formulation="fast", one=one)
-    _create_variables(b, useful_table(problem))
+    _create_variables(b, useful_table(problem, restriction), restriction)
+    if restriction is not None:
+        for i in restriction.keep:
+            for t in range(i + 1, max(g.consumers[i], default=i) + 1):
+                v = b.S_RAM.get((t, i))
+                if v is not None:
+                    model.lb[v] = 1.0
     add_state_rules(b)
     _add_dominance_rules(b)
     if objective == "ram":

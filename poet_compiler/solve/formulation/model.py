@@ -43,6 +43,10 @@ class LinearModel:
     objective: dict[int, float] = field(default_factory=dict)
     objective_unit: str = "J"   # "J" (energy), "B" (bytes: min RAM), "s" (seconds: min time)
     hint: dict[int, float] = field(default_factory=dict)
+    # A valid lower bound on the objective known from elsewhere (the eviction-cover
+    # bound): backends add ``objective >= objective_floor``, so the search can stop as
+    # soon as an incumbent is within the gap limit of it.
+    objective_floor: float | None = None
 
     @property
     def n_vars(self) -> int:

@@ -1,0 +1,203 @@
+"""Cover-guided search: a good schedule from a small sub-problem the cover bound points at.
+
+The eviction-cover bound (:mod:`.cover`) says which tensors the cheapest way out of the
+memory peaks evicts, and whether each comes back by recompute or by paging. That is not
+yet a schedule (a recompute needs its inputs in RAM, a stage needs room for it), but it
+names the few decisions that matter. The guided sub-problem is the fast formulation with
+only those decisions open (:class:`~.formulation.fast.Restriction`):
+
+- recompute a cover-chosen node in the stage of any of its consumers, together with its
+  inputs and their inputs (``CASCADE_DEPTH``) in the same stage, so a recompute can
+  rebuild what it reads;
+- page a cover-chosen node in any stage;
+- plus every recompute and paged node of the warm start, so the warm start stays a
+  solution of the sub-problem and its optimum is never worse;
+- every other tensor stays in RAM from its compute to its last consumer.
+
+The sub-problem has a few thousand binaries instead of tens of thousands; CP-SAT solves
+it in seconds, and its schedule (a schedule of the full problem, missing variables are
+0) is the full solve's warm start — often already within the gap limit of the cover
+bound, so that the full model is not needed at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from poet_compiler.errors import ScheduleError
+from poet_compiler.schedule.linearize import linearize
+from poet_compiler.schedule.schedule import Schedule
+from poet_compiler.schedule.simulate import simulate
+from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, cover_bound
+from poet_compiler.solve.formulation.common import Built
+from poet_compiler.solve.formulation.fast import Restriction, build_fast, canonical
+from poet_compiler.solve.problem import Problem
+
+CASCADE_DEPTH = 2   # inputs, and their inputs, may be recomputed with a chosen node
+
+
+def restriction_for(problem: Problem, cover: CoverBound, warm: Schedule | None = None,
+                    depth: int = CASCADE_DEPTH) -> Restriction:
+    """The decisions the cover's restores (and the warm start) need; see the module docstring."""
+    g, n = problem.graph, problem.n
+    recompute: set[tuple[int, int]] = set()
+    paging: set[int] = set()
+
+    def open_recompute(t: int, i: int, left: int) -> None:
+        if (t, i) in recompute or i >= t or g.nodes[i].pinned:
+            return
+        recompute.add((t, i))
+        if left > 0:
+            for j in set(g.nodes[i].inputs):
+                open_recompute(t, j, left - 1)
+
+    for r in cover.restores:
+        if r.how == RECOMPUTE:
+            for t in sorted(set(g.consumers[r.node])):
+                open_recompute(t, r.node, depth)
+        elif r.how == PAGE:
+            paging.add(r.node)
+    if warm is not None:
+        for t in range(n):
+            for i in range(t):
+                if warm.R[t, i]:
+                    recompute.add((t, i))
+                if warm.M_out[t, i] or warm.M_in[t, i]:
+                    paging.add(i)
+    touched = paging | {i for _, i in recompute}
+    keep = frozenset(i for i in range(n) if i not in touched and g.consumers[i])
+    return Restriction(frozenset(recompute), frozenset(paging), keep)
+
+
+def build_guided(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
+                 budget: int | None = None) -> Built:
+    """The guided sub-problem, hinted with ``warm`` (made canonical) when given."""
+    built = build_fast(problem, budget=budget, restriction=restriction_for(problem, cover, warm))
+    if warm is not None:
+        built.hint_from(canonical(problem, warm))
+    return built
+
+
+def realize(problem: Problem, cover: CoverBound) -> Schedule:
+    """The cover's choices as a schedule: each recomputed tensor is freed after its
+    previous use and recomputed in the stage of its next consumer, each paged one paged
+    out after its previous use and in before its next consumer; everything else is kept
+    from its compute to its last use. A recompute also recomputes (in the same stage) the
+    inputs that would otherwise have to be kept alive only for it. Memory is not checked
+    here: the cover ignores what recomputes need, so the result may exceed the budget."""
+    g, n = problem.graph, problem.n
+    cons = g.consumers
+    R = np.eye(n, dtype=bool)
+    evicted: dict[int, list[tuple[int, int]]] = {}   # node -> (previous use, next use) spans out of RAM
+    paged: list[tuple[int, int]] = []
+    for r in cover.restores:
+        prev = max([i for i in [r.node, *cons[r.node]] if i < r.next_use])
+        evicted.setdefault(r.node, []).append((prev, r.next_use))
+        if r.how == RECOMPUTE:
+            R[r.next_use, r.node] = True
+        else:
+            paged.append((r.node, prev))
+
+    def live_at(j: int, t: int) -> bool:
+        """Tensor j is in RAM at stage t without help: a consumer at or after t, not evicted there."""
+        if not any(c >= t for c in cons[j]):
+            return False
+        return not any(a < t <= b for a, b in evicted.get(j, ()))
+
+    for t in range(n):
+        # Highest node first: its inputs may need recomputing in turn.
+        for k in sorted(np.flatnonzero(R[t]).tolist(), reverse=True):
+            if k == t:
+                continue
+            stack = [k]
+            while stack:
+                x = stack.pop()
+                for j in set(g.nodes[x].inputs):
+                    if not R[t, j] and not g.nodes[j].pinned and not live_at(j, t) and j < t \
+                            and problem.allows_remat:
+                        R[t, j] = True
+                        stack.append(j)
+    from poet_compiler.solve.baselines._common import assemble
+
+    return assemble(g, R, paged)
+
+
+def cover_schedule(problem: Problem, cover: CoverBound, *, tries: int = 6,
+                   time_limit_s: float = 10.0) -> Schedule | None:
+    """A feasible schedule realized from the cover (:func:`realize`), or None.
+
+    When the realized schedule exceeds the budget (recomputes need their inputs), the
+    cover is solved again at a budget lowered by the overshoot, up to ``tries`` times."""
+    budget = problem.activation_budget
+    current = cover
+    for _ in range(tries):
+        if current.energy_j is None:
+            return None
+        try:
+            schedule = realize(problem, current)
+            sim = simulate(problem.graph, problem.costs, linearize(problem.graph, schedule, mode=problem.mode))
+        except ScheduleError:
+            return None
+        over = sim.peak_bytes - problem.activation_budget
+        if problem.deadline_s is not None and sim.runtime_s > problem.deadline_s * (1 + 1e-9):
+            return None
+        if over <= 0:
+            return schedule
+        budget -= over
+        if budget <= 0:
+            return None
+        current = cover_bound(problem, budget=budget, time_limit_s=time_limit_s)
+    return None
+
+
+@dataclasses.dataclass
+class GuidedOutcome:
+    """What the cover-guided stage found: the best schedule (or None), its simulated
+    energy, and where it came from ("cover" realization or the "guided" sub-problem)."""
+
+    schedule: Schedule | None
+    energy_j: float | None
+    source: str
+    solve_s: float = 0.0
+
+
+def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *, solver: str,
+                  time_limit_s: float, threads: int, relative_gap: float,
+                  progress: bool = False) -> GuidedOutcome:
+    """The cover's realization, then the guided sub-problem seeded with the better of it
+    and ``warm``; stops as soon as a schedule is within ``relative_gap`` of the cover bound."""
+    from poet_compiler.solve.backends import BackendOptions, solve_model
+
+    def energy(s: Schedule | None) -> float | None:
+        if s is None:
+            return None
+        try:
+            sim = simulate(problem.graph, problem.costs, linearize(problem.graph, s, mode=problem.mode),
+                           ram_budget_bytes=problem.activation_budget, deadline_s=problem.deadline_s)
+        except ScheduleError:
+            return None
+        return sim.energy_j
+
+    best = GuidedOutcome(warm, energy(warm), "warm start")
+    realized = cover_schedule(problem, cover)
+    e = energy(realized)
+    if e is not None and (best.energy_j is None or e < best.energy_j):
+        best = GuidedOutcome(realized, e, "cover")
+    bound = cover.energy_j
+    if bound is None or (best.energy_j is not None and best.energy_j - bound <= relative_gap * best.energy_j):
+        return best
+    built = build_guided(problem, cover, best.schedule)
+    built.model.objective_floor = bound
+    large = sum(1 for k in built.model.kind if k == "bin") > 5000
+    out = solve_model(built.model, "cpsat" if solver in ("auto", "cpsat") else solver,
+                      BackendOptions(time_limit_s=time_limit_s, threads=threads, progress=progress,
+                                     relative_gap=relative_gap, large=large))
+    if out.values is not None:
+        s = built.schedule(out.values)
+        e = energy(s)
+        if e is not None and (best.energy_j is None or e < best.energy_j):
+            best = GuidedOutcome(s, e, "guided")
+    best.solve_s = out.solve_time_s
+    return best
