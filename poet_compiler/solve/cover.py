@@ -70,6 +70,25 @@ class CoverBound:
     gaps: int = 0
 
 
+def _forbid_conflicts(problem: Problem, gaps: list[_Gap], m: object) -> None:
+    """A recompute in stage ``c`` reads its closure's inputs there: none of them may be out
+    of RAM across ``c`` at the same time (the ``closure`` variant only — the bound must
+    allow it, a schedule may pay for restoring both)."""
+    g = problem.graph
+    by_node: dict[int, list[_Gap]] = {}
+    for gap in gaps:
+        by_node.setdefault(gap.node, []).append(gap)
+    for gap in gaps:
+        x = gap.options.get(RECOMPUTE)
+        if x is None:
+            continue
+        inputs = {j for k in recompute_closure(problem, gap.node, gap.next_use) for j in g.nodes[k].inputs}
+        for j in sorted(inputs):
+            for other in by_node.get(j, ()):
+                if gap.next_use in other.points:
+                    m.add(x + sum(other.options.values()) <= 1)  # type: ignore[attr-defined]
+
+
 @dataclass
 class _Gap:
     node: int
@@ -78,8 +97,29 @@ class _Gap:
     options: dict[str, object]      # mechanism -> CP-SAT literal
 
 
-def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: float = 10.0) -> CoverBound:
-    """The eviction-cover bound of ``problem`` at ``budget`` (default: its activation budget)."""
+def recompute_closure(problem: Problem, node: int, stage: int) -> list[int]:
+    """``node`` and the ancestors a recompute of it in ``stage`` has to recompute too,
+    when every tensor that someone reads at or after ``stage`` is in RAM and nothing else is."""
+    g = problem.graph
+    out, stack, seen = [], [node], {node}
+    while stack:
+        k = stack.pop()
+        out.append(k)
+        for j in g.nodes[k].inputs:
+            if j not in seen and not g.nodes[j].pinned and not any(c >= stage for c in g.consumers[j]):
+                seen.add(j)
+                stack.append(j)
+    return sorted(out)
+
+
+def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: float = 10.0,
+                closure: bool = False) -> CoverBound:
+    """The eviction-cover bound of ``problem`` at ``budget`` (default: its activation budget).
+
+    ``closure=True`` charges a recompute with its whole :func:`recompute_closure` (the
+    inputs that are no longer in RAM by then): closer to what a schedule pays, but then
+    ``energy_j`` is **not** a bound (a schedule may keep those inputs instead) — only the
+    choice of restores is used, to build a schedule (:mod:`.guided`)."""
     from ortools.sat.python import cp_model
 
     g, c, n = problem.graph, problem.costs, problem.n
@@ -107,10 +147,12 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
                 need[t] += size[i]
             if not gap.points or pinned:
                 continue
-            if problem.allows_remat and (slack is None or c.compute_s[i] <= slack):
+            ks = recompute_closure(problem, i, nxt) if closure else [i]
+            r_s = sum(c.compute_s[k] for k in ks)
+            if problem.allows_remat and (slack is None or r_s <= slack):
                 x = m.new_bool_var(f"r[{i},{nxt}]")
-                cost.append((x, math.floor((c.compute_j[i] + sw * c.compute_s[i]) * e_scale)))
-                time_terms.append((x, math.floor(c.compute_s[i] * t_scale)))
+                cost.append((x, math.floor(sum(c.compute_j[k] + sw * c.compute_s[k] for k in ks) * e_scale)))
+                time_terms.append((x, math.floor(r_s * t_scale)))
                 gap.options[RECOMPUTE] = x
             pair_s = c.page_in_s[i] + c.page_out_s[i]
             if problem.allows_paging and (slack is None or c.dma or pair_s <= slack):
@@ -132,6 +174,8 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
                 if len(gap.options) > 1:
                     m.add_at_most_one(list(gap.options.values()))  # one restore covers the gap
                 gaps.append(gap)
+    if closure:
+        _forbid_conflicts(problem, gaps, m)
     around: dict[int, list[tuple[object, int]]] = {t: [] for t in range(n)}
     for gap in gaps:
         for t in gap.points:

@@ -81,44 +81,50 @@ def build_guided(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
 
 
 def realize(problem: Problem, cover: CoverBound) -> Schedule:
-    """The cover's choices as a schedule: each recomputed tensor is freed after its
-    previous use and recomputed in the stage of its next consumer, each paged one paged
-    out after its previous use and in before its next consumer; everything else is kept
-    from its compute to its last use. A recompute also recomputes (in the same stage) the
-    inputs that would otherwise have to be kept alive only for it. Memory is not checked
-    here: the cover ignores what recomputes need, so the result may exceed the budget."""
+    """The cover's choices as a schedule (memory is not checked here).
+
+    Each recomputed tensor is freed after its previous use and recomputed in the stage
+    of its next consumer; each paged one is paged out after its previous use and back in
+    before its next consumer; everything else is kept from its compute to its last use.
+    A recompute needs its inputs in that stage: an input nobody reads any more is
+    recomputed with it (recursively); an input the cover also evicts there is recomputed
+    with it *instead of* at its own next use, and kept until then — one recompute, not
+    a chain of them through every earlier layer."""
     g, n = problem.graph, problem.n
     cons = g.consumers
     R = np.eye(n, dtype=bool)
-    evicted: dict[int, list[tuple[int, int]]] = {}   # node -> (previous use, next use) spans out of RAM
+    spans: dict[int, list[list[int]]] = {}   # node -> [previous use, restore stage] (recompute)
     paged: list[tuple[int, int]] = []
     for r in cover.restores:
-        prev = max([i for i in [r.node, *cons[r.node]] if i < r.next_use])
-        evicted.setdefault(r.node, []).append((prev, r.next_use))
+        prev = max(i for i in [r.node, *cons[r.node]] if i < r.next_use)
         if r.how == RECOMPUTE:
             R[r.next_use, r.node] = True
+            spans.setdefault(r.node, []).append([prev, r.next_use])
         else:
             paged.append((r.node, prev))
 
-    def live_at(j: int, t: int) -> bool:
-        """Tensor j is in RAM at stage t without help: a consumer at or after t, not evicted there."""
-        if not any(c >= t for c in cons[j]):
-            return False
-        return not any(a < t <= b for a, b in evicted.get(j, ()))
+    def absent_span(j: int, t: int) -> list[int] | None:
+        return next((sp for sp in spans.get(j, ()) if sp[0] < t < sp[1]), None)
 
     for t in range(n):
-        # Highest node first: its inputs may need recomputing in turn.
-        for k in sorted(np.flatnonzero(R[t]).tolist(), reverse=True):
-            if k == t:
-                continue
-            stack = [k]
-            while stack:
-                x = stack.pop()
-                for j in set(g.nodes[x].inputs):
-                    if not R[t, j] and not g.nodes[j].pinned and not live_at(j, t) and j < t \
-                            and problem.allows_remat:
-                        R[t, j] = True
-                        stack.append(j)
+        if not problem.allows_remat:
+            break
+        stack = [k for k in np.flatnonzero(R[t]).tolist() if k != t]
+        while stack:
+            x = stack.pop()
+            for j in set(g.nodes[x].inputs):
+                if R[t, j] or g.nodes[j].pinned or j >= t:
+                    continue
+                natural = any(c >= t for c in cons[j])
+                span = absent_span(j, t)
+                if natural and span is None:
+                    continue                       # in RAM anyway
+                if span is not None:
+                    # Restore j here rather than at its own next use, and keep it until then.
+                    R[span[1], j] = False
+                    span[1] = t
+                R[t, j] = True
+                stack.append(j)
     from poet_compiler.solve.baselines._common import assemble
 
     return assemble(g, R, paged)
@@ -126,30 +132,35 @@ def realize(problem: Problem, cover: CoverBound) -> Schedule:
 
 def cover_schedule(problem: Problem, cover: CoverBound, *, tries: int = 6,
                    time_limit_s: float = 10.0) -> Schedule | None:
-    """A feasible schedule realized from the cover (:func:`realize`), or None.
-
-    When the realized schedule exceeds the budget (recomputes need their inputs), the
-    cover is solved again at a budget lowered by the overshoot, up to ``tries`` times."""
-    budget = problem.activation_budget
-    current = cover
-    for _ in range(tries):
-        if current.energy_j is None:
-            return None
-        try:
-            schedule = realize(problem, current)
-            sim = simulate(problem.graph, problem.costs, linearize(problem.graph, schedule, mode=problem.mode))
-        except ScheduleError:
-            return None
-        over = sim.peak_bytes - problem.activation_budget
-        if problem.deadline_s is not None and sim.runtime_s > problem.deadline_s * (1 + 1e-9):
-            return None
-        if over <= 0:
-            return schedule
-        budget -= over
-        if budget <= 0:
-            return None
-        current = cover_bound(problem, budget=budget, time_limit_s=time_limit_s)
-    return None
+    """The cheapest feasible schedule realized (:func:`realize`) from the cover's choices,
+    or None. Two covers are tried: the bound's own, and one that charges each recompute
+    with the inputs it must rebuild (``closure``). When a realization exceeds the budget
+    (a recompute needs its inputs in RAM), that cover is solved again at a budget lowered
+    by the overshoot, up to ``tries`` times."""
+    best: tuple[float, Schedule] | None = None
+    for closure in (False, True):
+        budget = problem.activation_budget
+        current = cover if not closure else cover_bound(problem, time_limit_s=time_limit_s, closure=True)
+        for _ in range(tries):
+            if current.energy_j is None:
+                break
+            try:
+                schedule = realize(problem, current)
+                sim = simulate(problem.graph, problem.costs, linearize(problem.graph, schedule, mode=problem.mode))
+            except ScheduleError:
+                break
+            if problem.deadline_s is not None and sim.runtime_s > problem.deadline_s * (1 + 1e-9):
+                break
+            over = sim.peak_bytes - problem.activation_budget
+            if over <= 0:
+                if best is None or sim.energy_j < best[0]:
+                    best = (sim.energy_j, schedule)
+                break
+            budget -= over
+            if budget <= 0:
+                break
+            current = cover_bound(problem, budget=budget, time_limit_s=time_limit_s, closure=closure)
+    return None if best is None else best[1]
 
 
 @dataclasses.dataclass

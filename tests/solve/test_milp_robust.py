@@ -10,6 +10,7 @@ import poet_compiler.solve.milp as milp
 from poet_compiler.solve.backends.base import BackendResult
 from poet_compiler.solve.budgets import reference
 from poet_compiler.solve.bruteforce import brute_force
+from poet_compiler.solve.guided import GuidedOutcome
 from poet_compiler.solve.milp import solve_milp
 from tests.solve.test_milp import _check
 from tests.support.graphs import random_problem
@@ -22,12 +23,18 @@ def test_auto_matches_brute_force(seed: int, mode: str) -> None:
     _check(problem, solve_milp(problem, solver="auto", time_limit_s=30), brute_force(problem))
 
 
+def _no_guided(problem, cover, warm, **kw) -> GuidedOutcome:  # noqa: ANN001
+    return GuidedOutcome(None, None, "off")
+
+
 @pytest.mark.parametrize("seed", [1, 4])
 def test_auto_race_path_matches_brute_force(seed: int, monkeypatch) -> None:
     """Skip phase 1 so CP-SAT and HiGHS really race; the answer is still the optimum."""
     import poet_compiler.solve.backends.portfolio as pf
 
     monkeypatch.setattr(pf, "PHASE1_MAX_S", 0.0)
+    # No cover-guided shortcut: the full model must be solved by the race.
+    monkeypatch.setattr(milp, "guided_search", _no_guided)
     problem = random_problem(seed, 6, "poet", deadline_prob=1.0)
     res = solve_milp(problem, solver="auto", time_limit_s=30, gap_limit=0.0)
     _check(problem, res, brute_force(problem))
@@ -42,6 +49,7 @@ def test_solver_timeout_falls_back_to_the_heuristic(monkeypatch) -> None:
     """No incumbent from the solver (e.g. presolve ran out of time): the best heuristic
     schedule that fits is returned as feasible, never "timeout"."""
     monkeypatch.setattr(milp, "solve_model", _timeout_backend)
+    monkeypatch.setattr(milp, "guided_search", _no_guided)
     p = random_problem(3, 20, "poet", deadline_prob=0.0)
     problem = dataclasses.replace(p, ram_budget_bytes=reference(p.graph, p.costs).peak_bytes)
     res = solve_milp(problem, time_limit_s=1)
