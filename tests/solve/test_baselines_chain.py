@@ -8,10 +8,18 @@ import math
 import pytest
 
 from poet_compiler.solve.baselines import BASELINES
-from poet_compiler.solve.baselines.griewank import forward_chain, revolve_schedule, revolve_table
 from poet_compiler.solve.baselines._common import evaluate
+from poet_compiler.solve.baselines.griewank import (
+    forward_chain,
+    revolve_schedule,
+    revolve_table,
+)
 from poet_compiler.solve.problem import Problem
-from tests.support.graphs import cost_table_from_graph, forward_backward_chain, random_problem
+from tests.support.graphs import (
+    cost_table_from_graph,
+    forward_backward_chain,
+    random_problem,
+)
 
 SIZE = 10
 

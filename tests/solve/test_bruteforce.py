@@ -14,7 +14,12 @@ from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.bruteforce import brute_force
 from poet_compiler.solve.problem import Problem
-from tests.support.graphs import chain_graph, cost_table_from_graph, forward_backward_chain, random_problem
+from tests.support.graphs import (
+    chain_graph,
+    cost_table_from_graph,
+    forward_backward_chain,
+    random_problem,
+)
 
 
 def _subsets(items):

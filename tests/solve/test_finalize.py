@@ -10,7 +10,11 @@ from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.bruteforce import brute_force
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.problem import Problem
-from tests.support.graphs import cost_table_from_graph, forward_backward_chain, random_problem
+from tests.support.graphs import (
+    cost_table_from_graph,
+    forward_backward_chain,
+    random_problem,
+)
 
 
 def test_checkpoint_all_result():

@@ -6,7 +6,11 @@ import math
 import time
 from typing import Callable
 
-from poet_compiler.solve.backends.base import BackendOptions, BackendResult, ProgressLine
+from poet_compiler.solve.backends.base import (
+    BackendOptions,
+    BackendResult,
+    ProgressLine,
+)
 from poet_compiler.solve.backends.scaling import scale_model
 from poet_compiler.solve.formulation.model import LinearModel
 

@@ -7,7 +7,11 @@ import math
 import time
 
 from poet_compiler.errors import SolverError
-from poet_compiler.solve.backends.base import BackendOptions, BackendResult, ProgressLine
+from poet_compiler.solve.backends.base import (
+    BackendOptions,
+    BackendResult,
+    ProgressLine,
+)
 from poet_compiler.solve.formulation.model import LinearModel
 
 SIZE_LIMIT = 2000

@@ -20,7 +20,11 @@ import threading
 import time
 
 from poet_compiler.errors import SolverError
-from poet_compiler.solve.backends.base import PROGRESS_TAG, BackendOptions, BackendResult
+from poet_compiler.solve.backends.base import (
+    PROGRESS_TAG,
+    BackendOptions,
+    BackendResult,
+)
 from poet_compiler.solve.formulation.model import LinearModel
 
 

@@ -12,7 +12,12 @@ import time
 
 import numpy as np
 
-from poet_compiler.solve.backends.base import PROGRESS_TAG, BackendOptions, BackendResult, ProgressLine
+from poet_compiler.solve.backends.base import (
+    PROGRESS_TAG,
+    BackendOptions,
+    BackendResult,
+    ProgressLine,
+)
 from poet_compiler.solve.formulation.model import LinearModel
 
 

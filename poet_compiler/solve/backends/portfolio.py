@@ -28,7 +28,11 @@ import time
 from typing import Callable
 
 from poet_compiler.errors import SolverError
-from poet_compiler.solve.backends.base import BackendOptions, BackendResult, relative_gap
+from poet_compiler.solve.backends.base import (
+    BackendOptions,
+    BackendResult,
+    relative_gap,
+)
 from poet_compiler.solve.formulation.model import LinearModel
 
 PHASE1_SHARE = 0.1

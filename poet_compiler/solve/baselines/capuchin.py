@@ -25,14 +25,20 @@ import time
 
 import numpy as np
 
+from poet_compiler.schedule.memory import stage_memory
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.baselines._common import (
-    Figures, Gap, assemble, evaluate, finish, idle_gaps, recomputable,
+    Figures,
+    Gap,
+    assemble,
+    evaluate,
+    finish,
+    idle_gaps,
+    recomputable,
 )
 from poet_compiler.solve.baselines.remat import closure
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
-from poet_compiler.schedule.memory import stage_memory
 
 
 class _Plan:

@@ -33,7 +33,13 @@ import numpy as np
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.baselines._common import (
-    Figures, assemble, evaluate, finish, forward_phase, infeasible, recomputable,
+    Figures,
+    assemble,
+    evaluate,
+    finish,
+    forward_phase,
+    infeasible,
+    recomputable,
 )
 from poet_compiler.solve.baselines.remat import plan_remat
 from poet_compiler.solve.problem import Problem

@@ -34,7 +34,13 @@ import numpy as np
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.baselines._common import (
-    Figures, assemble, evaluate, finish, forward_phase, idle_gaps, infeasible,
+    Figures,
+    assemble,
+    evaluate,
+    finish,
+    forward_phase,
+    idle_gaps,
+    infeasible,
 )
 from poet_compiler.solve.baselines.chen import SegmentPolicy
 from poet_compiler.solve.baselines.griewank import forward_chain

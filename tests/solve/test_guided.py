@@ -1,0 +1,67 @@
+"""Cover-guided search: every schedule it produces is valid, fits, and is never below the optimum."""
+
+from __future__ import annotations
+
+import pytest
+
+from poet_compiler.schedule.linearize import check_schedule, linearize
+from poet_compiler.schedule.simulate import simulate
+from poet_compiler.solve.bruteforce import brute_force
+from poet_compiler.solve.cover import cover_bound
+from poet_compiler.solve.formulation.fast import Restriction, build_fast
+from poet_compiler.solve.guided import (
+    cover_schedule,
+    guided_search,
+    realize,
+    restriction_for,
+)
+from tests.support.graphs import random_problem
+
+
+@pytest.mark.parametrize("mode", ["poet", "remat", "paging"])
+def test_realized_schedules_obey_the_rules_and_fit_when_returned(mode: str) -> None:
+    returned = 0
+    for seed in range(12):
+        problem = random_problem(seed, 12, mode, deadline_prob=0.3, budget_fraction=(0.2, 0.5, 0.8)[seed % 3])
+        cover = cover_bound(problem)
+        if cover.infeasible:
+            continue
+        check_schedule(problem.graph, realize(problem, cover), problem.mode)  # raises on a rule broken
+        s = cover_schedule(problem, cover)
+        if s is None:
+            continue
+        returned += 1
+        sim = simulate(problem.graph, problem.costs, linearize(problem.graph, s, mode=problem.mode))
+        assert sim.peak_bytes <= problem.activation_budget
+        assert sim.energy_j >= cover.energy_j * (1 - 1e-9)
+    assert returned >= 3
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_guided_search_never_beats_the_brute_force_optimum(seed: int) -> None:
+    problem = random_problem(seed, 5, "poet", deadline_prob=0.5, budget_fraction=(0.0, 0.2)[seed % 2])
+    cover = cover_bound(problem)
+    exact = brute_force(problem)
+    if cover.infeasible:
+        assert exact is None
+        return
+    out = guided_search(problem, cover, None, solver="cpsat", time_limit_s=10, threads=1, relative_gap=0.0)
+    if exact is None:
+        assert out.schedule is None
+        return
+    if out.energy_j is not None:
+        assert out.energy_j >= exact[0] * (1 - 1e-9)
+        assert cover.energy_j <= exact[0] * (1 + 1e-9)
+
+
+def test_restricted_model_only_has_the_allowed_decisions() -> None:
+    problem = random_problem(2, 14, "poet", deadline_prob=0.0, budget_fraction=0.3)
+    cover = cover_bound(problem)
+    restriction = restriction_for(problem, cover)
+    built = build_fast(problem, restriction=restriction)
+    assert set(built.R) <= set(restriction.recompute)
+    assert {i for _, i in built.M_out} <= set(restriction.paging)
+    full = build_fast(problem)
+    assert built.model.n_vars <= full.model.n_vars
+    empty = build_fast(problem, restriction=Restriction(frozenset(), frozenset()))
+    assert not empty.R and not empty.M_in
