@@ -89,7 +89,41 @@ def _forbid_conflicts(problem: Problem, gaps: list[_Gap], m: object) -> None:
                     m.add(x + sum(other.options.values()) <= 1)  # type: ignore[attr-defined]
 
 
-@dataclass
+def _dead_inputs(problem: Problem, gaps: list[_Gap]) -> dict[_Gap, list[int]]:
+    """Per gap with a recompute option: the inputs of its node that nobody reads after the
+    gap starts (not pinned). A recompute in the gap finds them in RAM only if they were
+    kept all along — through every point where the node is out — or brought back."""
+    g = problem.graph
+    out: dict[_Gap, list[int]] = {}
+    for gap in gaps:
+        if RECOMPUTE not in gap.options:
+            continue
+        first = gap.points.start
+        js = sorted({j for j in g.nodes[gap.node].inputs
+                     if not g.nodes[j].pinned and max(g.consumers[j]) < first})
+        if js:
+            out[gap] = js
+    return out
+
+
+def _post_life_event(problem: Problem, j: int, m: object, cost: list, e_scale: float) -> object:
+    """A 0/1 for "tensor j is recomputed or paged in after its last use", charged the
+    cheaper of the two (the inputs of that recompute are not charged: still a bound)."""
+    c = problem.costs
+    options = []
+    if problem.allows_remat:
+        options.append(c.compute_j[j] + c.static_w * c.compute_s[j])
+    if problem.allows_paging:
+        options.append(c.page_in_j[j] + (0.0 if c.dma else c.static_w * c.page_in_s[j]))
+    e = m.new_bool_var(f"e[{j}]")  # type: ignore[attr-defined]
+    if not options:
+        m.add(e == 0)  # type: ignore[attr-defined]
+    else:
+        cost.append((e, math.floor(min(options) * e_scale)))
+    return e
+
+
+@dataclass(eq=False)
 class _Gap:
     node: int
     next_use: int
@@ -177,14 +211,32 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
     if closure:
         _forbid_conflicts(problem, gaps, m)
     around: dict[int, list[tuple[object, int]]] = {t: [] for t in range(n)}
+    dead = {} if closure else _dead_inputs(problem, gaps)
+    post_life: dict[int, object] = {}
+    kept: dict[tuple[int, int], object] = {}
     for gap in gaps:
+        if gap not in dead:
+            for t in gap.points:
+                around[t].extend((x, size[gap.node]) for x in gap.options.values())
+            continue
+        # Absence per point: a recompute restoring it needs the dead inputs kept until then.
+        opts = list(gap.options.values())
         for t in gap.points:
-            around[t].extend((x, size[gap.node]) for x in gap.options.values())
+            a = m.new_bool_var(f"a[{gap.node},{t}]")
+            m.add(a <= sum(opts))
+            around[t].append((a, size[gap.node]))
+            for j in dead[gap]:
+                if j not in post_life:
+                    post_life[j] = _post_life_event(problem, j, m, cost, e_scale)
+                if (j, t) not in kept:
+                    kept[(j, t)] = m.new_bool_var(f"k[{j},{t}]")
+                    around[t].append((kept[(j, t)], -size[j]))
+                m.add(kept[(j, t)] >= a - gap.options.get(PAGE, 0) - post_life[j])
     for t in range(n):
         excess = need[t] - limit
         if excess <= 0:
             continue
-        if sum(s for _, s in around[t]) < excess:
+        if sum(s for _, s in around[t] if s > 0) < excess:
             return CoverBound(None, True, True, gaps=len(gaps))
         m.add(sum(s * x for x, s in around[t]) >= excess)
     if slack is not None and time_terms:

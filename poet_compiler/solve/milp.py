@@ -121,7 +121,7 @@ FIRST_SOLVE_SHARE = 0.9
 # of the time left; the full model gets the rest when the guided schedule is not yet
 # within the gap limit of the cover bound.
 COVER_LIMIT_S = 10.0
-GUIDED_SHARE = 0.4
+GUIDED_SHARE = 0.75
 # Effort cap of the minimum-RAM computation when the working set already proves infeasibility.
 QUICK_EXPLAIN_S = 10.0
 
