@@ -199,7 +199,10 @@ def solve_milp(
         proven_infeasible.solve_time_s = time.perf_counter() - started
         return proven_infeasible
     if best is None or best.status != "optimal":
-        fb = fallback_result(problem, candidates, solver=solver, formulation=formulation, started=started)
+        # Only candidates that could beat the schedule in hand are worth finalizing (each
+        # finalize plans an arena, which can take seconds on large graphs).
+        cheaper = [c for c in candidates if best is None or best.energy_j is None or c[0] < best.energy_j]
+        fb = fallback_result(problem, cheaper, solver=solver, formulation=formulation, started=started)
         if fb is not None and (best is None or fb.energy_j < best.energy_j):  # type: ignore[operator]
             why = last.message if last is not None and last.message else "no better schedule found"
             fb.message = f"best heuristic schedule ({fb.extra['fallback_schedule']}); solver: {why}"
