@@ -19,7 +19,8 @@ from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.backends import SOLVERS, BackendOptions, solve_model
-from poet_compiler.solve.cover import cover_bound
+from poet_compiler.solve.backends.base import is_large
+from poet_compiler.solve.cover import CoverBound, cover_bound
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.formulation import FORMULATIONS, build
 from poet_compiler.solve.formulation.fast import canonical
@@ -107,9 +108,7 @@ def _empty(problem: Problem, status: str, solver: str, formulation: str, started
                   solve_time_s=time.perf_counter() - started, message=message)
 
 
-# Models with more binaries than this stop at DEFAULT_GAP_LIMIT (0.1 %) and use the
-# cheaper presolve; smaller ones are solved to a closed gap, which is cheap for them.
-LARGE_MODEL_BINARIES = 5000
+# Large models (backends.base.LARGE_MODEL_BINARIES) stop at this relative gap by default.
 DEFAULT_GAP_LIMIT = 1e-3
 # Fragmentation feedback: re-solves with a budget lowered by the arena's overshoot.
 MAX_ARENA_RETRIES = 4
@@ -272,6 +271,29 @@ def _infeasible(problem: Problem, reserve: int, *, solver: str, formulation: str
     return res
 
 
+def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Schedule | None, *, solver: str,
+                  formulation: str, gap: float, threads: int, progress: bool, started: float,
+                  time_limit_s: float, extra: dict[str, object]) -> tuple[GuidedOutcome, Result | None]:
+    """The cover-guided search at the (possibly reduced) budget of ``tight``. Returns its
+    outcome and, when that is within ``gap`` of the cover bound, the finished Result —
+    the full model is then not needed."""
+    guided = guided_search(tight, cover, hint, solver=solver, threads=threads, relative_gap=gap,
+                           time_limit_s=GUIDED_SHARE * max(0.5, time_limit_s), progress=progress)
+    extra.update(guided_source=guided.source, guided_solve_s=round(guided.solve_s, 3))
+    if guided.energy_j is None or cover.energy_j is None or guided.energy_j - cover.energy_j > gap * guided.energy_j:
+        return guided, None
+    message = "" if guided.energy_j <= cover.energy_j else \
+        f"stopped within the relative gap limit {gap:g} of the eviction-cover bound"
+    res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
+                   formulation=formulation, lower_bound_j=cover.energy_j,
+                   solve_time_s=time.perf_counter() - started, message=message)
+    extra.update(backend_bound_j=cover.energy_j, warm_start_found=True, solver_used=guided.source)
+    res.extra.update(extra)
+    if tight.ram_budget_bytes != problem.ram_budget_bytes and res.status == "optimal":
+        res.status = "feasible"     # the bound holds for the reduced budget only
+    return guided, res
+
+
 def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str, time_limit_s: float,
                 threads: int, progress: bool, warm_start: Schedule | None, gap_limit: float | None,
                 started: float, candidates: list[tuple[float, str, Schedule]] | None = None) -> Result:
@@ -285,7 +307,6 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
 
     ``extra`` carries ``backend_bound_j`` (a valid bound at this budget, even without a
     schedule) and ``proven_infeasible``."""
-
     tight = dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes - reserve)
     t0 = time.perf_counter()
     # The eviction-cover bound (fast formulation): a valid bound at this budget in a
@@ -297,7 +318,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         hint = candidates[0][2] if candidates else None
     else:
         hint = warm_start_schedule(tight, warm_start)
-    large = sum(1 for k in built.model.kind if k == "bin") > LARGE_MODEL_BINARIES
+    large = is_large(built.model)
     gap = (DEFAULT_GAP_LIMIT if large else 0.0) if gap_limit is None else float(gap_limit)
     extra: dict[str, object] = {"model_" + k: v for k, v in built.model.stats().items()}
     extra.update(model_build_s=round(build_s, 3), gap_limit=gap)
@@ -308,24 +329,12 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
             return _infeasible(problem, reserve, solver=solver, formulation=formulation, started=started,
                                time_limit_s=time_limit_s - (time.perf_counter() - t0), threads=threads,
                                extra=extra, proof="the eviction-cover bound")
-        guided = guided_search(tight, cover, hint, solver=solver, threads=threads, relative_gap=gap,
-                               time_limit_s=GUIDED_SHARE * max(0.5, time_limit_s - (time.perf_counter() - t0)),
-                               progress=progress)
-        extra.update(guided_source=guided.source, guided_solve_s=round(guided.solve_s, 3))
+        guided, done = _guided_stage(problem, tight, cover, hint, solver=solver, formulation=formulation,
+                                     gap=gap, threads=threads, progress=progress, started=started,
+                                     time_limit_s=time_limit_s - (time.perf_counter() - t0), extra=extra)
+        if done is not None:
+            return done
         hint = guided.schedule if guided.schedule is not None else hint
-        if guided.energy_j is not None and cover.energy_j is not None and \
-                guided.energy_j - cover.energy_j <= gap * guided.energy_j:
-            # Proven good enough by the cover bound alone: the full model is not needed.
-            message = "" if guided.energy_j <= cover.energy_j else \
-                f"stopped within the relative gap limit {gap:g} of the eviction-cover bound"
-            res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
-                           formulation=formulation, lower_bound_j=cover.energy_j,
-                           solve_time_s=time.perf_counter() - started, message=message)
-            extra.update(backend_bound_j=cover.energy_j, warm_start_found=True, solver_used=guided.source)
-            res.extra.update(extra)
-            if reserve and res.status == "optimal":
-                res.status = "feasible"
-            return res
     if hint is not None and formulation == "fast":
         hint = canonical(problem, hint)
     if hint is not None:
