@@ -271,7 +271,13 @@ class Progress:
         self._bar = None
         if enabled and total:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
             from rich.progress import Progress as RichProgress
 
             self._bar = RichProgress(

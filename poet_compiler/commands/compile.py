@@ -12,8 +12,6 @@ from rich.table import Table
 from poet_compiler.reporting import SUMMARY_KEYS, fmt
 
 
-
-
 def print_summary(report: dict, console: Console | None = None) -> None:
     table = Table(title=f"poetc: {report['model']} on {report['device']}", show_header=False)
     for key in SUMMARY_KEYS:
@@ -35,6 +33,8 @@ def register(app: typer.Typer) -> None:
         formulation: str = typer.Option("fast", "--formulation", help="fast | dense"),
         time_limit: float = typer.Option(60.0, "--time-limit", help="solver time limit, seconds"),
         threads: int = typer.Option(2, "--threads", help="solver threads"),
+        gap: float = typer.Option(None, "--gap", help="stop once proven within this relative gap of optimal "
+                                  "(default 0.001 above 40 nodes, 0 below)"),
         output: Path = typer.Option(None, "-o", "--output", help="schedule file (.poet); report goes beside it (.json)"),
         strip: bool = typer.Option(False, "--strip", help="omit the node table from the bytecode"),
         granularity: str = typer.Option("op", "--granularity", help="op | module | layer | auto (coarser graphs solve faster)"),
@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
             shapes = parse_input_shapes(input_shape)
         c = compile_model(
             model, device, ram, deadline, mode=mode, strategy=strategy, solver=solver,
-            formulation=formulation, time_limit_s=time_limit, threads=threads,
+            formulation=formulation, time_limit_s=time_limit, threads=threads, gap=gap,
             count_fixed=count_fixed, granularity=granularity, batch=batch,
             progress=not (quiet or as_json), onnx_loss=loss, input_shapes=shapes,
         )

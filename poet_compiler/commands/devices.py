@@ -6,7 +6,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from poet_compiler.devices.profile import DeviceProfile, leaves, list_profiles, load_profile
+from poet_compiler.devices.profile import (
+    DeviceProfile,
+    leaves,
+    list_profiles,
+    load_profile,
+)
 from poet_compiler.units import format_bytes
 
 

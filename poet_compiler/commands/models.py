@@ -14,7 +14,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """List the zoo: parameters, op/module/layer-level node counts, default batch."""
         import models
-
         from poet_compiler.frontends import trace_zoo
         from poet_compiler.graph.coarsen import coarsen_to
 

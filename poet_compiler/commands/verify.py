@@ -17,10 +17,8 @@ from pathlib import Path
 import typer
 
 from poet_compiler.errors import BytecodeError, PoetError
-from poet_compiler.units import format_bytes
 from poet_compiler.reporting import read_sidecar
-
-
+from poet_compiler.units import format_bytes
 
 
 def _b(n: int | None) -> str:

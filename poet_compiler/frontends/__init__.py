@@ -28,7 +28,6 @@ def zoo_names() -> list[str]:
 def trace_zoo(name: str, *, granularity: str = "op", batch: int | None = None) -> "TracedModel":
     """Build zoo model ``name`` and trace it at ``batch`` (default: the model's)."""
     import models
-
     from poet_compiler.frontends.torch import trace_module
 
     spec = models.get(name)
@@ -83,9 +82,8 @@ def load_graph(
         return trace_zoo(source, granularity=granularity, batch=batch).graph
     kind = _classify_file(source)
     if kind == "json":
-        from poet_compiler.graph.io import read_graph
-
         from poet_compiler.graph.coarsen import coarsen_to
+        from poet_compiler.graph.io import read_graph
 
         return coarsen_to(read_graph(source), granularity)[0]
     try:

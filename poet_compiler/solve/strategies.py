@@ -23,6 +23,8 @@ class SolveOptions:
     time_limit_s: float = 60.0
     threads: int = 2
     progress: bool = False
+    # Stop once within this relative gap of the bound (None: 0.1 % on large graphs, 0 on small).
+    gap_limit: float | None = None
 
 
 def _optimal(problem: Problem, opts: SolveOptions) -> Result:
@@ -35,6 +37,7 @@ def _optimal(problem: Problem, opts: SolveOptions) -> Result:
         time_limit_s=opts.time_limit_s,
         threads=opts.threads,
         progress=opts.progress,
+        gap_limit=opts.gap_limit,
     )
 
 

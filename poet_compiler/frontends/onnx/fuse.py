@@ -39,7 +39,6 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-
 from .context import INTERNAL_DOMAIN
 
 # The fused linear node (domain INTERNAL_DOMAIN, never accepted from a file: the loader

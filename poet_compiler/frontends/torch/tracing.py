@@ -25,8 +25,8 @@ import torch
 import torch.fx
 import torch.fx.traceback as fxtb
 from torch import nn
-from torch.fx.experimental.proxy_tensor import make_fx
 from torch.func import functional_call, functionalize
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from poet_compiler.errors import FrontendError
 
