@@ -25,6 +25,8 @@ class BackendOptions:
     # HiGHS child process only: report incumbent/bound as machine-readable lines on
     # stderr (PROGRESS_TAG inc bound) for a parent that races it (see .portfolio).
     progress_pipe: bool = False
+    # Reproducible answers (CP-SAT: interleaved search stopped on deterministic time).
+    deterministic: bool = True
 
 
 PROGRESS_TAG = "POETC-PROGRESS"

