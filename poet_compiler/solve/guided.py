@@ -36,7 +36,7 @@ from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, cover_bound
 from poet_compiler.solve.formulation.common import Built
 from poet_compiler.solve.formulation.fast import Restriction, build_fast, canonical
-from poet_compiler.solve.problem import Problem
+from poet_compiler.solve.problem import Problem, feasible_energy
 
 CASCADE_DEPTH = 2   # inputs, and their inputs, may be recomputed with a chosen node
 
@@ -186,19 +186,9 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
     from poet_compiler.solve.backends import BackendOptions, solve_model
     from poet_compiler.solve.backends.base import is_large
 
-    def energy(s: Schedule | None) -> float | None:
-        if s is None:
-            return None
-        try:
-            sim = simulate(problem.graph, problem.costs, linearize(problem.graph, s, mode=problem.mode),
-                           ram_budget_bytes=problem.activation_budget, deadline_s=problem.deadline_s)
-        except ScheduleError:
-            return None
-        return sim.energy_j
-
-    best = GuidedOutcome(warm, energy(warm), "warm start")
+    best = GuidedOutcome(warm, feasible_energy(problem, warm), "warm start")
     realized = cover_schedule(problem, cover)
-    e = energy(realized)
+    e = feasible_energy(problem, realized)
     if e is not None and (best.energy_j is None or e < best.energy_j):
         best = GuidedOutcome(realized, e, "cover")
     bound = cover.energy_j
@@ -212,7 +202,7 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
                                      relative_gap=relative_gap, large=large))
     if out.values is not None:
         s = built.schedule(out.values)
-        e = energy(s)
+        e = feasible_energy(problem, s)
         if e is not None and (best.energy_j is None or e < best.energy_j):
             best = GuidedOutcome(s, e, "guided")
     best.solve_s = out.solve_time_s

@@ -15,9 +15,7 @@ import time
 
 from poet_compiler.errors import PoetError, ScheduleError, SolverError
 from poet_compiler.schedule.from_program import schedule_from_program
-from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.backends import SOLVERS, BackendOptions, solve_model
 from poet_compiler.solve.backends.base import is_large
 from poet_compiler.solve.cover import CoverBound, cover_bound
@@ -25,21 +23,11 @@ from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.formulation import FORMULATIONS, build
 from poet_compiler.solve.formulation.fast import canonical
 from poet_compiler.solve.guided import GuidedOutcome, guided_search
-from poet_compiler.solve.problem import Problem
+from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import Result
 
 STRATEGY = "optimal"
 DTR_MAX_NODES = 80  # dtr's warm start costs seconds below this, tens of seconds above
-
-
-def _fits(problem: Problem, schedule: Schedule) -> float | None:
-    """Energy of ``schedule`` if it is valid in the problem's mode and meets both budgets."""
-    try:
-        sim = simulate(problem.graph, problem.costs, linearize(problem.graph, schedule, mode=problem.mode),
-                       ram_budget_bytes=problem.activation_budget, deadline_s=problem.deadline_s)
-    except ScheduleError:
-        return None
-    return sim.energy_j
 
 
 def warm_start_candidates(problem: Problem, given: Schedule | None = None) -> list[tuple[float, str, Schedule]]:
@@ -50,7 +38,7 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None) -> li
     found: list[tuple[float, str, Schedule]] = []
     for name, s in (("given", given), ("checkpoint_all", Schedule.checkpoint_all(problem.n))):
         if s is not None:
-            e = _fits(problem, s)
+            e = feasible_energy(problem, s)
             if e is not None:
                 found.append((e, name, s))
     try:
@@ -73,7 +61,7 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None) -> li
             schedule = schedule_from_program(problem.graph, res.program, problem.mode)
         # A baseline's own status may be "infeasible" for its arena only: judge live bytes here.
         if schedule is not None:
-            e = _fits(problem, schedule)
+            e = feasible_energy(problem, schedule)
             if e is not None:
                 found.append((e, name, schedule))
     found.sort(key=lambda x: (x[0], x[1]))
@@ -368,7 +356,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
                            extra=extra, proof="the solver")
     schedule = built.schedule(out.values) if out.values is not None else None
     if guided is not None and guided.energy_j is not None and \
-            (schedule is None or (_fits(tight, schedule) or float("inf")) > guided.energy_j):
+            (schedule is None or (feasible_energy(tight, schedule) or float("inf")) > guided.energy_j):
         # The solver's schedule is no better than the guided one it started from: keep that.
         schedule = guided.schedule
         extra["solver_used"] = f"{guided.source} (the {out.solver} solve did not improve it)"

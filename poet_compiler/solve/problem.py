@@ -6,7 +6,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from poet_compiler.devices.costs import CostTable
+from poet_compiler.errors import ScheduleError
 from poet_compiler.graph.ir import TrainingGraph
+from poet_compiler.schedule.linearize import linearize
+from poet_compiler.schedule.schedule import Schedule
+from poet_compiler.schedule.simulate import simulate
 
 Mode = Literal["poet", "remat", "paging", "none"]
 MODES: tuple[str, ...] = ("poet", "remat", "paging", "none")
@@ -38,3 +42,16 @@ class Problem:
     @property
     def allows_paging(self) -> bool:
         return self.mode in ("poet", "paging")
+
+
+def feasible_energy(problem: Problem, schedule: Schedule | None) -> float | None:
+    """The simulated energy of ``schedule`` if it is valid in the problem's mode and meets
+    the activation budget (live bytes) and the deadline; None otherwise."""
+    if schedule is None:
+        return None
+    try:
+        sim = simulate(problem.graph, problem.costs, linearize(problem.graph, schedule, mode=problem.mode),
+                       ram_budget_bytes=problem.activation_budget, deadline_s=problem.deadline_s)
+    except ScheduleError:
+        return None
+    return sim.energy_j

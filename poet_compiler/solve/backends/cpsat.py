@@ -14,7 +14,6 @@ from poet_compiler.solve.backends.base import (
 from poet_compiler.solve.backends.scaling import scale_model
 from poet_compiler.solve.formulation.model import LinearModel
 
-
 # Deterministic time units per second of the time limit: ~0.85 per wall second on the
 # project's 2-core machines in interleaved mode, so the wall limit is rarely what stops it.
 DTIME_PER_S = 0.75
