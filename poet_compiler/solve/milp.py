@@ -207,9 +207,12 @@ def solve_milp(
         res = last
         if not res.ok and res.status == "infeasible" and not res.extra.get("proven_infeasible"):
             # Not proven: an arena that never fit, or a reduced budget the solver could
-            # not meet in time. That is "no schedule in time", not infeasibility.
-            res.status = "timeout"
-            res.message = f"timeout: no schedule whose arena fits was found within {time_limit_s:g} s ({res.message})"
+            # not meet in time. That is "no schedule in time", not infeasibility — and the
+            # figures of a schedule that does not fit are not reported.
+            why = f"timeout: no schedule whose arena fits was found within {time_limit_s:g} s ({res.message})"
+            extra = res.extra
+            res = _empty(problem, "timeout", solver, formulation, started, why)
+            res.extra.update(extra)
         res.solve_time_s = time.perf_counter() - started
         return res
     _apply_bound(best, full_bound)
@@ -267,15 +270,28 @@ def _infeasible(problem: Problem, reserve: int, *, solver: str, formulation: str
 
 def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Schedule | None, *, solver: str,
                   formulation: str, gap: float, threads: int, progress: bool, started: float,
-                  time_limit_s: float, extra: dict[str, object]) -> tuple[GuidedOutcome, Result | None]:
-    """The cover-guided search at the (possibly reduced) budget of ``tight``. Returns its
-    outcome and, when that is within ``gap`` of the cover bound, the finished Result —
-    the full model is then not needed."""
+                  time_limit_s: float, extra: dict[str, object]) -> tuple[GuidedOutcome, Result | None, bool]:
+    """The cover-guided search at the (possibly reduced) budget of ``tight``.
+
+    Returns ``(outcome, result, done)``. ``done``: ``result`` is final (within ``gap`` of
+    the cover bound). Otherwise ``result``, when not None, is the guided schedule
+    finalized with a static arena that fits: the answer if the full model's schedule
+    turns out not to fit its arena."""
     guided = guided_search(tight, cover, hint, solver=solver, threads=threads, relative_gap=gap,
                            time_limit_s=GUIDED_SHARE * max(0.5, time_limit_s), progress=progress)
     extra.update(guided_source=guided.source, guided_solve_s=round(guided.solve_s, 3))
-    if guided.energy_j is None or cover.energy_j is None or guided.energy_j - cover.energy_j > gap * guided.energy_j:
-        return guided, None
+    if guided.energy_j is None or cover.energy_j is None:
+        return guided, None, False
+    if guided.energy_j - cover.energy_j > gap * guided.energy_j:
+        # Not proven yet: the full model comes next. Keep this schedule (finalized, so its
+        # arena is known) in case the full model's does not fit its arena.
+        res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
+                       formulation=formulation, lower_bound_j=cover.energy_j,
+                       solve_time_s=time.perf_counter() - started)
+        if res.ok:
+            res.extra.update(extra, solver_used=guided.source)
+            return guided, res, False
+        return guided, None, False
     message = "" if guided.energy_j <= cover.energy_j else \
         f"stopped within the relative gap limit {gap:g} of the eviction-cover bound"
     res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
@@ -285,7 +301,7 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
     res.extra.update(extra)
     if tight.ram_budget_bytes != problem.ram_budget_bytes and res.status == "optimal":
         res.status = "feasible"     # the bound holds for the reduced budget only
-    return guided, res
+    return guided, res, True
 
 
 def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str, time_limit_s: float,
@@ -314,17 +330,18 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     gap = (DEFAULT_GAP_LIMIT if large else 0.0) if gap_limit is None else float(gap_limit)
     extra: dict[str, object] = {"gap_limit": gap}
     guided: GuidedOutcome | None = None
+    guided_res: Result | None = None
     if cover is not None:
         extra.update(cover_bound_j=cover.energy_j, cover_restores=len(cover.restores))
         if cover.infeasible:
             return _infeasible(problem, reserve, solver=solver, formulation=formulation, started=started,
                                time_limit_s=time_limit_s - (time.perf_counter() - t0), threads=threads,
                                extra=extra, proof="the eviction-cover bound")
-        guided, done = _guided_stage(problem, tight, cover, hint, solver=solver, formulation=formulation,
+        guided, guided_res, done = _guided_stage(problem, tight, cover, hint, solver=solver, formulation=formulation,
                                      gap=gap, threads=threads, progress=progress, started=started,
                                      time_limit_s=time_limit_s - (time.perf_counter() - t0), extra=extra)
-        if done is not None:
-            return done
+        if done:
+            return guided_res  # type: ignore[return-value]
         hint = guided.schedule if guided.schedule is not None else hint
     # The full model, built only now: most zoo cells never get here.
     t_build = time.perf_counter()
@@ -386,4 +403,10 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         if res.status == "optimal":
             res.status = "feasible"
     res.extra.update(extra, solver_objective=out.objective)
+    if not res.ok and guided_res is not None:
+        # The full model's schedule does not fit its arena; the guided one did.
+        guided_res.message = f"the guided schedule (the solver's did not fit: {res.message})"
+        guided_res.extra.update(extra, backend_bound_j=out.bound, solver_used=guided.source if guided else None)
+        guided_res.lower_bound_j = out.bound if out.bound is not None else guided_res.lower_bound_j
+        return guided_res
     return res
