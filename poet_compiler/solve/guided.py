@@ -135,12 +135,13 @@ def realize(problem: Problem, cover: CoverBound) -> Schedule:
 
 
 def cover_schedule(problem: Problem, cover: CoverBound, *, tries: int = 6,
-                   time_limit_s: float = 10.0) -> Schedule | None:
+                   time_limit_s: float = 10.0, arena_fit: bool = False) -> Schedule | None:
     """The cheapest feasible schedule realized (:func:`realize`) from the cover's choices,
     or None. Two covers are tried: the bound's own, and one that charges each recompute
     with the inputs it must rebuild (``closure``). When a realization exceeds the budget
     (a recompute needs its inputs in RAM), that cover is solved again at a budget lowered
-    by the overshoot, up to ``tries`` times."""
+    by the overshoot, up to ``tries`` times. ``arena_fit``: the static arena must fit
+    too (each candidate is finalized; an arena overshoot lowers the budget the same way)."""
     best: tuple[float, Schedule] | None = None
     for closure in (False, True):
         budget = problem.activation_budget
@@ -156,6 +157,8 @@ def cover_schedule(problem: Problem, cover: CoverBound, *, tries: int = 6,
             if problem.deadline_s is not None and sim.runtime_s > problem.deadline_s * (1 + 1e-9):
                 break
             over = sim.peak_bytes - problem.activation_budget
+            if over <= 0 and arena_fit:
+                over = _arena_overshoot(problem, schedule)
             if over <= 0:
                 if best is None or sim.energy_j < best[0]:
                     best = (sim.energy_j, schedule)
@@ -165,6 +168,16 @@ def cover_schedule(problem: Problem, cover: CoverBound, *, tries: int = 6,
                 break
             current = cover_bound(problem, budget=budget, time_limit_s=time_limit_s, closure=closure)
     return None if best is None else best[1]
+
+
+def _arena_overshoot(problem: Problem, schedule: Schedule) -> int:
+    """Bytes by which the schedule's static arena exceeds the activation budget (<= 0: fits)."""
+    from poet_compiler.solve.finalize import finalize
+
+    res = finalize(problem, schedule, strategy="optimal")
+    if res.ok or res.arena_bytes is None:
+        return 0 if res.ok else 1
+    return res.arena_bytes - problem.activation_budget
 
 
 @dataclasses.dataclass

@@ -22,7 +22,7 @@ from poet_compiler.solve.cover import CoverBound, cover_bound
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.formulation import FORMULATIONS, build
 from poet_compiler.solve.formulation.fast import canonical
-from poet_compiler.solve.guided import GuidedOutcome, guided_search
+from poet_compiler.solve.guided import GuidedOutcome, cover_schedule, guided_search
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import Result
 
@@ -291,7 +291,7 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
         if res.ok:
             res.extra.update(extra, solver_used=guided.source)
             return guided, res, False
-        return guided, None, False
+        return guided, _arena_fit_fallback(problem, tight, cover, solver, formulation, started, extra), False
     message = "" if guided.energy_j <= cover.energy_j else \
         f"stopped within the relative gap limit {gap:g} of the eviction-cover bound"
     res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
@@ -301,7 +301,28 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
     res.extra.update(extra)
     if tight.ram_budget_bytes != problem.ram_budget_bytes and res.status == "optimal":
         res.status = "feasible"     # the bound holds for the reduced budget only
+    if not res.ok:
+        # Within the gap, but its arena does not fit: keep a cover schedule whose arena
+        # does as the fallback, and let the full model try (no fragmentation re-solve yet).
+        fallback = _arena_fit_fallback(problem, tight, cover, solver, formulation, started, extra)
+        if fallback is not None:
+            return guided, fallback, False
     return guided, res, True
+
+
+def _arena_fit_fallback(problem: Problem, tight: Problem, cover: CoverBound, solver: str, formulation: str,
+                        started: float, extra: dict[str, object]) -> Result | None:
+    """A cover schedule whose static arena fits (paging-heavy schedules fragment), finalized."""
+    schedule = cover_schedule(tight, cover, arena_fit=True)
+    if schedule is None:
+        return None
+    res = finalize(problem, schedule, strategy=STRATEGY, status="feasible", solver=solver,
+                   formulation=formulation, lower_bound_j=cover.energy_j,
+                   solve_time_s=time.perf_counter() - started)
+    if not res.ok:
+        return None
+    res.extra.update(extra, solver_used="cover (arena fit)")
+    return res
 
 
 def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str, time_limit_s: float,
