@@ -425,9 +425,11 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
             res.status = "feasible"
     res.extra.update(extra, solver_objective=out.objective)
     if not res.ok and guided_res is not None:
-        # The full model's schedule does not fit its arena; the guided one did.
-        guided_res.message = f"the guided schedule (the solver's did not fit: {res.message})"
-        guided_res.extra.update(extra, backend_bound_j=out.bound, solver_used=guided.source if guided else None)
+        # The full model's schedule does not fit its arena; the one kept from the guided
+        # stage does (its solver_used says which: the guided search or the arena-fit cover).
+        source = guided_res.extra["solver_used"]
+        guided_res.message = f"the {source} schedule (the solver's did not fit: {res.message})"
+        guided_res.extra.update(extra, backend_bound_j=out.bound, solver_used=source)
         guided_res.lower_bound_j = out.bound if out.bound is not None else guided_res.lower_bound_j
         return guided_res
     return res
