@@ -106,15 +106,28 @@ def _dead_inputs(problem: Problem, gaps: list[_Gap]) -> dict[_Gap, list[int]]:
     return out
 
 
+def _recompute_j(problem: Problem, k: int) -> float:
+    """Energy of one compute of ``k``: the formulations' objective coefficient of ``R``."""
+    c = problem.costs
+    return c.compute_j[k] + c.static_w * c.compute_s[k]
+
+
+def _transfer_j(problem: Problem, k: int, direction: str) -> float:
+    """Energy of one page-in / page-out of ``k`` (static power only without DMA: with DMA
+    the transfer hides behind compute), as in the formulations' objective."""
+    c = problem.costs
+    j, s = (c.page_in_j[k], c.page_in_s[k]) if direction == "in" else (c.page_out_j[k], c.page_out_s[k])
+    return j + (0.0 if c.dma else c.static_w * s)
+
+
 def _post_life_event(problem: Problem, j: int, m: object, cost: list, e_scale: float) -> object:
     """A 0/1 for "tensor j is recomputed or paged in after its last use", charged the
     cheaper of the two (the inputs of that recompute are not charged: still a bound)."""
-    c = problem.costs
     options = []
     if problem.allows_remat:
-        options.append(c.compute_j[j] + c.static_w * c.compute_s[j])
+        options.append(_recompute_j(problem, j))
     if problem.allows_paging:
-        options.append(c.page_in_j[j] + (0.0 if c.dma else c.static_w * c.page_in_s[j]))
+        options.append(_transfer_j(problem, j, "in"))
     e = m.new_bool_var(f"e[{j}]")  # type: ignore[attr-defined]
     if not options:
         m.add(e == 0)  # type: ignore[attr-defined]
@@ -162,7 +175,6 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
     need = [size[t] + g.nodes[t].workspace_bytes for t in range(n)]
     slack = None if problem.deadline_s is None else \
         problem.deadline_s * (1 + _DEADLINE_TOL) - c.compute_only_s + 1e-12
-    sw = c.static_w
     e_scale = _SCALE / max(max(c.compute_j), max(c.page_in_j), max(c.page_out_j), 1e-300)
     t_scale = _SCALE / max(max(c.compute_s), max(c.page_in_s), max(c.page_out_s), 1e-300)
     m = cp_model.CpModel()
@@ -185,20 +197,18 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
             r_s = sum(c.compute_s[k] for k in ks)
             if problem.allows_remat and (slack is None or r_s <= slack):
                 x = m.new_bool_var(f"r[{i},{nxt}]")
-                cost.append((x, math.floor(sum(c.compute_j[k] + sw * c.compute_s[k] for k in ks) * e_scale)))
+                cost.append((x, math.floor(sum(_recompute_j(problem, k) for k in ks) * e_scale)))
                 time_terms.append((x, math.floor(r_s * t_scale)))
                 gap.options[RECOMPUTE] = x
             pair_s = c.page_in_s[i] + c.page_out_s[i]
             if problem.allows_paging and (slack is None or c.dma or pair_s <= slack):
                 x = m.new_bool_var(f"p[{i},{nxt}]")
-                extra_in = 0.0 if c.dma else sw * c.page_in_s[i]
-                cost.append((x, math.floor((c.page_in_j[i] + extra_in) * e_scale)))
+                cost.append((x, math.floor(_transfer_j(problem, i, "in") * e_scale)))
                 if not c.dma:
                     time_terms.append((x, math.floor(c.page_in_s[i] * t_scale)))
                 if i not in page_out:
                     y = m.new_bool_var(f"o[{i}]")
-                    extra_out = 0.0 if c.dma else sw * c.page_out_s[i]
-                    cost.append((y, math.floor((c.page_out_j[i] + extra_out) * e_scale)))
+                    cost.append((y, math.floor(_transfer_j(problem, i, "out") * e_scale)))
                     if not c.dma:
                         time_terms.append((y, math.floor(c.page_out_s[i] * t_scale)))
                     page_out[i] = y

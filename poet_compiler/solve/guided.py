@@ -109,9 +109,7 @@ def realize(problem: Problem, cover: CoverBound) -> Schedule:
     def absent_span(j: int, t: int) -> list[int] | None:
         return next((sp for sp in spans.get(j, ()) if sp[0] < t < sp[1]), None)
 
-    for t in range(n):
-        if not problem.allows_remat:
-            break
+    for t in range(n if problem.allows_remat else 0):
         stack = [k for k in np.flatnonzero(R[t]).tolist() if k != t]
         while stack:
             x = stack.pop()
@@ -197,7 +195,7 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
     """The cover's realization, then the guided sub-problem seeded with the better of it
     and ``warm``; stops as soon as a schedule is within ``relative_gap`` of the cover bound."""
     from poet_compiler.solve.backends import BackendOptions, solve_model
-    from poet_compiler.solve.backends.base import is_large
+    from poet_compiler.solve.backends.base import is_large, within_gap
 
     best = GuidedOutcome(warm, feasible_energy(problem, warm), "warm start")
     realized = cover_schedule(problem, cover)
@@ -205,7 +203,7 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
     if e is not None and (best.energy_j is None or e < best.energy_j):
         best = GuidedOutcome(realized, e, "cover")
     bound = cover.energy_j
-    if bound is None or (best.energy_j is not None and best.energy_j - bound <= relative_gap * best.energy_j):
+    if bound is None or (best.energy_j is not None and within_gap(best.energy_j, bound, relative_gap)):
         return best
     built = build_guided(problem, cover, best.schedule)
     built.model.objective_floor = bound

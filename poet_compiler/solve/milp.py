@@ -17,7 +17,7 @@ from poet_compiler.errors import PoetError, ScheduleError, SolverError
 from poet_compiler.schedule.from_program import schedule_from_program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.backends import SOLVERS, BackendOptions, solve_model
-from poet_compiler.solve.backends.base import is_large
+from poet_compiler.solve.backends.base import is_large, within_gap
 from poet_compiler.solve.cover import CoverBound, cover_bound
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.formulation import FORMULATIONS, build
@@ -282,7 +282,7 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
     extra.update(guided_source=guided.source, guided_solve_s=round(guided.solve_s, 3))
     if guided.energy_j is None or cover.energy_j is None:
         return guided, None, False
-    if guided.energy_j - cover.energy_j > gap * guided.energy_j:
+    if not within_gap(guided.energy_j, cover.energy_j, gap):
         # Not proven yet: the full model comes next. Keep this schedule (finalized, so its
         # arena is known) in case the full model's does not fit its arena.
         res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,

@@ -56,6 +56,11 @@ class BackendResult:
     stats: dict[str, object] = field(default_factory=dict)
 
 
+def within_gap(incumbent: float, bound: float, gap: float) -> bool:
+    """``incumbent`` is proven within relative ``gap`` of optimal by ``bound``."""
+    return incumbent - bound <= gap * abs(incumbent)
+
+
 def relative_gap(objective: float | None, bound: float | None) -> float | None:
     if objective is None or bound is None:
         return None

@@ -10,6 +10,7 @@ from poet_compiler.solve.backends.base import (
     BackendOptions,
     BackendResult,
     ProgressLine,
+    within_gap,
 )
 from poet_compiler.solve.backends.scaling import scale_model
 from poet_compiler.solve.formulation.model import LinearModel
@@ -92,7 +93,7 @@ def solve_cpsat(model: LinearModel, options: BackendOptions, *,
                 on_progress(inc, max(valid_bound(self.BestObjectiveBound()), floor or -math.inf))
             # The outside bound proves the incumbent good enough: stop (an added row
             # "objective >= floor" would slow the search and CP-SAT's bound ignores it).
-            if floor is not None and inc - floor <= max(options.relative_gap, 1e-12) * abs(inc):
+            if floor is not None and within_gap(inc, floor, max(options.relative_gap, 1e-12)):
                 self.stop_search()
 
     def on_bound(b: float) -> None:

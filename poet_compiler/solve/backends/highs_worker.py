@@ -17,6 +17,7 @@ from poet_compiler.solve.backends.base import (
     BackendOptions,
     BackendResult,
     ProgressLine,
+    within_gap,
 )
 from poet_compiler.solve.formulation.model import LinearModel
 
@@ -96,7 +97,7 @@ def run(model: LinearModel, options: BackendOptions) -> BackendResult:
                     line.update(inc, bound)
                 # The outside bound proves the incumbent good enough: interrupt.
                 if floor is not None and math.isfinite(inc) and \
-                        inc - floor <= max(options.relative_gap, 1e-12) * abs(inc):
+                        within_gap(inc, floor, max(options.relative_gap, 1e-12)):
                     data_in.user_interrupt = True
             h.setCallback(cb, None)
             h.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
