@@ -162,6 +162,14 @@ def _commit() -> str:
     return out.stdout.strip()
 
 
+def _proved(row: dict[str, object], within_s: float | None = None) -> bool:
+    """The row's gap is at most 0.1% (and, with ``within_s``, it took at most that long)."""
+    gap = _num(row.get("gap"))
+    if gap is None or gap > 1e-3 + 1e-12:
+        return False
+    return within_s is None or (_num(row.get("solve_time_s")) or 1e9) <= within_s
+
+
 def _num(x: object) -> float | None:
     if x is None or x == "" or x == "None":
         return None
@@ -197,40 +205,26 @@ def summary(rows: list[dict[str, object]]) -> str:
                  + f"); neither (timeout/mixed): {other}.")
     for form in sorted({str(r["formulation"]) for r in rows}):
         runs = [by[form] for k, by in cells.items() if k in feas and form in by]
-        proved = [r for r in runs if _num(r.get("gap")) is not None and _num(r.get("gap")) <= 1e-3 + 1e-12]
-        in60 = [r for r in proved if (_num(r.get("solve_time_s")) or 1e9) <= 60.0]
+        proved = [r for r in runs if _proved(r)]
+        in_limit = [r for r in proved if _proved(r, within_s=LIMIT_S)]
         lines.append(f"{form}: gap <= 0.1% on {len(proved)}/{len(runs)} feasible cells "
-                     f"({len(in60)} of them within 60 s wall, build included).")
-    sp = []
-    for k, by in cells.items():
-        f, d = by.get("fast"), by.get("dense")
-        if not f or not d or k not in feas:
-            continue
-        ft, dt = _num(f.get("solve_time_s")), _num(d.get("solve_time_s"))
-        fg, dg = _num(f.get("gap")), _num(d.get("gap"))
-        if ft and dt and fg is not None and dg is not None and fg <= 1e-3 + 1e-12 and dg <= 1e-3 + 1e-12:
-            sp.append(dt / max(1e-3, ft))
+                     f"({len(in_limit)} of them within {LIMIT_S:g} s wall, build included).")
+    pairs = [(by["fast"], by["dense"]) for k, by in cells.items() if k in feas and "fast" in by and "dense" in by]
+    sp = [_num(d["solve_time_s"]) / max(1e-3, _num(f["solve_time_s"]))  # type: ignore[operator]
+          for f, d in pairs if _proved(f) and _proved(d) and _num(f.get("solve_time_s")) and _num(d.get("solve_time_s"))]
     lines.append("fast/dense speed-up on CP-SAT where both proved gap <= 0.1%: "
                  + (f"{len(sp)} cells, median {statistics.median(sp):.1f}x, min {min(sp):.1f}x, "
                     f"max {max(sp):.1f}x" if sp else "no such cell") + ".")
     # Cells fast proved and dense did not within the limit: dense needs more than the limit.
-    only = []
-    for k, by in cells.items():
-        f, d = by.get("fast"), by.get("dense")
-        if not f or not d or k not in feas:
-            continue
-        fg, dg = _num(f.get("gap")), _num(d.get("gap"))
-        ft = _num(f.get("solve_time_s"))
-        if ft and fg is not None and fg <= 1e-3 + 1e-12 and ft <= LIMIT_S and (dg is None or dg > 1e-3 + 1e-12):
-            only.append(LIMIT_S / max(1e-3, ft))
+    only = [LIMIT_S / max(1e-3, _num(f["solve_time_s"]))  # type: ignore[operator]
+            for f, d in pairs if _proved(f, within_s=LIMIT_S) and not _proved(d)]
     lines.append(f"fast proved gap <= 0.1% and dense did not within the {LIMIT_S:g} s limit: "
                  + (f"{len(only)} cells; {LIMIT_S:g} s / fast's time: min {min(only):.1f}x, median "
                     f"{statistics.median(only):.1f}x (dense needs more than the limit: lower bounds on the speed-up)"
                     if only else "no such cell") + ".")
     for model in ("resnet18_cifar", "vgg16_cifar"):
         runs = [by["fast"] for k, by in cells.items() if k in feas and "fast" in by and k[0] == model]
-        ok = [r for r in runs if (_num(r.get("gap")) is not None and _num(r.get("gap")) <= 1e-3 + 1e-12
-                                  and (_num(r.get("solve_time_s")) or 1e9) <= LIMIT_S)]
+        ok = [r for r in runs if _proved(r, within_s=LIMIT_S)]
         if runs:
             lines.append(f"{model}: fast proved gap <= 0.1% within {LIMIT_S:g} s on {len(ok)}/{len(runs)} feasible cells.")
     worse = []
