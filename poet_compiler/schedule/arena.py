@@ -49,6 +49,10 @@ IMPROVE_WORK = 1_500_000
 # "deterministic seconds", roughly wall seconds on one core); ``effort`` scales it.
 EXACT_MAX_BUFFERS = 400
 EXACT_DETERMINISTIC_S = 0.25
+# CP-SAT's LP relaxation is useless for packing (it only sees the arena >= every width)
+# and slows each search node: without it, layouts that took 8+ deterministic seconds
+# come in 0.25 (bench/arena_bench.py).
+EXACT_LINEARIZATION_LEVEL = 0
 
 
 @dataclass(frozen=True)
@@ -293,6 +297,7 @@ def _exact(inst: _Instance, hint: list[int], upper: int, peak: int, det_time_s: 
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 0
     solver.parameters.max_deterministic_time = det_time_s
+    solver.parameters.linearization_level = EXACT_LINEARIZATION_LEVEL
     # Wall-clock safety net: on a few large instances (300+ buffers) deterministic time
     # accrues slowly and this cap binds first; the layout is then still valid and never
     # worse than the hint, but may differ between runs.
