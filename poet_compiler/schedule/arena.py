@@ -49,10 +49,12 @@ IMPROVE_WORK = 1_500_000
 # "deterministic seconds", roughly wall seconds on one core); ``effort`` scales it.
 EXACT_MAX_BUFFERS = 400
 EXACT_DETERMINISTIC_S = 0.25
-# CP-SAT's LP relaxation is useless for packing (it only sees the arena >= every width)
-# and slows each search node: without it, layouts that took 8+ deterministic seconds
-# come in 0.25 (bench/arena_bench.py).
-EXACT_LINEARIZATION_LEVEL = 0
+# The exact packing runs once per LP level, each with half the deterministic time, the
+# second hinted with the first's layout. Without CP-SAT's LP relaxation (level 0) search
+# nodes are cheap and most layouts come quickly (one that took 8+ deterministic seconds
+# came in 0.25); with it (level 1, CP-SAT's default) a few large programs pack tighter.
+# Neither wins everywhere (bench/arena_bench.py).
+EXACT_LINEARIZATION_LEVELS: tuple[int, ...] = (0, 1)
 
 
 @dataclass(frozen=True)
@@ -258,7 +260,7 @@ def _improve(inst: _Instance, arena: int, offsets: list[int], peak: int, moves: 
 
 
 def _exact(inst: _Instance, hint: list[int], upper: int, peak: int, det_time_s: float,
-           target: int | None = None) -> tuple[int, list[int]] | None:
+           target: int | None = None, linearization: int = 1) -> tuple[int, list[int]] | None:
     """CP-SAT packing (see module docstring); None when it finds nothing better than ``upper``."""
     from ortools.sat.python import cp_model
 
@@ -297,7 +299,7 @@ def _exact(inst: _Instance, hint: list[int], upper: int, peak: int, det_time_s: 
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 0
     solver.parameters.max_deterministic_time = det_time_s
-    solver.parameters.linearization_level = EXACT_LINEARIZATION_LEVEL
+    solver.parameters.linearization_level = linearization
     # Wall-clock safety net: on a few large instances (300+ buffers) deterministic time
     # accrues slowly and this cap binds first; the layout is then still valid and never
     # worse than the hint, but may differ between runs.
@@ -352,10 +354,13 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
         if arena < best[0]:
             best = (arena, offsets, "local")
     if not done() and len(buffers) <= EXACT_MAX_BUFFERS:
-        found = _exact(inst, best[1], best[0], peak, EXACT_DETERMINISTIC_S * (1 + effort / 16),
-                       budget_bytes)
-        if found is not None and found[0] < best[0] and inst.valid(found[1]):
-            best = (found[0], found[1], "exact")
+        det_s = EXACT_DETERMINISTIC_S * (1 + effort / 16) / len(EXACT_LINEARIZATION_LEVELS)
+        for level in EXACT_LINEARIZATION_LEVELS:
+            found = _exact(inst, best[1], best[0], peak, det_s, budget_bytes, level)
+            if found is not None and found[0] < best[0] and inst.valid(found[1]):
+                best = (found[0], found[1], "exact")
+            if done():
+                break
     arena, offsets, name = best
     at_start = {b.start: off for b, off in zip(buffers, offsets)}
     current: dict[int, int] = {}

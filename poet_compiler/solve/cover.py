@@ -159,21 +159,31 @@ def recompute_closure(problem: Problem, node: int, stage: int) -> list[int]:
     return sorted(out)
 
 
-def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: float = 10.0,
-                closure: bool = False) -> CoverBound:
-    """The eviction-cover bound of ``problem`` at ``budget`` (default: its activation budget).
+@dataclass
+class _Cover:
+    """The cover model before its budget rows and objective: the choices, their energy
+    and time terms, and per point the bytes each choice takes off ``need``."""
 
-    ``closure=True`` charges a recompute with its whole :func:`recompute_closure` (the
-    inputs that are no longer in RAM by then): closer to what a schedule pays, but then
-    ``energy_j`` is **not** a bound (a schedule may keep those inputs instead) — only the
-    choice of restores is used, to build a schedule (:mod:`.guided`)."""
+    m: object
+    need: list[int]
+    around: dict[int, list[tuple[object, int]]]
+    gaps: list[_Gap]
+    cost: list[tuple[object, int]]
+    time_terms: list[tuple[object, int]]
+    slack: float | None
+    e_scale: float
+    t_scale: float
+
+
+def _build(problem: Problem, *, closure: bool, deadline: bool = True) -> _Cover:
+    """The choices of :func:`cover_bound` (``deadline=False``: options are not filtered by
+    the deadline's slack, for the minimum-time bound)."""
     from ortools.sat.python import cp_model
 
     g, c, n = problem.graph, problem.costs, problem.n
-    limit = problem.activation_budget if budget is None else budget
     size = [node.output_bytes for node in g.nodes]
     need = [size[t] + g.nodes[t].workspace_bytes for t in range(n)]
-    slack = None if problem.deadline_s is None else \
+    slack = None if problem.deadline_s is None or not deadline else \
         problem.deadline_s * (1 + _DEADLINE_TOL) - c.compute_only_s + 1e-12
     e_scale = _SCALE / max(max(c.compute_j), max(c.page_in_j), max(c.page_out_j), 1e-300)
     t_scale = _SCALE / max(max(c.compute_s), max(c.page_in_s), max(c.page_out_s), 1e-300)
@@ -242,27 +252,116 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
                     kept[(j, t)] = m.new_bool_var(f"k[{j},{t}]")
                     around[t].append((kept[(j, t)], -size[j]))
                 m.add(kept[(j, t)] >= a - gap.options.get(PAGE, 0) - post_life[j])
-    for t in range(n):
-        excess = need[t] - limit
+    return _Cover(m, need, around, gaps, cost, time_terms, slack, e_scale, t_scale)
+
+
+def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: float = 10.0,
+                closure: bool = False) -> CoverBound:
+    """The eviction-cover bound of ``problem`` at ``budget`` (default: its activation budget).
+
+    ``closure=True`` charges a recompute with its whole :func:`recompute_closure` (the
+    inputs that are no longer in RAM by then): closer to what a schedule pays, but then
+    ``energy_j`` is **not** a bound (a schedule may keep those inputs instead) — only the
+    choice of restores is used, to build a schedule (:mod:`.guided`)."""
+
+    limit = problem.activation_budget if budget is None else budget
+    cv = _build(problem, closure=closure)
+    m, gaps = cv.m, cv.gaps
+    for t in range(problem.n):
+        excess = cv.need[t] - limit
         if excess <= 0:
             continue
-        if sum(s for _, s in around[t] if s > 0) < excess:
+        if sum(s for _, s in cv.around[t] if s > 0) < excess:
             return CoverBound(None, True, True, gaps=len(gaps))
-        m.add(sum(s * x for x, s in around[t]) >= excess)
-    if slack is not None and time_terms:
-        # Times rounded down and the right side rounded up: a relaxation of the deadline.
-        m.add(sum(k * x for x, k in time_terms) <= math.floor(slack * t_scale) + len(time_terms))
-    m.minimize(sum(k * x for x, k in cost))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = time_limit_s
-    solver.parameters.num_workers = 1       # deterministic, and the model is tiny
-    status = solver.solve(m)
-    base = c.compute_only_j
-    if status == cp_model.INFEASIBLE:
+        m.add(sum(s * x for x, s in cv.around[t]) >= excess)  # type: ignore[attr-defined]
+    _deadline_row(cv)
+    m.minimize(sum(k * x for x, k in cv.cost))  # type: ignore[attr-defined]
+    solver, status = _solve(m, time_limit_s)
+    base = problem.costs.compute_only_j
+    if status == "infeasible":
         return CoverBound(None, True, True, gaps=len(gaps))
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    if status == "unknown":
         return CoverBound(base, False, False, gaps=len(gaps))
     restores = tuple(Restore(gap.node, gap.next_use, how) for gap in gaps
                      for how, x in gap.options.items() if solver.value(x))
-    bound = base + math.floor(solver.best_objective_bound + 1e-6) / e_scale
-    return CoverBound(bound, False, status == cp_model.OPTIMAL, restores, len(gaps))
+    bound = base + math.floor(solver.best_objective_bound + 1e-6) / cv.e_scale
+    return CoverBound(bound, False, status == "optimal", restores, len(gaps))
+
+
+def _deadline_row(cv: _Cover) -> None:
+    if cv.slack is not None and cv.time_terms:
+        # Times rounded down and the right side rounded up: a relaxation of the deadline.
+        cv.m.add(sum(k * x for x, k in cv.time_terms)  # type: ignore[attr-defined]
+                 <= math.floor(cv.slack * cv.t_scale) + len(cv.time_terms))
+
+
+def _solve(m: object, time_limit_s: float) -> tuple[object, str]:
+    """Solve a cover model on one worker (deterministic, and the models are small):
+    ``(solver, "optimal" | "feasible" | "infeasible" | "unknown")``."""
+    from ortools.sat.python import cp_model
+
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = time_limit_s
+    solver.parameters.num_workers = 1
+    status = solver.solve(m)
+    return solver, {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible",
+                    cp_model.INFEASIBLE: "infeasible"}.get(status, "unknown")
+
+
+def cover_min_budget(problem: Problem, *, time_limit_s: float = 10.0) -> int | None:
+    """A lower bound on the smallest activation budget at which a schedule meets the
+    problem's deadline: the cover's rows with the budget as the variable. Every schedule
+    that fits a budget B gives a cover choice that fits B, so no budget below the optimum
+    here can work. None when the cover finds no budget at all (the deadline rules out
+    every schedule); 0 (no information) when the solver stops without a proof."""
+
+    cv = _build(problem, closure=False)
+    m = cv.m
+    top = max(cv.need, default=0)
+    b = m.new_int_var(0, top, "budget")  # type: ignore[attr-defined]
+    for t in range(problem.n):
+        m.add(sum(s * x for x, s in cv.around[t]) + b >= cv.need[t])  # type: ignore[attr-defined]
+    _deadline_row(cv)
+    m.minimize(b)  # type: ignore[attr-defined]
+    solver, status = _solve(m, time_limit_s)
+    if status == "infeasible":
+        return None
+    if status == "unknown":
+        return 0
+    return max(0, math.ceil(solver.best_objective_bound - 1e-6))  # type: ignore[attr-defined]
+
+
+def cover_min_time(problem: Problem, *, budget: int | None = None,
+                   time_limit_s: float = 10.0) -> tuple[float, CoverBound] | None:
+    """A lower bound on the step time of any schedule within ``budget`` (default: the
+    activation budget), ignoring the deadline: the cover's rows with the restores' time
+    as the objective (paging time counts only without DMA, as in the deadline row).
+    Returns ``(seconds, choice)`` — the choice to realize as a fast schedule, its
+    ``energy_j`` the choice's cover cost (not a bound) — or None when no schedule fits
+    the budget at any deadline."""
+    limit = problem.activation_budget if budget is None else budget
+    cv = _build(problem, closure=False, deadline=False)
+    m = cv.m
+    for t in range(problem.n):
+        excess = cv.need[t] - limit
+        if excess <= 0:
+            continue
+        if sum(s for _, s in cv.around[t] if s > 0) < excess:
+            return None
+        m.add(sum(s * x for x, s in cv.around[t]) >= excess)  # type: ignore[attr-defined]
+    # Time first; among the fastest choices, the cheapest (energy breaks ties).
+    worst_cost = sum(k for _, k in cv.cost) + 1
+    m.minimize(sum(k * worst_cost * x for x, k in cv.time_terms)  # type: ignore[attr-defined]
+               + sum(k * x for x, k in cv.cost))
+    solver, status = _solve(m, time_limit_s)
+    if status == "infeasible":
+        return None
+    base = problem.costs.compute_only_s
+    if status == "unknown":
+        return base, CoverBound(None, False, False, gaps=len(cv.gaps))
+    t_units = max(0, math.floor(solver.best_objective_bound / worst_cost + 1e-9))  # type: ignore[attr-defined]
+    restores = tuple(Restore(gap.node, gap.next_use, how) for gap in cv.gaps
+                     for how, x in gap.options.items() if solver.value(x))  # type: ignore[attr-defined]
+    energy = problem.costs.compute_only_j + sum(
+        k for x, k in cv.cost if solver.value(x)) / cv.e_scale  # type: ignore[attr-defined]
+    return base + t_units / cv.t_scale, CoverBound(energy, False, status == "optimal", restores, len(cv.gaps))

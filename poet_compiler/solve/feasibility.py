@@ -23,7 +23,9 @@ from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.backends import BackendOptions, solve_model
+from poet_compiler.solve.cover import cover_bound, cover_min_budget, cover_min_time
 from poet_compiler.solve.formulation.fast import build_fast
+from poet_compiler.solve.guided import cover_schedule, realize
 from poet_compiler.solve.problem import Problem
 from poet_compiler.units import format_bytes
 
@@ -66,41 +68,96 @@ def _deadline_too_short(problem: Problem) -> bool:
     return problem.deadline_s is not None and problem.deadline_s < problem.costs.compute_only_s * (1 - _DEADLINE_TOL)
 
 
+def _quick_ram_upper(problem: Problem, lower: int) -> tuple[int, Schedule] | None:
+    """The smallest live peak (activation bytes) among quick schedules that meet the
+    deadline: checkpoint-all with frees, and the cover's schedule at budget ``lower``."""
+    # Imported here: the baselines package imports the MILP, which imports this module.
+    from poet_compiler.solve.baselines.keep_all import checkpoint_all_schedule
+
+    found: list[tuple[int, Schedule]] = []
+    at_lower = dataclasses.replace(problem, ram_budget_bytes=lower + _fixed(problem))
+    cover = cover_bound(at_lower, time_limit_s=5.0)
+    candidates = [checkpoint_all_schedule(problem)]
+    if cover.energy_j is not None:
+        candidates.append(cover_schedule(at_lower, cover, time_limit_s=5.0))
+    for schedule in candidates:
+        if schedule is None:
+            continue
+        sim = simulate(problem.graph, problem.costs, linearize(problem.graph, schedule, mode=problem.mode))
+        if problem.deadline_s is None or sim.runtime_s <= problem.deadline_s * (1 + _DEADLINE_TOL):
+            found.append((sim.peak_bytes, schedule))
+    return min(found, key=lambda f: f[0]) if found else None
+
+
 def ram_requirement(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> Requirement:
     """Smallest RAM budget (``ram_budget_bytes`` units, fixed bytes included when counted)
-    for which a schedule exists at the problem's deadline and mode."""
+    for which a schedule exists at the problem's deadline and mode.
+
+    The eviction-cover bound with the budget as its variable gives a lower bound in well
+    under a second; when a quick schedule (checkpoint-all, the cover's own) reaches it,
+    that is the minimum, proven. Otherwise the fast formulation minimizes the budget,
+    stopping if it reaches the cover's bound."""
     if _deadline_too_short(problem):
         raise InfeasibleError(
             f"deadline {problem.deadline_s:.6g} s is below the compute-only minimum "
             f"{problem.costs.compute_only_s:.6g} s: no RAM budget helps")
+    floor = max(working_set(problem)[0], cover_min_budget(problem, time_limit_s=min(10.0, time_limit_s / 4)) or 0)
+    quick = _quick_ram_upper(problem, floor)
+    if quick is not None and quick[0] <= floor:
+        return Requirement(lower=float(floor + _fixed(problem)), upper=float(quick[0] + _fixed(problem)))
     built = build_fast(problem, objective="ram")
-    built.hint_from(Schedule.checkpoint_all(problem.n))
+    built.hint_from(quick[1] if quick is not None else Schedule.checkpoint_all(problem.n))
+    built.model.objective_floor = float(floor)
     out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=time_limit_s, threads=threads))
-    floor = working_set(problem)[0]
     if out.values is None:
-        return Requirement(lower=float(floor + _fixed(problem)), upper=None)
+        return Requirement(lower=float(floor + _fixed(problem)),
+                           upper=None if quick is None else float(quick[0] + _fixed(problem)))
     upper = int(round(out.objective or 0))
-    lower = max(floor, math.ceil((out.bound or 0) - 1e-6)) if out.status != "optimal" else upper
-    return Requirement(lower=float(lower + _fixed(problem)), upper=float(upper + _fixed(problem)))
+    if quick is not None:
+        upper = min(upper, quick[0])
+    lower = upper if out.status == "optimal" else max(floor, math.ceil((out.bound or 0) - 1e-6))
+    return Requirement(lower=float(min(lower, upper) + _fixed(problem)), upper=float(upper + _fixed(problem)))
 
 
 def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> Requirement | None:
     """Smallest step time of any schedule within the problem's RAM budget (None: no
     schedule fits that RAM at any deadline). ``upper`` is the simulated runtime of the
-    fastest schedule found."""
+    fastest schedule found.
+
+    As for the RAM: the cover with the restores' time as objective gives a lower bound
+    and a choice of restores; realized, that choice is often a schedule at the bound.
+    Otherwise the fast formulation minimizes the step time from it."""
     free = dataclasses.replace(problem, deadline_s=None)
+    quick = cover_min_time(free, time_limit_s=min(10.0, time_limit_s / 4))
+    if quick is None:
+        return None
+    lower, choice = max(problem.costs.compute_only_s, quick[0]), quick[1]
+    fastest: tuple[float, Schedule] | None = None
+    if choice.restores or choice.closed:
+        schedule = realize(free, choice)
+        sim = simulate(problem.graph, problem.costs, linearize(problem.graph, schedule, mode=problem.mode))
+        if sim.peak_bytes <= problem.activation_budget:
+            fastest = (sim.runtime_s, schedule)
+            if sim.runtime_s <= lower * (1 + 1e-9) + 1e-12:
+                return Requirement(lower=min(lower, sim.runtime_s), upper=sim.runtime_s)
     built = build_fast(free, objective="time")
+    if fastest is not None:
+        built.hint_from(fastest[1])
+    built.model.objective_floor = lower
     out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=time_limit_s, threads=threads))
     if out.status == "infeasible":
         return None
-    lower = max(problem.costs.compute_only_s, out.bound or 0.0)
-    if out.values is None:
+    lower = max(lower, out.bound or 0.0)
+    if out.values is not None:
+        sched = built.schedule(out.values)
+        runtime = simulate(problem.graph, problem.costs, linearize(problem.graph, sched, mode=problem.mode)).runtime_s
+        if fastest is None or runtime < fastest[0]:
+            fastest = (runtime, sched)
+        if out.status == "optimal":
+            lower = min(lower, runtime)
+    if fastest is None:
         return Requirement(lower=lower, upper=None)
-    sched = built.schedule(out.values)
-    runtime = simulate(problem.graph, problem.costs, linearize(problem.graph, sched, mode=problem.mode)).runtime_s
-    if out.status == "optimal":
-        lower = runtime
-    return Requirement(lower=min(lower, runtime), upper=runtime)
+    return Requirement(lower=min(lower, fastest[0]), upper=fastest[0])
 
 
 def min_ram(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> int:

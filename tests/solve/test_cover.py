@@ -80,3 +80,44 @@ def test_bound_is_below_the_milp_optimum_on_larger_graphs(mode: str) -> None:
         checked += cover.energy_j > problem.costs.compute_only_j * (1 + 1e-6)
     if mode != "paging":
         assert checked >= 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_min_budget_is_below_the_brute_force_minimum(mode: str) -> None:
+    """No schedule fits a budget below the cover's smallest budget (brute force), so
+    a problem whose budget brute force meets is never above it."""
+    import dataclasses
+
+    from poet_compiler.solve.cover import cover_min_budget
+
+    for seed in range(12):
+        problem = random_problem(seed, 5, mode, deadline_prob=0.7, budget_fraction=FRACTIONS[seed % 3])
+        lower = cover_min_budget(problem)
+        assert lower is not None
+        fixed = problem.ram_budget_bytes - problem.activation_budget
+        exact = brute_force(problem)
+        if exact is not None:
+            assert lower <= problem.activation_budget, f"seed {seed}"
+        below = dataclasses.replace(problem, ram_budget_bytes=lower + fixed - 1)
+        assert brute_force(below) is None, f"seed {seed}: a schedule fits below the cover's minimum"
+
+
+@pytest.mark.parametrize("dma", [False, True])
+def test_min_time_is_below_the_brute_force_minimum(dma: bool) -> None:
+    """No schedule within the budget runs faster than the cover's minimum time; a budget
+    the cover cannot meet at any deadline has no schedule at all."""
+    import dataclasses
+
+    from poet_compiler.solve.cover import cover_min_time
+
+    for seed in range(12):
+        problem = random_problem(seed, 5, "poet", deadline_prob=0.0, dma=dma, budget_fraction=FRACTIONS[seed % 3])
+        found = cover_min_time(problem)
+        if found is None:
+            assert brute_force(problem) is None, f"seed {seed}"
+            continue
+        seconds = found[0]
+        assert seconds >= problem.costs.compute_only_s * (1 - 1e-12)
+        faster = dataclasses.replace(problem, deadline_s=seconds * (1 - 1e-6))
+        if seconds > problem.costs.compute_only_s * (1 + 1e-6):
+            assert brute_force(faster) is None, f"seed {seed}: a schedule beats the cover's minimum time"
