@@ -23,7 +23,12 @@ from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.backends import BackendOptions, solve_model
-from poet_compiler.solve.cover import cover_bound, cover_min_budget, cover_min_time
+from poet_compiler.solve.cover import (
+    CoverBound,
+    cover_bound,
+    cover_min_budget,
+    cover_min_time,
+)
 from poet_compiler.solve.formulation.fast import build_fast
 from poet_compiler.solve.guided import cover_schedule, realize
 from poet_compiler.solve.problem import Problem
@@ -119,6 +124,28 @@ def ram_requirement(problem: Problem, *, time_limit_s: float = 30.0, threads: in
     return Requirement(lower=float(min(lower, upper) + _fixed(problem)), upper=float(upper + _fixed(problem)))
 
 
+def _quick_fastest(free: Problem, choice: CoverBound, time_limit_s: float,
+                   tries: int = 6) -> tuple[float, Schedule] | None:
+    """``(runtime, schedule)`` realized from the cover's fastest choice. A realization over
+    the budget (a recompute needs its inputs in RAM) lowers the cover's budget by the
+    overshoot and tries again, as :func:`~poet_compiler.solve.guided.cover_schedule` does."""
+    budget = free.activation_budget
+    for _ in range(tries):
+        if not (choice.restores or choice.closed):
+            return None
+        schedule = realize(free, choice)
+        sim = simulate(free.graph, free.costs, linearize(free.graph, schedule, mode=free.mode))
+        over = sim.peak_bytes - free.activation_budget
+        if over <= 0:
+            return sim.runtime_s, schedule
+        budget -= over
+        found = cover_min_time(free, budget=budget, time_limit_s=time_limit_s) if budget > 0 else None
+        if found is None:
+            return None
+        choice = found[1]
+    return None
+
+
 def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> Requirement | None:
     """Smallest step time of any schedule within the problem's RAM budget (None: no
     schedule fits that RAM at any deadline). ``upper`` is the simulated runtime of the
@@ -128,18 +155,22 @@ def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, thread
     and a choice of restores; realized, that choice is often a schedule at the bound.
     Otherwise the fast formulation minimizes the step time from it."""
     free = dataclasses.replace(problem, deadline_s=None)
-    quick = cover_min_time(free, time_limit_s=min(10.0, time_limit_s / 4))
+    limit = min(10.0, time_limit_s / 4)
+    quick = cover_min_time(free, time_limit_s=limit)
     if quick is None:
         return None
-    lower, choice = max(problem.costs.compute_only_s, quick[0]), quick[1]
-    fastest: tuple[float, Schedule] | None = None
-    if choice.restores or choice.closed:
-        schedule = realize(free, choice)
-        sim = simulate(problem.graph, problem.costs, linearize(problem.graph, schedule, mode=problem.mode))
-        if sim.peak_bytes <= problem.activation_budget:
-            fastest = (sim.runtime_s, schedule)
-            if sim.runtime_s <= lower * (1 + 1e-9) + 1e-12:
-                return Requirement(lower=min(lower, sim.runtime_s), upper=sim.runtime_s)
+    lower = max(problem.costs.compute_only_s, quick[0])
+    fastest = _quick_fastest(free, quick[1], limit)
+    if fastest is not None and fastest[0] <= lower * (1 + 1e-9) + 1e-12:
+        return Requirement(lower=min(lower, fastest[0]), upper=fastest[0])
+    # The heuristics' schedules within the RAM: the fastest is an upper bound and a hint.
+    # Imported here: milp imports this module.
+    from poet_compiler.solve.milp import warm_start_candidates
+
+    for _, _, schedule in warm_start_candidates(free):
+        runtime = simulate(free.graph, free.costs, linearize(free.graph, schedule, mode=free.mode)).runtime_s
+        if fastest is None or runtime < fastest[0]:
+            fastest = (runtime, schedule)
     built = build_fast(free, objective="time")
     if fastest is not None:
         built.hint_from(fastest[1])
@@ -196,6 +227,13 @@ def _node_clause(problem: Problem) -> str:
     return f"largest single node: {node.name!r} alone needs {format_bytes(need)}: {' + '.join(parts)}"
 
 
+def _deadline_clause(dl: Requirement) -> str:
+    """The smallest deadline when proven, else the range the search left."""
+    if dl.exact:
+        return f"the smallest deadline is {dl.upper:.6g} s"
+    return f"a deadline of {dl.upper:.6g} s works (the smallest is at least {dl.lower:.6g} s)"
+
+
 def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> Explanation:
     """Why no schedule exists, with the smallest RAM and/or deadline that would work."""
     half = max(1.0, time_limit_s / 2)
@@ -215,7 +253,7 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
         msg = (f"infeasible: deadline {problem.deadline_s:.6g} s < compute-only minimum "
                f"{problem.costs.compute_only_s:.6g} s (every node must run once)")
         if dl is not None and dl.upper is not None:
-            msg += f"; at RAM {format_bytes(problem.ram_budget_bytes)} the smallest deadline is {dl.upper:.6g} s"
+            msg += f"; at RAM {format_bytes(problem.ram_budget_bytes)} {_deadline_clause(dl)}"
         return Explanation(msg, extra)
     req = ram_requirement(problem, time_limit_s=half, threads=threads)
     extra["min_ram_bytes"] = int(req.lower) if req.exact else None
@@ -225,7 +263,7 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
         msg = (f"infeasible: RAM {format_bytes(problem.ram_budget_bytes)} < {need} needed at {at} "
                f"in mode {problem.mode} ({_node_clause(problem)})")
         if problem.deadline_s is not None and dl is not None and dl.upper is not None:
-            msg += f"; at this RAM the smallest deadline is {dl.upper:.6g} s"
+            msg += f"; at this RAM {_deadline_clause(dl)}"
         return Explanation(msg, extra)
     if dl is not None and dl.upper is not None:
         need = f"{dl.upper:.6g} s" if dl.exact else f"at least {dl.lower:.6g} s"
