@@ -325,7 +325,9 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
     """Return ``program`` with every buffer's offset and ``arena_bytes`` set.
 
     ``effort`` adds that many seeded perturbed greedy orders and scales the local search
-    and the exact packing's time; more effort never gives a larger arena. With a
+    and the exact packing's time. More effort tries more, but it does not always give a
+    smaller arena: the exact packing starts from the best greedy layout, and CP-SAT's
+    search from a different start can end higher within its time. With a
     ``budget_bytes``, the search stops once a layout fits it.
     """
     buffers = buffers_of(graph, program)

@@ -22,8 +22,10 @@ from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
 
 # Arena effort when the first layout exceeds the budget: 16 perturbed orders, 17x the
-# local moves, 2x the exact packing's deterministic time.
+# local moves, 2x the exact packing's deterministic time; then twice that. Both layouts
+# are kept to compare, since more effort is not always a smaller arena (plan_arena).
 ARENA_RETRY_EFFORT = 16
+ARENA_RETRY_EFFORTS = (ARENA_RETRY_EFFORT, 2 * ARENA_RETRY_EFFORT)
 
 
 def finalize(
@@ -48,8 +50,12 @@ def finalize(
     # Budget and deadline are judged on the cleaned program (cleanup never makes it worse).
     sim = simulate(graph, costs, program)
     program = plan_arena(graph, program, budget_bytes=budget)
-    if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes:
-        program = plan_arena(graph, program, effort=ARENA_RETRY_EFFORT, budget_bytes=budget)
+    for effort in ARENA_RETRY_EFFORTS:
+        if program.arena_bytes is None or not program.arena_bytes > budget >= sim.peak_bytes:
+            break
+        again = plan_arena(graph, program, effort=effort, budget_bytes=budget)
+        if again.arena_bytes is not None and again.arena_bytes < program.arena_bytes:
+            program = again
 
     result = Result(
         status=status,  # type: ignore[arg-type]
