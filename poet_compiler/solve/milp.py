@@ -386,8 +386,10 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
                           large=is_large(built.model))
     out = solve_model(built.model, solver, opts, rehint=rehint if solver == "auto" else None)
     extra.update({"model_" + k: v for k, v in out.stats.items() if isinstance(v, int)})
+    # The solver's bound, else the cover's (a solver that found nothing reports none).
+    bound = out.bound if out.bound is not None or cover is None else cover.energy_j
     extra.update(backend_solve_s=round(out.solve_time_s, 3), warm_start_found=hint is not None,
-                 backend_bound_j=out.bound, solver_used=out.solver)
+                 backend_bound_j=bound, solver_used=out.solver)
     if out.status == "infeasible":
         return _infeasible(problem, reserve, solver=solver, formulation=formulation, started=started,
                            time_limit_s=time_limit_s - (time.perf_counter() - t0), threads=threads,
@@ -396,8 +398,16 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     if guided is not None and guided.energy_j is not None and \
             (schedule is None or (feasible_energy(tight, schedule) or float("inf")) > guided.energy_j):
         # The solver's schedule is no better than the guided one it started from: keep that.
+        source = f"{guided.source} (the {out.solver} solve did not improve it)"
+        if guided_res is not None and guided_res.extra.get("solver_used") == guided.source:
+            # Already finalized (arena planned) in the guided stage: not again.
+            guided_res.extra.update(extra, solver_used=source)
+            guided_res.lower_bound_j = bound
+            guided_res.message = f"stopped at the time limit ({time_limit_s:g} s)"
+            return guided_res
         schedule = guided.schedule
-        extra["solver_used"] = f"{guided.source} (the {out.solver} solve did not improve it)"
+        extra["solver_used"] = source
+        out = dataclasses.replace(out, status="feasible")
     if schedule is None:
         res = _empty(problem, "timeout", solver, formulation, started,
                      f"timeout: {solver} found no schedule within {time_limit_s:g} s ({out.message})")
@@ -411,7 +421,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     else:
         message = f"stopped at the time limit ({time_limit_s:g} s)"
     res = finalize(problem, schedule, strategy=STRATEGY, status=out.status, solver=solver,
-                   formulation=formulation, lower_bound_j=out.bound, solve_time_s=time.perf_counter() - started,
+                   formulation=formulation, lower_bound_j=bound, solve_time_s=time.perf_counter() - started,
                    message=message)
     if res.lower_bound_j is not None and res.energy_j is not None and res.lower_bound_j > res.energy_j:
         # The bound of a proven optimum can exceed the simulated energy by float noise only.
@@ -429,7 +439,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         # stage does (its solver_used says which: the guided search or the arena-fit cover).
         source = guided_res.extra["solver_used"]
         guided_res.message = f"the {source} schedule (the solver's did not fit: {res.message})"
-        guided_res.extra.update(extra, backend_bound_j=out.bound, solver_used=source)
-        guided_res.lower_bound_j = out.bound if out.bound is not None else guided_res.lower_bound_j
+        guided_res.extra.update(extra, solver_used=source)
+        guided_res.lower_bound_j = bound if bound is not None else guided_res.lower_bound_j
         return guided_res
     return res
