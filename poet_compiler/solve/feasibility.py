@@ -35,6 +35,8 @@ from poet_compiler.solve.problem import Problem
 from poet_compiler.units import format_bytes
 
 _DEADLINE_TOL = 1e-9
+# Search for the smallest deadline when the RAM, not the deadline, is the reason.
+SIDE_NOTE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -235,44 +237,51 @@ def _deadline_clause(dl: Requirement) -> str:
 
 
 def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> Explanation:
-    """Why no schedule exists, with the smallest RAM and/or deadline that would work."""
+    """Why no schedule exists, with the smallest RAM and/or deadline that would work.
+
+    The RAM at the deadline comes first (the cover usually proves it in a second). When
+    the RAM is the reason, the smallest deadline at this RAM is a side note and gets at
+    most ``SIDE_NOTE_S`` of search."""
     half = max(1.0, time_limit_s / 2)
     at = "no deadline" if problem.deadline_s is None else f"deadline {problem.deadline_s:.6g} s"
     extra: dict[str, object] = {}
-    if problem.activation_budget < working_set(problem)[0]:
-        # The working set settles it: no deadline helps, so skip that solve and give the
-        # minimum-RAM search the whole (short) effort cap.
-        dl = None
-        half = max(1.0, time_limit_s)
-    else:
-        dl = deadline_requirement(problem, time_limit_s=half, threads=threads)
-    if dl is not None:
-        extra["min_deadline_s"] = dl.upper if dl.exact else None
-        extra["min_deadline_lower_s"] = dl.lower
+    # Below the working set no deadline helps: skip that search.
+    ws_limited = problem.activation_budget < working_set(problem)[0]
+
+    def deadline(limit_s: float) -> Requirement | None:
+        dl = None if ws_limited else deadline_requirement(problem, time_limit_s=limit_s, threads=threads)
+        if dl is not None:
+            extra["min_deadline_s"] = dl.upper if dl.exact else None
+            extra["min_deadline_lower_s"] = dl.lower
+        return dl
+
     if _deadline_too_short(problem):
+        dl = deadline(half)
         msg = (f"infeasible: deadline {problem.deadline_s:.6g} s < compute-only minimum "
                f"{problem.costs.compute_only_s:.6g} s (every node must run once)")
         if dl is not None and dl.upper is not None:
             msg += f"; at RAM {format_bytes(problem.ram_budget_bytes)} {_deadline_clause(dl)}"
         return Explanation(msg, extra)
-    req = ram_requirement(problem, time_limit_s=half, threads=threads)
+    req = ram_requirement(problem, time_limit_s=time_limit_s if ws_limited else half, threads=threads)
     extra["min_ram_bytes"] = int(req.lower) if req.exact else None
     extra["min_ram_lower_bytes"] = int(req.lower)
+    ram = format_bytes(req.lower) if req.exact else f"at least {format_bytes(req.lower)}"
     if req.lower > problem.ram_budget_bytes:
-        need = format_bytes(req.lower) if req.exact else f"at least {format_bytes(req.lower)}"
-        msg = (f"infeasible: RAM {format_bytes(problem.ram_budget_bytes)} < {need} needed at {at} "
+        dl = deadline(min(half, SIDE_NOTE_S)) if problem.deadline_s is not None else None
+        msg = (f"infeasible: RAM {format_bytes(problem.ram_budget_bytes)} < {ram} needed at {at} "
                f"in mode {problem.mode} ({_node_clause(problem)})")
-        if problem.deadline_s is not None and dl is not None and dl.upper is not None:
+        if dl is not None and dl.upper is not None:
             msg += f"; at this RAM {_deadline_clause(dl)}"
         return Explanation(msg, extra)
+    dl = deadline(half)
     if dl is not None and dl.upper is not None:
         need = f"{dl.upper:.6g} s" if dl.exact else f"at least {dl.lower:.6g} s"
         return Explanation(
             f"infeasible: deadline {problem.deadline_s:.6g} s < {need} needed at RAM "
             f"{format_bytes(problem.ram_budget_bytes)} in mode {problem.mode} (the smallest RAM for this deadline is "
-            f"{format_bytes(req.lower)})", extra)
+            f"{ram})", extra)
     return Explanation(f"infeasible at RAM {format_bytes(problem.ram_budget_bytes)} and {at} "
-                       f"(minimum RAM at least {format_bytes(req.lower)})", extra)
+                       f"(minimum RAM {ram})", extra)
 
 
 def quick_infeasibility(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> Explanation | None:
