@@ -22,10 +22,11 @@ from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
 
 # Arena effort when the first layout exceeds the budget: 16 perturbed orders, 17x the
-# local moves, 2x the exact packing's deterministic time; then twice that. Both layouts
-# are kept to compare, since more effort is not always a smaller arena (plan_arena).
+# local moves, 2x the exact packing's deterministic time. One retry only: a second one at
+# twice the effort packed one ResNet-18 schedule that this one did not, but it made the
+# solver overrun its time limit by 10+ s on ResNet-18 m4 30% (BENCHMARKS.md).
 ARENA_RETRY_EFFORT = 16
-ARENA_RETRY_EFFORTS = (ARENA_RETRY_EFFORT, 2 * ARENA_RETRY_EFFORT)
+ARENA_RETRY_EFFORTS = (ARENA_RETRY_EFFORT,)
 
 
 def finalize(
