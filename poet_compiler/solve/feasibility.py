@@ -19,9 +19,7 @@ import math
 from dataclasses import dataclass, field
 
 from poet_compiler.errors import InfeasibleError
-from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.cover import (
     CoverBound,
@@ -30,8 +28,8 @@ from poet_compiler.solve.cover import (
     cover_min_time,
 )
 from poet_compiler.solve.formulation.fast import build_fast
-from poet_compiler.solve.guided import cover_schedule, realize
-from poet_compiler.solve.problem import Problem
+from poet_compiler.solve.guided import cover_schedule, realize_within
+from poet_compiler.solve.problem import Problem, simulate_schedule
 from poet_compiler.units import format_bytes
 
 _DEADLINE_TOL = 1e-9
@@ -90,7 +88,7 @@ def _quick_ram_upper(problem: Problem, lower: int) -> tuple[int, Schedule] | Non
     for schedule in candidates:
         if schedule is None:
             continue
-        sim = simulate(problem.graph, problem.costs, linearize(problem.graph, schedule, mode=problem.mode))
+        sim = simulate_schedule(problem, schedule)
         if problem.deadline_s is None or sim.runtime_s <= problem.deadline_s * (1 + _DEADLINE_TOL):
             found.append((sim.peak_bytes, schedule))
     return min(found, key=lambda f: f[0]) if found else None
@@ -126,26 +124,15 @@ def ram_requirement(problem: Problem, *, time_limit_s: float = 30.0, threads: in
     return Requirement(lower=float(min(lower, upper) + _fixed(problem)), upper=float(upper + _fixed(problem)))
 
 
-def _quick_fastest(free: Problem, choice: CoverBound, time_limit_s: float,
-                   tries: int = 6) -> tuple[float, Schedule] | None:
-    """``(runtime, schedule)`` realized from the cover's fastest choice. A realization over
-    the budget (a recompute needs its inputs in RAM) lowers the cover's budget by the
-    overshoot and tries again, as :func:`~poet_compiler.solve.guided.cover_schedule` does."""
-    budget = free.activation_budget
-    for _ in range(tries):
-        if not (choice.restores or choice.closed):
-            return None
-        schedule = realize(free, choice)
-        sim = simulate(free.graph, free.costs, linearize(free.graph, schedule, mode=free.mode))
-        over = sim.peak_bytes - free.activation_budget
-        if over <= 0:
-            return sim.runtime_s, schedule
-        budget -= over
-        found = cover_min_time(free, budget=budget, time_limit_s=time_limit_s) if budget > 0 else None
-        if found is None:
-            return None
-        choice = found[1]
-    return None
+def _quick_fastest(free: Problem, choice: CoverBound, time_limit_s: float) -> tuple[float, Schedule] | None:
+    """``(runtime, schedule)`` realized from the cover's fastest choice (its budget lowered
+    on overshoot, as for the energy cover), or None."""
+    def resolve(budget: int) -> CoverBound | None:
+        found = cover_min_time(free, budget=budget, time_limit_s=time_limit_s)
+        return None if found is None else found[1]
+
+    found = realize_within(free, choice, resolve)
+    return None if found is None else (found[0].runtime_s, found[1])
 
 
 def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> Requirement | None:
@@ -170,7 +157,7 @@ def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, thread
     from poet_compiler.solve.milp import warm_start_candidates
 
     for _, _, schedule in warm_start_candidates(free):
-        runtime = simulate(free.graph, free.costs, linearize(free.graph, schedule, mode=free.mode)).runtime_s
+        runtime = simulate_schedule(free, schedule).runtime_s
         if fastest is None or runtime < fastest[0]:
             fastest = (runtime, schedule)
     built = build_fast(free, objective="time")
@@ -183,7 +170,7 @@ def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, thread
     lower = max(lower, out.bound or 0.0)
     if out.values is not None:
         sched = built.schedule(out.values)
-        runtime = simulate(problem.graph, problem.costs, linearize(problem.graph, sched, mode=problem.mode)).runtime_s
+        runtime = simulate_schedule(problem, sched).runtime_s
         if fastest is None or runtime < fastest[0]:
             fastest = (runtime, sched)
         if out.status == "optimal":

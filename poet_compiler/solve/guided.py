@@ -26,17 +26,17 @@ the gap limit of the cover bound, the full model is not needed at all.
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import numpy as np
 
 from poet_compiler.errors import ScheduleError
-from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.schedule.simulate import simulate
+from poet_compiler.schedule.simulate import Simulation
 from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, cover_bound
 from poet_compiler.solve.formulation.common import Built
 from poet_compiler.solve.formulation.fast import Restriction, build_fast, canonical
-from poet_compiler.solve.problem import Problem, feasible_energy
+from poet_compiler.solve.problem import Problem, feasible_energy, simulate_schedule
 
 CASCADE_DEPTH = 2   # inputs, and their inputs, may be recomputed with a chosen node
 
@@ -132,39 +132,51 @@ def realize(problem: Problem, cover: CoverBound) -> Schedule:
     return assemble(g, R, paged)
 
 
+def realize_within(problem: Problem, choice: CoverBound | None,
+                   resolve: Callable[[int], CoverBound | None], *, tries: int = 6,
+                   arena_fit: bool = False) -> tuple[Simulation, Schedule] | None:
+    """``choice`` realized (:func:`realize`) within the budget and deadline, or None. When
+    a realization exceeds the budget (a recompute needs its inputs in RAM), ``resolve``
+    gives a new choice at a budget lowered by the overshoot, up to ``tries`` times.
+    ``arena_fit``: the static arena must fit too (an arena overshoot lowers the budget
+    the same way)."""
+    budget = problem.activation_budget
+    for _ in range(tries):
+        if choice is None or choice.energy_j is None:
+            return None
+        try:
+            schedule = realize(problem, choice)
+            sim = simulate_schedule(problem, schedule)
+        except ScheduleError:
+            return None
+        if problem.deadline_s is not None and sim.runtime_s > problem.deadline_s * (1 + 1e-9):
+            return None
+        over = sim.peak_bytes - problem.activation_budget
+        if over <= 0 and arena_fit:
+            over = _arena_overshoot(problem, schedule)
+        if over <= 0:
+            return sim, schedule
+        budget -= over
+        if budget <= 0:
+            return None
+        choice = resolve(budget)
+    return None
+
+
 def cover_schedule(problem: Problem, cover: CoverBound, *, tries: int = 6,
                    time_limit_s: float = 10.0, arena_fit: bool = False) -> Schedule | None:
-    """The cheapest feasible schedule realized (:func:`realize`) from the cover's choices,
-    or None. Two covers are tried: the bound's own, and one that charges each recompute
-    with the inputs it must rebuild (``closure``). When a realization exceeds the budget
-    (a recompute needs its inputs in RAM), that cover is solved again at a budget lowered
-    by the overshoot, up to ``tries`` times. ``arena_fit``: the static arena must fit
-    too (each candidate is finalized; an arena overshoot lowers the budget the same way)."""
+    """The cheapest feasible schedule realized from the cover's choices, or None. Two
+    covers are tried (:func:`realize_within` each): the bound's own, and one that
+    charges each recompute with the inputs it must rebuild (``closure``)."""
     best: tuple[float, Schedule] | None = None
     for closure in (False, True):
-        budget = problem.activation_budget
-        current = cover if not closure else cover_bound(problem, time_limit_s=time_limit_s, closure=True)
-        for _ in range(tries):
-            if current.energy_j is None:
-                break
-            try:
-                schedule = realize(problem, current)
-                sim = simulate(problem.graph, problem.costs, linearize(problem.graph, schedule, mode=problem.mode))
-            except ScheduleError:
-                break
-            if problem.deadline_s is not None and sim.runtime_s > problem.deadline_s * (1 + 1e-9):
-                break
-            over = sim.peak_bytes - problem.activation_budget
-            if over <= 0 and arena_fit:
-                over = _arena_overshoot(problem, schedule)
-            if over <= 0:
-                if best is None or sim.energy_j < best[0]:
-                    best = (sim.energy_j, schedule)
-                break
-            budget -= over
-            if budget <= 0:
-                break
-            current = cover_bound(problem, budget=budget, time_limit_s=time_limit_s, closure=closure)
+        first = cover if not closure else cover_bound(problem, time_limit_s=time_limit_s, closure=True)
+        found = realize_within(
+            problem, first,
+            lambda budget: cover_bound(problem, budget=budget, time_limit_s=time_limit_s, closure=closure),  # noqa: B023
+            tries=tries, arena_fit=arena_fit)
+        if found is not None and (best is None or found[0].energy_j < best[0]):
+            best = (found[0].energy_j, found[1])
     return None if best is None else best[1]
 
 

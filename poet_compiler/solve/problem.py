@@ -10,7 +10,7 @@ from poet_compiler.errors import ScheduleError
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.schedule.simulate import simulate
+from poet_compiler.schedule.simulate import Simulation, simulate
 
 Mode = Literal["poet", "remat", "paging", "none"]
 MODES: tuple[str, ...] = ("poet", "remat", "paging", "none")
@@ -44,14 +44,21 @@ class Problem:
         return self.mode in ("poet", "paging")
 
 
+def simulate_schedule(problem: Problem, schedule: Schedule, **limits: object) -> Simulation:
+    """Linearize ``schedule`` in the problem's mode and simulate it (``limits``: the
+    simulator's ``ram_budget_bytes`` / ``deadline_s`` checks)."""
+    return simulate(problem.graph, problem.costs, linearize(problem.graph, schedule, mode=problem.mode),
+                    **limits)  # type: ignore[arg-type]
+
+
 def feasible_energy(problem: Problem, schedule: Schedule | None) -> float | None:
     """The simulated energy of ``schedule`` if it is valid in the problem's mode and meets
     the activation budget (live bytes) and the deadline; None otherwise."""
     if schedule is None:
         return None
     try:
-        sim = simulate(problem.graph, problem.costs, linearize(problem.graph, schedule, mode=problem.mode),
-                       ram_budget_bytes=problem.activation_budget, deadline_s=problem.deadline_s)
+        sim = simulate_schedule(problem, schedule, ram_budget_bytes=problem.activation_budget,
+                                deadline_s=problem.deadline_s)
     except ScheduleError:
         return None
     return sim.energy_j
