@@ -1,11 +1,12 @@
-"""Arena planner benchmark: the exact packing with and without CP-SAT's LP relaxation.
+"""Arena planner benchmark: variants of the exact packing, side by side in one run.
 
 Programs: the zoo's heuristic schedules (capuchin, chen_greedy, dtr) at 30/50/70 % of the
 checkpoint-all peak on m4 and a72 — paging-heavy schedules are the ones that fragment.
-Each program is planned three times side by side in one run, the exact packing with
-CP-SAT's ``linearization_level`` 1 (its default, poetc's before), 0, and 0 then 1 (poetc's
-now, half the time each), at effort 0 and at finalize's retry effort, with no budget
-(so the planner tries to reach the peak). Records arena / peak and wall time.
+Each program is planned once per variant (``VARIANTS``: module settings of
+:mod:`poet_compiler.schedule.arena`), at effort 0 and at finalize's retry effort, with no
+budget (so the planner tries to reach the peak). Records arena / peak and wall time.
+The variants now: the exact packing in address units of the sizes' gcd (before) and in
+the coarser units of ``_quantum`` (now).
 
     .venv/bin/python bench/arena_bench.py --out bench/results/arena_bench   # -> .md
 """
@@ -31,7 +32,10 @@ from solve_bench import load  # noqa: E402
 
 MODELS = ("resnet18_cifar", "vgg16_cifar", "bert_tiny:64")
 STRATEGIES = ("capuchin", "chen_greedy", "dtr")
-LEVELS = ((1,), (0,), (0, 1))
+VARIANTS: dict[str, dict[str, object]] = {
+    "gcd units": {"EXACT_QUANTUM_SLACK": 0.0},
+    "quantized": {"EXACT_QUANTUM_SLACK": 0.002},
+}
 
 
 def programs(models: list[str], devices: list[str]):
@@ -63,23 +67,24 @@ def main() -> None:
     for label, graph, program in programs(args.models, args.devices):
         row = [label]
         for effort in (0, ARENA_RETRY_EFFORT):
-            for level in LEVELS:
-                arena.EXACT_LINEARIZATION_LEVELS = level
+            for settings in VARIANTS.values():
+                for key, value in settings.items():
+                    setattr(arena, key, value)
                 t0 = time.perf_counter()
                 planned = arena.plan_arena(graph, program, effort=effort)
                 row += [planned.meta["fragmentation"], time.perf_counter() - t0, planned.meta["arena_order"]]
         rows.append(row)
         print(label, " ".join(f"{x:.4f}" if isinstance(x, float) else str(x) for x in row[1:]), flush=True)
-    head = ["program"] + [f"{what} e{e} L{'+'.join(map(str, lv))}" for e in (0, ARENA_RETRY_EFFORT) for lv in LEVELS
+    head = ["program"] + [f"{what} e{e} {name}" for e in (0, ARENA_RETRY_EFFORT) for name in VARIANTS
                           for what in ("arena/peak", "s", "method")]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         lines.append("| " + " | ".join(f"{x:.4f}" if isinstance(x, float) else str(x) for x in r) + " |")
     summary = []
-    for k, (e, lv) in enumerate((e, lv) for e in (0, ARENA_RETRY_EFFORT) for lv in LEVELS):
+    for k, (e, name) in enumerate((e, name) for e in (0, ARENA_RETRY_EFFORT) for name in VARIANTS):
         frag = [r[1 + 3 * k] for r in rows]
         secs = [r[2 + 3 * k] for r in rows]
-        summary.append(f"- effort {e}, linearization {'+'.join(map(str, lv))}: at the peak {sum(f <= 1.0 for f in frag)}/{len(rows)}, "
+        summary.append(f"- effort {e}, {name}: at the peak {sum(f <= 1.0 for f in frag)}/{len(rows)}, "
                        f"mean arena/peak {statistics.mean(frag):.4f}, max {max(frag):.4f}; "
                        f"time median {statistics.median(secs):.2f} s, max {max(secs):.2f} s, total {sum(secs):.1f} s")
     atomic_write_text(Path(args.out).with_suffix(".md"), "\n".join(summary + [""] + lines) + "\n")

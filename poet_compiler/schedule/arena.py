@@ -55,6 +55,11 @@ EXACT_DETERMINISTIC_S = 0.25
 # came in 0.25); with it (level 1, CP-SAT's default) a few large programs pack tighter.
 # Neither wins everywhere (bench/arena_bench.py).
 EXACT_LINEARIZATION_LEVELS: tuple[int, ...] = (0, 1)
+EXACT_WALL_PER_DET_S = 10.0
+# The exact packing works in address units of up to this relative cost in peak (0: the
+# sizes' gcd, which loses nothing); see _quantum.
+EXACT_QUANTUM_SLACK = 0.002
+EXACT_FINE_UNITS = 1 << 14
 
 
 @dataclass(frozen=True)
@@ -264,16 +269,21 @@ def _exact(inst: _Instance, hint: list[int], upper: int, peak: int, det_time_s: 
     """CP-SAT packing (see module docstring); None when it finds nothing better than ``upper``."""
     from ortools.sat.python import cp_model
 
+    real_width = inst.width
+    g = _quantum(inst.buffers, peak) if EXACT_QUANTUM_SLACK > 0 else _gcd(inst.buffers)
+    if any(b.size % g or b.workspace % g for b in inst.buffers):
+        # Sizes rounded up to the quantum: a layout of the rounded buffers is a layout of
+        # the real ones (each real L shape lies inside its rounded one).
+        inst = _Instance([replace(b, size=_round_up(b.size, g), workspace=_round_up(b.workspace, g))
+                          for b in inst.buffers])
+        if any(h % g for h in hint) or not inst.valid(hint):
+            # Hint the rounded instance with the hint's stacking order, placed first fit.
+            _, hint = inst.place(sorted(range(len(hint)), key=lambda j: (hint[j], j)), False)
+        upper = max(upper, max((h + w for h, w in zip(hint, inst.width)), default=0))
     buffers = inst.buffers
-    # Work in units of the sizes' GCD (tensor sizes share large power-of-two factors):
-    # smaller domains, same packings. Offsets are scaled back below.
-    g = 0
-    for b in buffers:
-        g = math.gcd(math.gcd(g, b.size), b.workspace)
-    g = max(g, 1)
     width = [w // g for w in inst.width]
     m = cp_model.CpModel()
-    horizon = upper // g
+    horizon = -(-upper // g)
     arena = m.new_int_var(-(-peak // g), horizon, "arena")
     xs: list[cp_model.IntVar | None] = []
     x_iv, y_iv = [], []
@@ -300,10 +310,11 @@ def _exact(inst: _Instance, hint: list[int], upper: int, peak: int, det_time_s: 
     solver.parameters.random_seed = 0
     solver.parameters.max_deterministic_time = det_time_s
     solver.parameters.linearization_level = linearization
-    # Wall-clock safety net: on a few large instances (300+ buffers) deterministic time
-    # accrues slowly and this cap binds first; the layout is then still valid and never
-    # worse than the hint, but may differ between runs.
-    solver.parameters.max_time_in_seconds = 4.0 * det_time_s + 1.0
+    # Wall-clock safety net, never meant to bind: deterministic time accrues at about
+    # 0.16 per wall second without the LP on a 175-buffer ResNet-18 program (4x bound
+    # there, and the layout then changed between runs). When it binds the layout is
+    # still valid and never worse than the hint, but may differ between runs.
+    solver.parameters.max_time_in_seconds = EXACT_WALL_PER_DET_S * det_time_s + 1.0
 
     class _StopAtTarget(cp_model.CpSolverSolutionCallback):
         """Stop at the first layout within ``target`` (the caller's budget)."""
@@ -316,8 +327,51 @@ def _exact(inst: _Instance, hint: list[int], upper: int, peak: int, det_time_s: 
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     offsets = [0 if x is None else g * int(solver.value(x)) for x in xs]
-    a = max((offsets[j] + inst.width[j] for j in range(len(buffers))), default=0)
+    a = max((offsets[j] + real_width[j] for j in range(len(buffers))), default=0)
     return a, offsets
+
+
+def _gcd(buffers: list[Buffer]) -> int:
+    g = 0
+    for b in buffers:
+        g = math.gcd(math.gcd(g, b.size), b.workspace)
+    return max(g, 1)
+
+
+def _round_up(x: int, q: int) -> int:
+    return -(-x // q) * q
+
+
+def _quantum(buffers: list[Buffer], peak: int) -> int:
+    """The exact packing's address unit: the gcd of the sizes when the peak spans at most
+    ``EXACT_FINE_UNITS`` of it (exact, and small enough), else the largest ``gcd * 2**k``
+    whose rounded-up sizes raise the peak of live bytes by at most
+    ``EXACT_QUANTUM_SLACK``. Coarser units make CP-SAT's domains far smaller: on a
+    ResNet-18-CIFAR program whose sizes are 4 MiB and 4 MiB + 1 KiB (gcd 512 B), 16 KiB
+    units packed it within its budget in 4 s where 512 B units had not in 10."""
+    g = _gcd(buffers)
+    if peak // g <= EXACT_FINE_UNITS:
+        return g
+    best = q = g
+    while q < peak:
+        q *= 2
+        rounded = [replace(b, size=_round_up(b.size, q), workspace=_round_up(b.workspace, q)) for b in buffers]
+        if peak_live_bytes(rounded) > peak * (1 + EXACT_QUANTUM_SLACK):
+            break
+        best = q
+    return best
+
+
+def _given_layout(program: Program, buffers: list[Buffer], inst: _Instance) -> tuple[int, list[int]] | None:
+    """The layout ``program`` already carries (a re-plan with more effort starts from it
+    and never ends above it), or None when it has none or it is not valid."""
+    if program.arena_bytes is None:
+        return None
+    offsets = [program.instructions[b.start].offset for b in buffers]
+    if any(o is None or o < 0 for o in offsets) or not inst.valid(offsets):  # type: ignore[operator]
+        return None
+    arena = max((o + w for o, w in zip(offsets, inst.width)), default=0)  # type: ignore[operator]
+    return arena, offsets  # type: ignore[return-value]
 
 
 def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
@@ -328,7 +382,8 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
     and the exact packing's time. More effort tries more, but it does not always give a
     smaller arena: the exact packing starts from the best greedy layout, and CP-SAT's
     search from a different start can end higher within its time. With a
-    ``budget_bytes``, the search stops once a layout fits it.
+    ``budget_bytes``, the search stops once a layout fits it. A layout ``program``
+    already carries is the starting point, so a re-plan never ends above it.
     """
     buffers = buffers_of(graph, program)
     peak = peak_live_bytes(buffers)
@@ -338,7 +393,12 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
     def done() -> bool:
         return best is not None and (best[0] <= peak or (budget_bytes is not None and best[0] <= budget_bytes))
 
+    given = _given_layout(program, buffers, inst)
+    if given is not None:
+        best = (given[0], given[1], str(program.meta.get("arena_order", "given")))
     for name, order in _orders(inst, effort):
+        if done():
+            break
         for best_fit in (False, True):
             arena, offsets = inst.place(order, best_fit)
             if best is None or arena < best[0]:
