@@ -5,8 +5,9 @@ checkpoint-all peak on m4 and a72 — paging-heavy schedules are the ones that f
 Each program is planned once per variant (``VARIANTS``: module settings of
 :mod:`poet_compiler.schedule.arena`), at effort 0 and at finalize's retry effort, with no
 budget (so the planner tries to reach the peak). Records arena / peak and wall time.
-The variants now: the exact packing in address units of the sizes' gcd (before) and in
-the coarser units of ``_quantum`` (now).
+The variants now: both passes of the exact packing in address units of the sizes' gcd
+(before), both in the coarser units of ``_quantum``, and the first coarse, the second
+fine (now).
 
     .venv/bin/python bench/arena_bench.py --out bench/results/arena_bench   # -> .md
 """
@@ -33,8 +34,9 @@ from solve_bench import load  # noqa: E402
 MODELS = ("resnet18_cifar", "vgg16_cifar", "bert_tiny:64")
 STRATEGIES = ("capuchin", "chen_greedy", "dtr")
 VARIANTS: dict[str, dict[str, object]] = {
-    "gcd units": {"EXACT_QUANTUM_SLACK": 0.0},
-    "quantized": {"EXACT_QUANTUM_SLACK": 0.002},
+    "fine L0+L1": {"EXACT_PASSES": ((0, False), (1, False))},
+    "coarse L0+L1": {"EXACT_PASSES": ((0, True), (1, True))},
+    "coarse L0, fine L1": {"EXACT_PASSES": ((0, True), (1, False))},
 }
 
 

@@ -49,15 +49,17 @@ IMPROVE_WORK = 1_500_000
 # "deterministic seconds", roughly wall seconds on one core); ``effort`` scales it.
 EXACT_MAX_BUFFERS = 400
 EXACT_DETERMINISTIC_S = 0.25
-# The exact packing runs once per LP level, each with half the deterministic time, the
-# second hinted with the first's layout. Without CP-SAT's LP relaxation (level 0) search
-# nodes are cheap and most layouts come quickly (one that took 8+ deterministic seconds
-# came in 0.25); with it (level 1, CP-SAT's default) a few large programs pack tighter.
-# Neither wins everywhere (bench/arena_bench.py).
-EXACT_LINEARIZATION_LEVELS: tuple[int, ...] = (0, 1)
+# The exact packing runs in passes (CP-SAT linearization level, coarse address units),
+# each with an equal share of the deterministic time, each hinted with the layout so far.
+# Without CP-SAT's LP relaxation (level 0) search nodes are cheap and most layouts come
+# quickly (one that took 8+ deterministic seconds came in 0.25); with it (level 1,
+# CP-SAT's default) a few large programs pack tighter. Coarse units (_quantum) shrink the
+# domains: layouts come far sooner on large programs, but cannot reach the exact peak;
+# the fine pass can. bench/arena_bench.py compares the variants.
+EXACT_PASSES: tuple[tuple[int, bool], ...] = ((0, True), (1, False))
 EXACT_WALL_PER_DET_S = 10.0
-# The exact packing works in address units of up to this relative cost in peak (0: the
-# sizes' gcd, which loses nothing); see _quantum.
+# Coarse units cost at most this share of the peak, and only programs whose peak spans
+# more than EXACT_FINE_UNITS of the sizes' gcd get them.
 EXACT_QUANTUM_SLACK = 0.002
 EXACT_FINE_UNITS = 1 << 14
 
@@ -265,12 +267,14 @@ def _improve(inst: _Instance, arena: int, offsets: list[int], peak: int, moves: 
 
 
 def _exact(inst: _Instance, hint: list[int], upper: int, peak: int, det_time_s: float,
-           target: int | None = None, linearization: int = 1) -> tuple[int, list[int]] | None:
-    """CP-SAT packing (see module docstring); None when it finds nothing better than ``upper``."""
+           target: int | None = None, linearization: int = 1,
+           coarse: bool = False) -> tuple[int, list[int]] | None:
+    """CP-SAT packing (see module docstring); None when it finds nothing better than
+    ``upper``. ``coarse``: in the address units of :func:`_quantum`, else of the sizes' gcd."""
     from ortools.sat.python import cp_model
 
     real_width = inst.width
-    g = _quantum(inst.buffers, peak) if EXACT_QUANTUM_SLACK > 0 else _gcd(inst.buffers)
+    g = _quantum(inst.buffers, peak) if coarse else _gcd(inst.buffers)
     if any(b.size % g or b.workspace % g for b in inst.buffers):
         # Sizes rounded up to the quantum: a layout of the rounded buffers is a layout of
         # the real ones (each real L shape lies inside its rounded one).
@@ -416,9 +420,9 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
         if arena < best[0]:
             best = (arena, offsets, "local")
     if not done() and len(buffers) <= EXACT_MAX_BUFFERS:
-        det_s = EXACT_DETERMINISTIC_S * (1 + effort / 16) / len(EXACT_LINEARIZATION_LEVELS)
-        for level in EXACT_LINEARIZATION_LEVELS:
-            found = _exact(inst, best[1], best[0], peak, det_s, budget_bytes, level)
+        det_s = EXACT_DETERMINISTIC_S * (1 + effort / 16) / len(EXACT_PASSES)
+        for level, coarse in EXACT_PASSES:
+            found = _exact(inst, best[1], best[0], peak, det_s, budget_bytes, level, coarse)
             if found is not None and found[0] < best[0] and inst.valid(found[1]):
                 best = (found[0], found[1], "exact")
             if done():
