@@ -115,8 +115,8 @@ FIRST_SOLVE_SHARE = 0.9
 # within the gap limit of the cover bound.
 COVER_LIMIT_S = 10.0
 GUIDED_SHARE = 0.75
-# The full model after the guided stage only with at least this much time left (time
-# left after reserving what finalizing its schedule will take): on ResNet-18-CIFAR, CP-SAT
+# The full model after the guided stage of a large graph only with at least this much
+# time left (after reserving what finalizing its schedule will take): on ResNet-18-CIFAR, CP-SAT
 # spent 5 s loading the model whatever its limit, and overran the time limit by that.
 MIN_FULL_SOLVE_S = 5.0
 # Effort cap of the minimum-RAM computation when the working set already proves infeasibility.
@@ -371,7 +371,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
             return guided_res  # type: ignore[return-value]
         hint = guided.schedule if guided.schedule is not None else hint
         left = time_limit_s - (time.perf_counter() - t0) - float(extra.get("guided_finalize_s", 0.0))  # type: ignore[arg-type]
-        if guided_res is not None and left < MIN_FULL_SOLVE_S:
+        if guided_res is not None and large and left < MIN_FULL_SOLVE_S:
             # Too little time left for the full model to find anything (building and
             # loading it alone takes seconds on 100+ node graphs): keep the guided stage's.
             extra.update(backend_bound_j=cover.energy_j, full_model_skipped=True)  # type: ignore[union-attr]

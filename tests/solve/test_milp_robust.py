@@ -115,3 +115,27 @@ def test_guided_schedule_keeps_the_cover_bound_when_the_full_model_finds_nothing
         assert res.arena_bytes <= problem.activation_budget
         seen += res.gap > 0
     assert seen, "no seed reached the full model with an unproven guided schedule"
+
+
+def test_full_model_skipped_when_too_little_time_is_left(monkeypatch) -> None:
+    """On a large graph with less than MIN_FULL_SOLVE_S left after the guided stage, the
+    full model is not built (it would only overrun the limit): the answer is the guided
+    stage's schedule, still judged against the cover bound."""
+    def no_full_model(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the full model was solved")
+
+    monkeypatch.setattr(milp, "solve_model", no_full_model)
+    monkeypatch.setattr(milp, "LARGE_GRAPH_NODES", 0)
+    monkeypatch.setattr(milp, "MIN_FULL_SOLVE_S", 1e9)
+    seen = 0
+    for seed in range(12):
+        problem = random_problem(seed, 9, "poet", deadline_prob=0.0, budget_fraction=0.2)
+        res = solve_milp(problem, gap_limit=0.0, time_limit_s=20)
+        if not res.extra.get("full_model_skipped"):
+            continue
+        assert res.ok, res.message
+        assert res.lower_bound_j == pytest.approx(res.extra["cover_bound_j"])
+        assert res.gap is not None and (res.status == "optimal") == (res.gap == 0)
+        assert "before the full model" in res.message
+        seen += 1
+    assert seen, "no seed reached the full model with an unproven guided schedule"
