@@ -366,18 +366,6 @@ def _quantum(buffers: list[Buffer], peak: int) -> int:
     return best
 
 
-def _given_layout(program: Program, buffers: list[Buffer], inst: _Instance) -> tuple[int, list[int]] | None:
-    """The layout ``program`` already carries (a re-plan with more effort starts from it
-    and never ends above it), or None when it has none or it is not valid."""
-    if program.arena_bytes is None:
-        return None
-    offsets = [program.instructions[b.start].offset for b in buffers]
-    if any(o is None or o < 0 for o in offsets) or not inst.valid(offsets):  # type: ignore[operator]
-        return None
-    arena = max((o + w for o, w in zip(offsets, inst.width)), default=0)  # type: ignore[operator]
-    return arena, offsets  # type: ignore[return-value]
-
-
 def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
                budget_bytes: int | None = None) -> Program:
     """Return ``program`` with every buffer's offset and ``arena_bytes`` set.
@@ -386,8 +374,7 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
     and the exact packing's time. More effort tries more, but it does not always give a
     smaller arena: the exact packing starts from the best greedy layout, and CP-SAT's
     search from a different start can end higher within its time. With a
-    ``budget_bytes``, the search stops once a layout fits it. A layout ``program``
-    already carries is the starting point, so a re-plan never ends above it.
+    ``budget_bytes``, the search stops once a layout fits it.
     """
     buffers = buffers_of(graph, program)
     peak = peak_live_bytes(buffers)
@@ -397,12 +384,7 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
     def done() -> bool:
         return best is not None and (best[0] <= peak or (budget_bytes is not None and best[0] <= budget_bytes))
 
-    given = _given_layout(program, buffers, inst)
-    if given is not None:
-        best = (given[0], given[1], str(program.meta.get("arena_order", "given")))
     for name, order in _orders(inst, effort):
-        if done():
-            break
         for best_fit in (False, True):
             arena, offsets = inst.place(order, best_fit)
             if best is None or arena < best[0]:

@@ -92,22 +92,3 @@ def test_exact_layout_is_valid_and_not_above_hint(seed: int) -> None:
         assert A.peak_live_bytes(bufs) <= found[0] <= arena
 
 
-
-def test_replanning_starts_from_the_layout_the_program_carries() -> None:
-    """A planned program re-planned with any effort never ends above its own layout; an
-    invalid carried layout (two live buffers at one offset) is ignored, not trusted."""
-    from dataclasses import replace
-
-    for g, program in list(_programs())[:10]:
-        strong = A.plan_arena(g, program, effort=16)
-        assert A.plan_arena(g, strong).arena_bytes <= strong.arena_bytes
-        bufs = A.buffers_of(g, strong)
-        inst = A._Instance(bufs)
-        given = A._given_layout(strong, bufs, inst)
-        assert given is not None and given[0] == strong.arena_bytes
-        clash = next(((j, p) for j, conf in enumerate(inst.conflicts) for p, wp, wj in conf if wp and wj), None)
-        if clash is not None:
-            j, p = clash
-            ins = list(strong.instructions)
-            ins[bufs[j].start] = replace(ins[bufs[j].start], offset=ins[bufs[p].start].offset)
-            assert A._given_layout(replace(strong, instructions=tuple(ins)), bufs, inst) is None
