@@ -18,7 +18,10 @@ planner keeps the smallest of:
    packing on CP-SAT (``NoOverlap2D``: address × instruction rectangles) hinted with the
    best greedy layout, under a *deterministic* time limit on one worker, so the same
    program always gets the same layout. It stops at the peak (proven optimal) or at the
-   limit with the best layout found, never worse than the hint.
+   limit with the best layout found, never worse than the hint. It runs in two passes
+   (``EXACT_PASSES``): first in coarse address units (sizes rounded up, at most 0.2 % on
+   the peak) where the sizes' gcd would give CP-SAT huge domains, then in the gcd's
+   units, which can reach the peak itself.
 
 Workspace convention (the simulator checks it): the workspace of ``COMPUTE k`` lies right
 after its output buffer, at ``offset + output_bytes``, for the duration of that compute
