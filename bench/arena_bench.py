@@ -6,8 +6,8 @@ Each program is planned once per variant (``VARIANTS``: module settings of
 :mod:`poet_compiler.schedule.arena`), at effort 0 and at finalize's retry effort, with no
 budget (so the planner tries to reach the peak). Records arena / peak and wall time.
 The variants now: both passes of the exact packing in address units of the sizes' gcd
-(before), both in the coarser units of ``_quantum``, and the first coarse, the second
-fine (now).
+(before), both in the coarser units of ``_quantum`` (now), and the first coarse, the
+second fine.
 
     .venv/bin/python bench/arena_bench.py --guided --out bench/results/arena_bench   # -> .md
 
