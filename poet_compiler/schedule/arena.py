@@ -283,8 +283,7 @@ def _exact(inst: _Instance, hint: list[int], upper: int, peak: int, det_time_s: 
     if any(b.size % g or b.workspace % g for b in inst.buffers):
         # Sizes rounded up to the quantum: a layout of the rounded buffers is a layout of
         # the real ones (each real L shape lies inside its rounded one).
-        inst = _Instance([replace(b, size=_round_up(b.size, g), workspace=_round_up(b.workspace, g))
-                          for b in inst.buffers])
+        inst = _Instance(_rounded(inst.buffers, g))
         if any(h % g for h in hint) or not inst.valid(hint):
             # Hint the rounded instance with the hint's stacking order, placed first fit.
             _, hint = inst.place(sorted(range(len(hint)), key=lambda j: (hint[j], j)), False)
@@ -347,8 +346,9 @@ def _gcd(buffers: list[Buffer]) -> int:
     return max(g, 1)
 
 
-def _round_up(x: int, q: int) -> int:
-    return -(-x // q) * q
+def _rounded(buffers: list[Buffer], q: int) -> list[Buffer]:
+    """``buffers`` with output and workspace sizes rounded up to multiples of ``q``."""
+    return [replace(b, size=-(-b.size // q) * q, workspace=-(-b.workspace // q) * q) for b in buffers]
 
 
 def _quantum(buffers: list[Buffer], peak: int) -> int:
@@ -364,8 +364,7 @@ def _quantum(buffers: list[Buffer], peak: int) -> int:
     best = q = g
     while q < peak:
         q *= 2
-        rounded = [replace(b, size=_round_up(b.size, q), workspace=_round_up(b.workspace, q)) for b in buffers]
-        if peak_live_bytes(rounded) > peak * (1 + EXACT_QUANTUM_SLACK):
+        if peak_live_bytes(_rounded(buffers, q)) > peak * (1 + EXACT_QUANTUM_SLACK):
             break
         best = q
     return best

@@ -370,15 +370,18 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         if done:
             return guided_res  # type: ignore[return-value]
         hint = guided.schedule if guided.schedule is not None else hint
-        left = time_limit_s - (time.perf_counter() - t0) - float(extra.get("guided_finalize_s", 0.0))  # type: ignore[arg-type]
-        if guided_res is not None and large and left < MIN_FULL_SOLVE_S:
-            # Too little time left for the full model to find anything (building and
-            # loading it alone takes seconds on 100+ node graphs): keep the guided stage's.
-            extra.update(backend_bound_j=cover.energy_j, full_model_skipped=True)  # type: ignore[union-attr]
-            guided_res.extra.update(extra)
-            guided_res.message = f"the {guided_res.extra['solver_used']} schedule; stopped at the time limit " \
-                                 f"({time_limit_s:g} s) before the full model"
-            return guided_res
+    # Finalizing the full model's schedule (arena planning) comes after its limit: leave
+    # it the time the guided schedule's finalize took.
+    finalize_s = float(extra.get("guided_finalize_s", 0.0))  # type: ignore[arg-type]
+    if cover is not None and guided_res is not None and large and \
+            time_limit_s - (time.perf_counter() - t0) - finalize_s < MIN_FULL_SOLVE_S:
+        # Too little time left for the full model to find anything (building and
+        # loading it alone takes seconds on 100+ node graphs): keep the guided stage's.
+        extra.update(backend_bound_j=cover.energy_j, full_model_skipped=True)
+        guided_res.extra.update(extra)
+        guided_res.message = f"the {guided_res.extra['solver_used']} schedule; stopped at the time limit " \
+                             f"({time_limit_s:g} s) before the full model"
+        return guided_res
     # The full model, built only now: most zoo cells never get here.
     t_build = time.perf_counter()
     built = build(problem, formulation, budget=tight.activation_budget)
@@ -396,9 +399,6 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         built.hint_from(built.schedule(values))
         return dict(built.model.hint)
 
-    # Finalizing the solver's schedule (arena planning) comes after its limit: leave it
-    # the time the guided schedule's finalize took.
-    finalize_s = float(extra.get("guided_finalize_s", 0.0))  # type: ignore[arg-type]
     remaining = max(0.5, time_limit_s - (time.perf_counter() - t0) - finalize_s)
     opts = BackendOptions(time_limit_s=remaining, threads=threads, progress=progress, relative_gap=gap,
                           large=is_large(built.model))

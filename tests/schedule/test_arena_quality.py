@@ -90,5 +90,3 @@ def test_exact_layout_is_valid_and_not_above_hint(seed: int) -> None:
     if found is not None:
         assert inst.valid(found[1])
         assert A.peak_live_bytes(bufs) <= found[0] <= arena
-
-
