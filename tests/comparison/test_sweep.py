@@ -19,7 +19,7 @@ RAM = ["60%", "80%", "100%"]
 DEADLINE = ["1.2x", "2x"]
 STRATEGIES = ["optimal", "checkmate", "paging_only"]
 KW = dict(time_limit_s=20.0, threads=1)
-TIMING = {"solve_time_s", "backend_solve_s", "model_build_s", "guided_solve_s"}  # measured, not results
+TIMING = {"solve_time_s", "backend_solve_s", "model_build_s", "guided_solve_s", "guided_finalize_s"}  # measured, not results
 
 
 def results(df: pd.DataFrame) -> pd.DataFrame:
