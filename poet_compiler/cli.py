@@ -35,27 +35,57 @@ for _mod in sorted(m.name for m in pkgutil.iter_modules(commands.__path__)):
     importlib.import_module(f"{commands.__name__}.{_mod}").register(app)
 
 
+def _exception_families() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
+    """(usage errors, exits, aborts) of every click flavour this typer may raise.
+
+    typer < 0.29 raises click's own classes; typer >= 0.29 raises those of its vendored
+    copy (``typer._click``), which share no base class with click's. Catch both, so a
+    usage error is one line whatever typer a fresh install resolves to.
+    """
+    usage: list[type] = []
+    exits: list[type] = [typer.Exit]
+    aborts: list[type] = [typer.Abort]
+    for name in ("click.exceptions", "typer._click.exceptions"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        usage += [c for c in (getattr(mod, "ClickException", None),) if c is not None]
+        exits += [c for c in (getattr(mod, "Exit", None),) if c is not None]
+        aborts += [c for c in (getattr(mod, "Abort", None),) if c is not None]
+    return tuple(usage), tuple(exits), tuple(aborts)
+
+
+def _usage_line(exc: Exception) -> str:
+    """One line: the command path, click's message, and where to find help."""
+    message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
+    ctx = getattr(exc, "ctx", None)
+    path = getattr(ctx, "command_path", None) or "poetc"
+    return f"error: {path}: {message} (see '{path} --help')"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
+    usage, exits, aborts = _exception_families()
     try:
-        result = app(args=argv, standalone_mode=False)
+        result = app(args=argv, standalone_mode=False, prog_name="poetc")
     except PoetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except typer.Exit as exc:  # raised by commands that set their own exit code
-        return exc.exit_code
-    except Exception as exc:  # click usage errors (unknown option, missing argument)
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
+    except exits as exc:  # raised by commands that set their own exit code, and by --help
+        return int(getattr(exc, "exit_code", 0) or 0)
+    except aborts:
+        print("aborted", file=sys.stderr)
+        return 130
+    except usage as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare ``poetc``/``poetc sweep``: the help text
+            print(exc.format_message(), file=sys.stderr)  # type: ignore[attr-defined]
             return 2
-        if isinstance(exc, click.exceptions.Abort):
-            return 130
-        raise
+        print(_usage_line(exc), file=sys.stderr)
+        return 2
     return result if isinstance(result, int) else 0
 
 

@@ -1,0 +1,48 @@
+"""Usage errors through the installed console script: one line on stderr, exit code 2.
+
+These run ``poetc`` as a user does (the script the venv's ``pip install`` wrote), so they
+see what ``main`` really does with whatever typer/click versions are installed — typer
+0.29 raises its vendored click exceptions, which an in-process test against click's
+classes would not notice.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+POETC = Path(sys.executable).with_name("poetc")
+
+USAGE = [
+    (["compile", "mlp", "--ram", "1M", "--bogus"], "no such option: --bogus"),
+    (["nosuchcmd"], "no such command 'nosuchcmd'"),
+    (["compile"], "missing argument 'model'"),
+    (["compile", "mlp", "--threads", "many"], "--threads"),
+    (["verify", "mlp"], "--schedule"),
+]
+
+
+def run_poetc(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the installed console script; fail loudly if the venv has none."""
+    assert POETC.is_file(), f"no console script at {POETC}: is the package installed (pip install -e .)?"
+    return subprocess.run([str(POETC), *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+@pytest.mark.parametrize(("args", "says"), USAGE, ids=[" ".join(a) for a, _ in USAGE])
+def test_usage_error_is_one_line_exit_2(tmp_path: Path, args: list[str], says: str) -> None:
+    proc = run_poetc(*args, cwd=tmp_path)
+    err = proc.stderr.strip()
+    assert proc.returncode == 2, proc.stderr
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("error: ") and "Traceback" not in err, err
+    assert says.lower() in err.lower(), err
+    assert proc.stdout == ""
+    assert list(tmp_path.iterdir()) == [], "nothing may be written on a usage error"
+
+
+def test_help_exits_0(tmp_path: Path) -> None:
+    proc = run_poetc("compile", "--help", cwd=tmp_path)
+    assert proc.returncode == 0 and "--ram" in proc.stdout and proc.stderr == ""
