@@ -1,0 +1,122 @@
+/* conv.c - 2-D convolution, forward and the three backward kernels (NCHW, float32).
+ *
+ * One grouped kernel covers the ordinary, depthwise (groups = channels) and pointwise
+ * (1x1) convolutions of the MCU models; loops follow the definition in poet_kernels.h.
+ * The backward kernels scatter from each output position, which visits exactly the
+ * (input, weight) pairs that the forward read, so padding and stride need no special
+ * cases beyond the bounds check. */
+#include "poet_kernels.h"
+
+/* Input row/column of output position o and kernel tap t, or -1 when it falls in the padding. */
+static int32_t tap(int32_t o, int32_t t, int32_t stride, int32_t pad, int32_t dil, int32_t extent)
+{
+    int32_t i = o * stride - pad + t * dil;
+    return (i >= 0 && i < extent) ? i : -1;
+}
+
+void poet_conv2d_fwd(const poet_conv2d_shape *s, const float *x, const float *w, const float *bias, float *y)
+{
+    const int32_t cin_g = s->c_in / s->groups, cout_g = s->c_out / s->groups;
+    for (int32_t n = 0; n < s->n; n++) {
+        for (int32_t co = 0; co < s->c_out; co++) {
+            const int32_t g = co / cout_g;
+            const float *wc = w + (int32_t)co * cin_g * s->kh * s->kw;
+            float *yc = y + ((int32_t)n * s->c_out + co) * s->h_out * s->w_out;
+            for (int32_t oh = 0; oh < s->h_out; oh++) {
+                for (int32_t ow = 0; ow < s->w_out; ow++) {
+                    float acc = bias ? bias[co] : 0.0f;
+                    for (int32_t cl = 0; cl < cin_g; cl++) {
+                        const float *xc = x + ((int32_t)n * s->c_in + g * cin_g + cl) * s->h_in * s->w_in;
+                        const float *wk = wc + cl * s->kh * s->kw;
+                        for (int32_t i = 0; i < s->kh; i++) {
+                            int32_t ih = tap(oh, i, s->stride_h, s->pad_h, s->dil_h, s->h_in);
+                            if (ih < 0) continue;
+                            for (int32_t j = 0; j < s->kw; j++) {
+                                int32_t iw = tap(ow, j, s->stride_w, s->pad_w, s->dil_w, s->w_in);
+                                if (iw < 0) continue;
+                                acc += wk[i * s->kw + j] * xc[ih * s->w_in + iw];
+                            }
+                        }
+                    }
+                    yc[oh * s->w_out + ow] = acc;
+                }
+            }
+        }
+    }
+}
+
+void poet_conv2d_bwd_input(const poet_conv2d_shape *s, const float *dy, const float *w, float *dx)
+{
+    const int32_t cin_g = s->c_in / s->groups, cout_g = s->c_out / s->groups;
+    const int32_t dx_count = s->n * s->c_in * s->h_in * s->w_in;
+    for (int32_t k = 0; k < dx_count; k++) dx[k] = 0.0f;
+    for (int32_t n = 0; n < s->n; n++) {
+        for (int32_t co = 0; co < s->c_out; co++) {
+            const int32_t g = co / cout_g;
+            const float *wc = w + (int32_t)co * cin_g * s->kh * s->kw;
+            const float *dyc = dy + ((int32_t)n * s->c_out + co) * s->h_out * s->w_out;
+            for (int32_t oh = 0; oh < s->h_out; oh++) {
+                for (int32_t ow = 0; ow < s->w_out; ow++) {
+                    const float d = dyc[oh * s->w_out + ow];
+                    for (int32_t cl = 0; cl < cin_g; cl++) {
+                        float *dxc = dx + ((int32_t)n * s->c_in + g * cin_g + cl) * s->h_in * s->w_in;
+                        const float *wk = wc + cl * s->kh * s->kw;
+                        for (int32_t i = 0; i < s->kh; i++) {
+                            int32_t ih = tap(oh, i, s->stride_h, s->pad_h, s->dil_h, s->h_in);
+                            if (ih < 0) continue;
+                            for (int32_t j = 0; j < s->kw; j++) {
+                                int32_t iw = tap(ow, j, s->stride_w, s->pad_w, s->dil_w, s->w_in);
+                                if (iw < 0) continue;
+                                dxc[ih * s->w_in + iw] += wk[i * s->kw + j] * d;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+void poet_conv2d_bwd_weight(const poet_conv2d_shape *s, const float *dy, const float *x, float *dw)
+{
+    const int32_t cin_g = s->c_in / s->groups, cout_g = s->c_out / s->groups;
+    /* One weight at a time, summing over batch and output positions: each dw element is
+     * one dot product, written once (no zeroing pass, no read-modify-write of dw). */
+    for (int32_t co = 0; co < s->c_out; co++) {
+        const int32_t g = co / cout_g;
+        for (int32_t cl = 0; cl < cin_g; cl++) {
+            for (int32_t i = 0; i < s->kh; i++) {
+                for (int32_t j = 0; j < s->kw; j++) {
+                    float acc = 0.0f;
+                    for (int32_t n = 0; n < s->n; n++) {
+                        const float *dyc = dy + ((int32_t)n * s->c_out + co) * s->h_out * s->w_out;
+                        const float *xc = x + ((int32_t)n * s->c_in + g * cin_g + cl) * s->h_in * s->w_in;
+                        for (int32_t oh = 0; oh < s->h_out; oh++) {
+                            int32_t ih = tap(oh, i, s->stride_h, s->pad_h, s->dil_h, s->h_in);
+                            if (ih < 0) continue;
+                            for (int32_t ow = 0; ow < s->w_out; ow++) {
+                                int32_t iw = tap(ow, j, s->stride_w, s->pad_w, s->dil_w, s->w_in);
+                                if (iw < 0) continue;
+                                acc += dyc[oh * s->w_out + ow] * xc[ih * s->w_in + iw];
+                            }
+                        }
+                    }
+                    dw[((co * cin_g + cl) * s->kh + i) * s->kw + j] = acc;
+                }
+            }
+        }
+    }
+}
+
+void poet_conv2d_bwd_bias(const poet_conv2d_shape *s, const float *dy, float *db)
+{
+    const int32_t plane = s->h_out * s->w_out;
+    for (int32_t co = 0; co < s->c_out; co++) {
+        float acc = 0.0f;
+        for (int32_t n = 0; n < s->n; n++) {
+            const float *dyc = dy + ((int32_t)n * s->c_out + co) * plane;
+            for (int32_t k = 0; k < plane; k++) acc += dyc[k];
+        }
+        db[co] = acc;
+    }
+}
