@@ -4,6 +4,13 @@ One call walks the whole pipeline — frontend -> graph -> costs -> solve -> sch
 and returns a :class:`Compilation` holding every intermediate value, so a user can
 inspect the graph, the costs, the Program and the simulator's figures, then write the
 bytecode and the report with :meth:`Compilation.save`.
+
+``model`` may be the user's own ``nn.Module`` (with ``example_inputs``, ``target`` and
+``loss_fn``, in PyTorch's conventions); :meth:`Compilation.training_step` then returns a
+callable that trains that very module by the schedule, a drop-in for ``loss.backward()``.
+
+Everything that can be checked without the model (names, budgets given in absolute
+units, the device profile) is checked before the trace, which takes seconds.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from poet_compiler.devices.costs import CostTable
 from poet_compiler.errors import PoetError
@@ -27,6 +34,14 @@ from poet_compiler.solve.budgets import (
 from poet_compiler.solve.problem import MODES, Problem
 from poet_compiler.solve.result import Result
 from poet_compiler.solve.strategies import SolveOptions, get_strategy, run_strategy
+from poet_compiler.units import parse_duration, parse_relative, parse_size
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from poet_compiler.devices.profile import DeviceProfile
+    from poet_compiler.frontends.torch.traced import TracedModel
+    from poet_compiler.training import TrainingStep
 
 
 @dataclass
@@ -44,10 +59,30 @@ class Compilation:
     batch: int | None = None
     onnx_loss: str | None = None
     input_shapes: dict[str, list[int]] | None = None
+    traced: "TracedModel | None" = None
 
     @property
     def program(self):
         return self.result.program
+
+    def training_step(self, *, page_file: str | Path | None = None,
+                      page_dir: str | Path | None = None) -> "TrainingStep":
+        """A callable ``step(x, y) -> loss`` that runs forward + backward by the schedule.
+
+        It trains the compiled module itself (an ``nn.Module`` or zoo model): each call
+        accumulates ``.grad`` on its parameters like ``loss.backward()`` and updates its
+        buffers, so ``opt.zero_grad(); step(x, y); opt.step()`` is an ordinary loop. The
+        batch must have the example's shapes and dtypes (else :class:`BatchError`).
+        Paged tensors go to ``page_file`` (default: a temporary file in ``page_dir``).
+        """
+        from poet_compiler.training import TrainingStep
+
+        if self.traced is None:
+            raise PoetError(f"{self.model}: a training step needs the model's weights; compile an nn.Module "
+                            "or a zoo model (a graph file or ONNX graph has no module to train)")
+        if self.result.program is None:
+            raise PoetError(f"no schedule to run: {self.result.status}: {self.result.message}")
+        return TrainingStep(self.traced, self.result.program, page_file=page_file, page_dir=page_dir)
 
     def report(self) -> dict[str, Any]:
         """The sidecar JSON object: the Result's report plus model/device/reference figures."""
@@ -83,12 +118,51 @@ class Compilation:
         return out, sidecar
 
 
-def load_costs(graph: TrainingGraph, device: str | None) -> CostTable:
-    """Costs of ``graph`` on ``device`` (a profile name or path; None: explicit costs only)."""
+def load_costs(graph: TrainingGraph, device: "str | DeviceProfile | None") -> CostTable:
+    """Costs of ``graph`` on ``device`` (a profile, its name or path; None: explicit costs only)."""
     from poet_compiler.devices.cost_model import costs_for
-    from poet_compiler.devices.profile import load_profile
+    from poet_compiler.devices.profile import DeviceProfile, load_profile
 
-    return costs_for(graph, load_profile(device) if device else None)
+    profile = device if isinstance(device, DeviceProfile) or device is None else load_profile(device)
+    return costs_for(graph, profile)
+
+
+def precheck_budgets(ram: str | int | None, deadline: str | float | None) -> None:
+    """Parse the budgets that do not depend on the model (``256k``, ``120ms``), so bad
+    text is refused before the trace; relative ones (``50%``, ``1.5x``) are resolved
+    against the model's checkpoint-all figures later."""
+    if ram is not None and not (isinstance(ram, str) and parse_relative(ram, "%") is not None):
+        parse_size(ram, "RAM budget")
+    if deadline is not None and not (isinstance(deadline, str) and parse_relative(deadline, "x") is not None):
+        parse_duration(deadline, "deadline")
+
+
+def _is_module(model: object) -> bool:
+    """True for a torch ``nn.Module``, without importing torch for the other kinds."""
+    import sys
+
+    torch_nn = sys.modules.get("torch.nn")
+    return torch_nn is not None and isinstance(model, torch_nn.Module)
+
+
+def trace_user_module(model: "nn.Module", example_inputs: Any, target: Any, loss_fn: Any, *,
+                      name: str | None, granularity: str) -> "TracedModel":
+    """Trace the user's module (the torch frontend's ``trace_module``) after checking the
+    arguments a PyTorch user is most likely to forget."""
+    import torch
+
+    from poet_compiler.errors import FrontendError
+    from poet_compiler.frontends.torch import trace_module
+
+    label = name or type(model).__name__
+    if example_inputs is None or target is None or loss_fn is None:
+        missing = [k for k, v in (("example_inputs", example_inputs), ("target", target), ("loss_fn", loss_fn)) if v is None]
+        raise FrontendError(f"{label}: compiling an nn.Module needs {', '.join(missing)} "
+                            "(e.g. example_inputs=(x,), target=y, loss_fn=torch.nn.functional.cross_entropy)")
+    if not callable(loss_fn):
+        raise FrontendError(f"{label}: loss_fn must be callable (output, target) -> scalar loss")
+    inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+    return trace_module(model, inputs, target, loss_fn, name=label, granularity=granularity)
 
 
 def resolve_graph(
@@ -107,7 +181,7 @@ def resolve_graph(
 
 
 def compile(  # noqa: A001 - the product's verb
-    model: str | TrainingGraph,
+    model: "str | TrainingGraph | nn.Module",
     device: str | None = "m4",
     ram: str | int | None = None,
     deadline: str | float | None = None,
@@ -125,8 +199,17 @@ def compile(  # noqa: A001 - the product's verb
     progress: bool = False,
     onnx_loss: str | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    example_inputs: Any = None,
+    target: Any = None,
+    loss_fn: Any = None,
+    name: str | None = None,
 ) -> Compilation:
-    """Compile ``model`` (zoo name, .json, .onnx or a TrainingGraph) for ``device``.
+    """Compile ``model`` (zoo name, .json, .onnx, a TrainingGraph or an nn.Module) for ``device``.
+
+    An ``nn.Module`` is traced with ``example_inputs`` (a tensor or a tuple of them),
+    ``target`` and ``loss_fn(output, target) -> scalar`` (e.g. ``F.cross_entropy``), in
+    the mode it is in (call ``model.train()`` first); ``name`` labels it in reports
+    (default: its class name). Use :meth:`Compilation.training_step` to train it.
 
     ``ram``: bytes, ``"256k"`` or ``"50%"`` of the checkpoint-all peak (default: the
     device's RAM). ``deadline``: seconds, ``"120ms"`` or ``"1.5x"`` the compute-only
@@ -137,7 +220,7 @@ def compile(  # noqa: A001 - the product's verb
     infeasible budget is a Result with status ``infeasible`` and a message giving the
     smallest budget that works.
     """
-    # Refuse bad names before the (possibly slow) trace.
+    # Refuse bad names, budgets and profiles before the (possibly slow) trace.
     if mode not in MODES:
         raise PoetError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
     get_strategy(strategy)
@@ -147,8 +230,35 @@ def compile(  # noqa: A001 - the product's verb
         raise PoetError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
     if gap is not None and not 0.0 <= gap < 1.0:
         raise PoetError(f"gap {gap!r} is not a relative gap in [0, 1) (e.g. 0.001 for 0.1%)")
-    graph = resolve_graph(model, granularity, batch, onnx_loss=onnx_loss, input_shapes=input_shapes)
-    costs = load_costs(graph, device)
+    from poet_compiler.solve.formulation import FORMULATIONS
+
+    if formulation not in FORMULATIONS:
+        raise PoetError(f"unknown formulation {formulation!r}; known: {', '.join(FORMULATIONS)}")
+    if not time_limit_s > 0:
+        raise PoetError(f"time limit must be positive, got {time_limit_s!r} s")
+    if threads < 1:
+        raise PoetError(f"threads must be >= 1, got {threads}")
+    precheck_budgets(ram, deadline)
+    profile = _profile_for(model, device)
+    traced: TracedModel | None = None
+    if _is_module(model):
+        if batch is not None:
+            raise PoetError("batch applies to zoo models; an nn.Module's batch is the first dimension of example_inputs")
+        traced = trace_user_module(model, example_inputs, target, loss_fn,  # type: ignore[arg-type]
+                                   name=name, granularity=granularity)
+        graph = traced.graph
+    elif example_inputs is not None or target is not None or loss_fn is not None:
+        raise PoetError("example_inputs, target and loss_fn apply to an nn.Module; "
+                        f"{type(model).__name__} {str(model)[:60]!r} brings its own")
+    elif isinstance(model, str) and not (onnx_loss or input_shapes) and _is_zoo(model):
+        # Keep the TracedModel of a zoo model too, so its Compilation can train it.
+        from poet_compiler.frontends import trace_zoo
+
+        traced = trace_zoo(model, granularity=granularity, batch=batch)
+        graph = traced.graph
+    else:
+        graph = resolve_graph(model, granularity, batch, onnx_loss=onnx_loss, input_shapes=input_shapes)
+    costs = load_costs(graph, profile)
     ref = reference(graph, costs)
     problem = Problem(
         graph=graph,
@@ -161,8 +271,32 @@ def compile(  # noqa: A001 - the product's verb
     opts = SolveOptions(solver=solver, formulation=formulation, time_limit_s=time_limit_s,
                         threads=threads, progress=progress, gap_limit=gap)
     result = run_strategy(strategy, problem, opts)
-    name = model.name if isinstance(model, TrainingGraph) else str(model)
-    return Compilation(model=name, device=costs.device, graph=graph, costs=costs,
+    label = str(model) if isinstance(model, str) else graph.name
+    return Compilation(model=label, device=costs.device, graph=graph, costs=costs,
                        problem=problem, reference=ref, result=result,
                        granularity=granularity, batch=batch, onnx_loss=onnx_loss,
-                       input_shapes={k: list(v) for k, v in input_shapes.items()} if input_shapes else None)
+                       input_shapes={k: list(v) for k, v in input_shapes.items()} if input_shapes else None,
+                       traced=traced)
+
+
+def _is_zoo(name: str) -> bool:
+    from poet_compiler.frontends import zoo_names
+
+    return name in zoo_names()
+
+
+def _profile_for(model: object, device: str | None) -> "DeviceProfile | None":
+    """Load the device profile up front (a typo or broken file is reported at once).
+
+    Without a device only a poet-graph/1 file (or TrainingGraph) can carry explicit
+    costs; a traced model never does, so say so now rather than after the trace.
+    """
+    from poet_compiler.devices.profile import load_profile
+
+    if device is not None:
+        return load_profile(device)
+    explicit = isinstance(model, TrainingGraph) or (isinstance(model, str) and Path(model).suffix.lower() == ".json")
+    if not explicit:
+        raise PoetError(f"no device given for {str(model)[:60] if isinstance(model, str) else type(model).__name__}: "
+                        "a traced model has no costs of its own; name a device profile (--device m4, or device='m4')")
+    return None

@@ -41,3 +41,7 @@ class ScheduleError(PoetError):
 
 class BytecodeError(PoetError):
     """A .poet file is truncated, corrupted or of an unknown version."""
+
+
+class BatchError(PoetError):
+    """A batch given to a compiled training step differs from the one it was compiled for."""
