@@ -268,29 +268,26 @@ def op_table_from_times(
     return {sig: statistics.median(v) for sig, v in sorted(per_sig.items())}
 
 
-def _traced_op_times(model: str, overhead_s: float) -> dict[str, float]:
-    """Time every op signature of a zoo model's traced training step."""
-    try:
-        from poet_compiler.frontends import load_model
-    except ImportError:
-        raise ProfileError("--model needs the torch frontend (poet_compiler.frontends.load_model), which is not installed") from None
+def _trace_for_profiling(model: str) -> Any:
+    """The TracedModel of ``model`` (a zoo name or .onnx file), traced before any
+    measurement so that a wrong name costs no benchmark time."""
+    from poet_compiler.frontends import load_model
+
     traced = load_model(model)
     if traced is None:
         raise ProfileError(f"--model {model!r}: not a traceable model (a graph file has no kernels to time)")
-    gm = _first_attr(traced, ("graph_module", "gm", "fx_module", "module"))
-    args = _first_attr(traced, ("example_args", "fx_args", "args", "inputs"))
-    node_fx = _first_attr(traced, ("node_fx_nodes", "fx_nodes", "node_ops"))
-    fx_times = time_fx_nodes(gm, list(args))
-    names = [[n if isinstance(n, str) else n.name for n in group] for group in node_fx]
-    return op_table_from_times(traced.graph, names, fx_times, overhead_s)
+    return traced
 
 
-def _first_attr(obj: Any, names: Sequence[str]) -> Any:
-    for n in names:
-        value = getattr(obj, n, None)
-        if value is not None:
-            return value() if callable(value) and n in ("example_args", "fx_args") else value
-    raise ProfileError(f"traced model has none of the attributes {', '.join(names)}; cannot time its ops")
+def _traced_op_times(traced: Any, overhead_s: float) -> dict[str, float]:
+    """Time every op signature of a traced training step: its joint FX graph is run on
+    the model's real parameters, buffers and example batch (``TracedModel.flat_args``),
+    and each scheduling node's time is the sum of its FX nodes' (``node_fx``)."""
+    import torch
+
+    with torch.no_grad():
+        fx_times = time_fx_nodes(traced.gm, traced.flat_args())
+    return op_table_from_times(traced.graph, traced.node_fx, fx_times, overhead_s)
 
 
 # ---- host facts --------------------------------------------------------------------------
@@ -345,6 +342,7 @@ def profile_host(
         raise ProfileError(f"--power-w must be positive, got {power_w}")
     if idle_w < 0:
         raise ProfileError(f"--idle-w must be >= 0, got {idle_w}")
+    traced = _trace_for_profiling(model) if model is not None else None
     min_t = 0.03 if quick else 0.25
 
     if meter is not None:
@@ -395,9 +393,9 @@ def profile_host(
         page_power = float(power_w or 0.0)
 
     op_table: dict[str, dict[str, float]] = {}
-    if model is not None:
+    if traced is not None:
         busy_w = _mean_dynamic(best)
-        for sig, secs in _traced_op_times(model, overhead).items():
+        for sig, secs in _traced_op_times(traced, overhead).items():
             op_table[sig] = {"compute_s": secs, "compute_j": busy_w * secs}
 
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0

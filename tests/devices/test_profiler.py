@@ -84,3 +84,38 @@ def test_op_table_from_fx_times() -> None:
     table = op_table_from_times(_graph(), [[names[0]], [names[1]], [names[2]]], times, overhead_s=1e-9)
     assert set(table) == {"aten.mm(f32[32,32],f32[32,32])", "aten.relu(f32[32,32])"}
     assert table["aten.mm(f32[32,32],f32[32,32])"] == pytest.approx(times[names[0]])
+
+
+def test_profile_with_model_times_every_op_signature(tmp_path: Path) -> None:
+    """``poetc profile --model NAME``: the per-op table covers the model's signatures, and
+    the cost model uses it for the model's nodes (it failed on every model before)."""
+    from poet_compiler.frontends import load_model
+
+    out = tmp_path / "host.json"
+    rc = main(["profile", "-o", str(out), "--quick", "--power-w", "15", "--model", "mlp",
+               "--page-file", str(tmp_path / "paging.bin")])
+    assert rc == 0
+    p = load_profile(out)
+    graph = load_model("mlp").graph
+    sigs = {n.extra["signature"] for n in graph.nodes if isinstance(n.extra.get("signature"), str)}
+    assert sigs and set(p.op_table) == sigs
+    assert all(v.compute_s > 0 and v.compute_j > 0 for v in p.op_table.values())
+    assert p.measurement is not None and p.measurement.model == "mlp"
+    t = costs_for(graph, p)
+    for i, node in enumerate(graph.nodes):
+        assert t.compute_s[i] == p.op_table[node.extra["signature"]].compute_s
+
+
+def test_profile_refuses_an_unknown_model_before_measuring(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import poet_compiler.devices.profiler as profiler
+
+    def measured(*args: object, **kwargs: object) -> None:
+        raise AssertionError("benchmarks ran before the model name was checked")
+
+    monkeypatch.setattr(profiler, "_overhead_s", measured)
+    rc = main(["profile", "-o", str(tmp_path / "host.json"), "--quick", "--power-w", "15", "--model", "no_such_model",
+               "--page-file", str(tmp_path / "paging.bin")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "no_such_model" in err, err
+    assert not (tmp_path / "paging.bin").exists() and not (tmp_path / "host.json").exists()
