@@ -5,7 +5,9 @@ of its nn.Module and one with :class:`~poet_compiler.codegen.executor.ScheduledS
 (same inputs, same seed), and collects what ``poetc verify`` prints: the max absolute
 difference over all parameter gradients (and whether they are bitwise equal), the
 measured peak of live activation bytes against the simulator's prediction and the
-budget, and the page file's traffic against the schedule's paging volume.
+budget, whether the loss and the buffer updates are bitwise equal too, and the page
+file's traffic against what the schedule's page-outs and page-ins must move.
+:attr:`Verification.ok` is false when any of these differ.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ class Verification:
     page_in_bytes: int
     schedule_page_out_bytes: int
     schedule_page_in_bytes: int
+    expected_page_out_bytes: int
+    expected_page_in_bytes: int
     scheduled_wall_s: float
     autograd_wall_s: float
 
@@ -59,16 +63,75 @@ class Verification:
 
     @property
     def paging_matches(self) -> bool:
-        return (self.page_out_bytes, self.page_in_bytes) == (self.schedule_page_out_bytes, self.schedule_page_in_bytes)
+        """The page file saw exactly the bytes the schedule's PAGE_OUT/PAGE_IN name: the
+        storages each paged node holds (:func:`expected_page_bytes`)."""
+        return (self.page_out_bytes, self.page_in_bytes) == (self.expected_page_out_bytes, self.expected_page_in_bytes)
+
+    @property
+    def failures(self) -> list[str]:
+        """What differs from plain autograd or from the schedule, one phrase each."""
+        checks = [
+            (self.grads_bitwise, "gradients differ from autograd"),
+            (self.loss_bitwise, "loss differs from autograd"),
+            (self.buffers_bitwise, "buffer updates differ from autograd"),
+            (self.within_budget, "measured peak exceeds the budget"),
+            # The page file is the device's flash: traffic other than the schedule's
+            # means the executor did not run the schedule it was given.
+            (self.paging_matches, "page file traffic differs from the schedule's paging volume"),
+        ]
+        return [what for good, what in checks if not good]
 
     @property
     def ok(self) -> bool:
-        return self.grads_bitwise and self.within_budget
+        return not self.failures
 
     def report(self) -> dict[str, Any]:
         out = asdict(self)
-        out.update(within_budget=self.within_budget, paging_matches=self.paging_matches, ok=self.ok)
+        out.update(within_budget=self.within_budget, paging_matches=self.paging_matches, ok=self.ok,
+                   failures=self.failures)
         return out
+
+
+def node_storage_bytes(traced: "TracedModel") -> list[int]:
+    """Bytes of the distinct storages each node holds from COMPUTE to FREE, from the
+    traced graph's tensor metadata and the executor's plan — what one PAGE_OUT of the
+    node writes and one PAGE_IN reads.
+
+    This equals the node's ``output_bytes`` except where the graph counts a storage
+    twice: a coarsened group holding a multi-output op and the select that picks its
+    saved statistics keeps that storage once (README, "Shared storage is counted
+    twice"), and an op-level multi-output op keeps the elements its select reads.
+    """
+    from poet_compiler.codegen.pager import _tensors
+    from poet_compiler.codegen.plan import build_plan
+
+    plan = build_plan(traced)
+    sizes = []
+    for i, npl in enumerate(plan.nodes):
+        keep = dict(npl.trim)
+        storages: dict[int, int] = {}
+        for name in npl.kept:
+            val = plan.fx_nodes[name].meta.get("val")
+            if name in keep and isinstance(val, (list, tuple)):
+                val = tuple(v for k, v in enumerate(val) if k in keep[name])
+            tensors = _tensors(val)
+            if val is None or (not tensors and name not in keep):
+                return [n.output_bytes for n in traced.graph.nodes]  # no metadata: the graph's figure
+            for t in tensors:
+                st = t.untyped_storage()
+                storages[id(st)] = st.nbytes()
+        sizes.append(sum(storages.values()))
+    return sizes
+
+
+def expected_page_bytes(traced: "TracedModel", program: Program) -> tuple[int, int]:
+    """(bytes written, bytes read) that running ``program`` must cause in the page file."""
+    from poet_compiler.schedule.program import Op
+
+    size = node_storage_bytes(traced)
+    out = sum(size[ins.node] for ins in program.instructions if ins.op is Op.PAGE_OUT)
+    back = sum(size[ins.node] for ins in program.instructions if ins.op is Op.PAGE_IN)
+    return out, back
 
 
 def autograd_step(traced: "TracedModel", inputs: tuple[torch.Tensor, ...] | None = None,
@@ -114,7 +177,11 @@ def verify(traced: "TracedModel", program: Program, costs: CostTable, *,
         if not torch.equal(a, b):
             bitwise = False
         max_diff = max(max_diff, float((a.double() - b.double()).abs().max()) if a.numel() else 0.0)
-    buffers_ok = all(name in ref_buffers and torch.equal(value, ref_buffers[name]) for name, value in updates.items())
+    # Every buffer, updated or not, must end as autograd's copy left it.
+    after = {name: b.detach() for name, b in traced.module.named_buffers()}
+    after.update(updates)
+    exp_out, exp_in = expected_page_bytes(traced, program) if program.n_page_out or program.n_page_in else (0, 0)
+    buffers_ok = set(after) == set(ref_buffers) and all(torch.equal(v, ref_buffers[n]) for n, v in after.items())
     return Verification(
         model=graph.name, n_nodes=graph.n, n_instructions=len(program), n_grads=len(names),
         grads_bitwise=bitwise, max_abs_grad_diff=max_diff, loss_bitwise=bool(torch.equal(loss, ref_loss)),
@@ -124,6 +191,7 @@ def verify(traced: "TracedModel", program: Program, costs: CostTable, *,
         fixed_bytes_counted=graph.fixed_bytes if count_fixed else 0,
         page_out_bytes=stats.page_out_bytes, page_in_bytes=stats.page_in_bytes,
         schedule_page_out_bytes=sim.page_out_bytes, schedule_page_in_bytes=sim.page_in_bytes,
+        expected_page_out_bytes=exp_out, expected_page_in_bytes=exp_in,
         scheduled_wall_s=stats.wall_s, autograd_wall_s=auto_wall,
     )
 

@@ -58,6 +58,38 @@ def test_verify_fails_when_gradients_differ(schedule, monkeypatch, capsys) -> No
     assert "FAIL: gradients differ" in capsys.readouterr().out
 
 
+def _perturb(monkeypatch, what: str) -> None:
+    """Make the scheduled step differ from autograd in ``what`` only."""
+    original = executor.ScheduledStep.run_full
+
+    def perturbed(self, *a, **k):
+        loss, grads, upd = original(self, *a, **k)
+        if what == "loss":
+            loss = loss + 1e-6
+        elif what == "buffers":
+            name = next(n for n in upd if "running_mean" in n)
+            upd = {**upd, name: upd[name] + 1e-6}
+        elif what == "paging":
+            self.last.page_in_bytes += 4  # a page-in the schedule does not have
+        return loss, grads, upd
+
+    monkeypatch.setattr(executor.ScheduledStep, "run_full", perturbed)
+
+
+@pytest.mark.parametrize(("what", "says"), [("loss", "loss differs from autograd"),
+                                            ("buffers", "buffer updates differ from autograd"),
+                                            ("paging", "page file traffic differs from the schedule's paging volume")])
+def test_verify_fails_on_loss_buffers_or_paging(schedule, monkeypatch, capsys, what: str, says: str) -> None:
+    """Each mismatch alone fails verify (exit 1), in the text and in --json."""
+    _perturb(monkeypatch, what)
+    assert main(["verify", "kws_dscnn", "--schedule", str(schedule)]) == 1
+    out = capsys.readouterr().out
+    assert out.strip().splitlines()[-1] == f"FAIL: {says}", out
+    assert main(["verify", "kws_dscnn", "--schedule", str(schedule), "--json"]) == 1
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["ok"] is False and rep["grads_bitwise"] and rep["within_budget"]
+
+
 def test_verify_bad_input(schedule, tmp_path, capsys) -> None:
     assert main(["verify", "mlp", "--schedule", str(schedule)]) == 2
     assert "75-node graph but mlp" in capsys.readouterr().err
@@ -69,3 +101,16 @@ def test_verify_bad_input(schedule, tmp_path, capsys) -> None:
     assert main(["verify", "kws_dscnn", "--schedule", str(tmp_path / "missing.poet")]) == 2
     err = capsys.readouterr().err
     assert err.count("error:") == 2 and "Traceback" not in err
+
+
+def test_module_paging_traffic_is_the_distinct_storage_moved() -> None:
+    """A coarsened batch-norm group holds its saved statistics once, while the graph counts
+    them twice: the page file must see the distinct storage, and verify accepts exactly that."""
+    from poet_compiler.codegen.verification import verify
+    from tests.codegen.test_executor import traced
+
+    c = compiled("kws_dscnn", "30%", "paging", "module")
+    res = verify(traced("kws_dscnn", "module"), c.program, c.costs, ram_budget_bytes=c.problem.ram_budget_bytes)
+    assert res.ok, res.failures
+    assert res.page_out_bytes == res.expected_page_out_bytes < res.schedule_page_out_bytes
+    assert res.page_in_bytes == res.expected_page_in_bytes > 0
