@@ -5,7 +5,10 @@ options). :func:`run_cell` maps a :class:`CellTask` to a row dict; it is the onl
 that runs remotely, so the in-process, process-pool and Ray paths give the same rows.
 
 Cache: one JSON file per cell in ``cache_dir``, named by the SHA-256 of the canonical JSON
-of (graph as poet-graph/1, CostTable, budgets, strategy, mode, options, poetc version).
+of (graph as poet-graph/1, CostTable, budgets, strategy, mode, options) and of what
+computes the result: a digest of poetc's own source files and the versions of the
+solver libraries. The package version alone would not do — it is the same for every
+commit, so a cache filled by older solver code would be served after an upgrade.
 A second identical sweep reads every row back and solves nothing. Files are written
 atomically as each cell finishes, so an interrupted sweep keeps every finished cell.
 """
@@ -13,7 +16,9 @@ atomically as each cell finishes, so an interrupted sweep keeps every finished c
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import importlib.metadata
 import json
 import math
 import multiprocessing
@@ -26,7 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from poet_compiler import __version__
 from poet_compiler.devices.costs import CostTable
 from poet_compiler.errors import PoetError
 from poet_compiler.fileio import atomic_write_text
@@ -95,11 +99,46 @@ def graph_digest(graph: TrainingGraph) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+PACKAGE_DIR = Path(__file__).resolve().parent
+# Third-party code that computes a cell's result: the solvers and the arrays they are fed.
+RESULT_LIBRARIES = ("ortools", "highspy", "gurobipy", "numpy")
+
+
+def source_digest(root: Path) -> str:
+    """SHA-256 over every ``.py`` file under ``root`` (relative path and bytes, in sorted
+    order): any change to the code gives a new digest."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def code_digest() -> str:
+    """:func:`source_digest` of this poetc package (read once per process)."""
+    return source_digest(PACKAGE_DIR)
+
+
+@functools.lru_cache(maxsize=None)
+def library_versions() -> dict[str, str | None]:
+    """Installed versions of :data:`RESULT_LIBRARIES` (None where not installed)."""
+    out: dict[str, str | None] = {}
+    for name in RESULT_LIBRARIES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
 def cell_key(graph_sha: str, costs: CostTable, ram_budget_bytes: int, deadline_s: float | None,
              strategy: str, mode: str, spec: SolveSpec) -> str:
-    """Content hash of one cell: same inputs and same poetc version, same key."""
+    """Content hash of one cell: same inputs, same code and libraries, same key."""
     payload = {
-        "poetc": __version__,
+        "code": code_digest(),
+        "libraries": library_versions(),
         "graph": graph_sha,
         "costs": _canonical(costs),
         "ram_budget_bytes": ram_budget_bytes,
