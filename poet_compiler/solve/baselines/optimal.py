@@ -22,7 +22,9 @@ def _solve_in_mode(problem: Problem, mode: str, strategy: str) -> Result:
     from poet_compiler.solve.milp import solve_milp
 
     opts = problem.options
-    kwargs = {k: opts[k] for k in ("solver", "formulation", "time_limit_s", "threads") if k in opts}
+    # Every SolveOptions field solve_milp takes, --gap and progress included.
+    kwargs = {k: opts[k] for k in ("solver", "formulation", "time_limit_s", "threads", "progress", "gap_limit")
+              if k in opts}
     result = solve_milp(dataclasses.replace(problem, mode=mode), **kwargs)  # type: ignore[arg-type]
     result.strategy = strategy
     return result
