@@ -84,8 +84,8 @@ def test_trace_and_peak_match_python(build, tmp_path, name, sanitized):
 
 
 def test_peak_matches_project_simulator(build, tmp_path):
-    sim = pytest.importorskip("poet_compiler.schedule.simulate")
     from poet_compiler.api import load_costs
+    from poet_compiler.schedule import simulate as sim
 
     for name in ("resnet_50_pg", "workspace", "chain_budget_1"):
         graph, program = CASES[name]

@@ -10,8 +10,6 @@ from poet_compiler.solve.baselines import BASELINES, HEURISTICS
 from poet_compiler.solve.bruteforce import brute_force
 from tests.support.graphs import random_problem
 
-pytest.importorskip("poet_compiler.solve.milp")
-
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("name,mode", [("checkmate", "remat"), ("paging_only", "paging")])
