@@ -9,11 +9,12 @@ POETC  := $(VENV)/bin/poetc
 setup: $(VENV)/.installed
 
 # torch is pinned to the CPU build first: an unpinned torch pulls several GB of CUDA wheels.
-$(VENV)/.installed: pyproject.toml
+# constraints.txt pins every dependency to the versions CI tested (see its header).
+$(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev,ray]'
+	$(PY) -m pip install --quiet -c constraints.txt torch==2.13.0
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,ray]'
 	touch $@
 
 demo: setup
