@@ -1,0 +1,130 @@
+"""Orchestration of ``emit-c``: read the schedule, trace the model, render, write."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from poet_compiler.codegen.emit_c.bundle import manifest_bytes, render_static, write_atomically
+from poet_compiler.codegen.emit_c.csource import generate, input_bytes
+from poet_compiler.codegen.emit_c.errors import EmitError
+from poet_compiler.codegen.emit_c.resolve import resolve
+from poet_compiler.errors import BytecodeError
+from poet_compiler.schedule.program import Op, Program
+
+if TYPE_CHECKING:
+    from poet_compiler.frontends.torch.traced import TracedModel
+
+NEVER = 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class EmitResult:
+    out_dir: Path
+    n_nodes: int
+    arena_bytes: int
+    page_out_bytes: int
+    page_in_bytes: int
+    files: tuple[str, ...]
+
+
+def plan_for(program: Program, sizes: list[int]) -> tuple[list[int], int, int]:
+    """Page-file slot of every node (packed, in node order, 4-byte aligned; NEVER for
+    nodes the program never pages out) and the program's page-out / page-in bytes."""
+    paged = sorted({ins.node for ins in program.instructions if ins.op is Op.PAGE_OUT})
+    slots = [NEVER] * len(sizes)
+    pos = 0
+    for i in paged:
+        slots[i] = pos
+        pos += (sizes[i] + 3) // 4 * 4
+    out_b = sum(sizes[ins.node] for ins in program.instructions if ins.op is Op.PAGE_OUT)
+    in_b = sum(sizes[ins.node] for ins in program.instructions if ins.op is Op.PAGE_IN)
+    return slots, out_b, in_b
+
+
+def _output_role(k: int, n_grads: int) -> str:
+    """Graph outputs are (loss, *gradients, *buffer updates)."""
+    return "loss" if k == 0 else ("grad" if k <= n_grads else "update")
+
+
+def _read_schedule(schedule: Path) -> tuple[bytes, Any]:
+    from poet_compiler.codegen.bytecode import decode
+
+    try:
+        data = Path(schedule).read_bytes()
+    except OSError as exc:
+        raise EmitError(f"cannot read {schedule}: {exc.strerror or exc}") from None
+    try:
+        return data, decode(data)
+    except BytecodeError as exc:
+        raise EmitError(f"{schedule}: {exc}") from None
+
+
+def load_traced(model: str, schedule: Path) -> "TracedModel":
+    """The model traced the way the schedule was compiled (batch and ONNX options from the
+    sidecar ``.json`` when there is one); op granularity, which the kernels need."""
+    from poet_compiler.frontends import load_model
+    from poet_compiler.reporting import read_sidecar
+
+    side = read_sidecar(Path(schedule)) or {}
+    gran = side.get("granularity") or "op"
+    if gran != "op":
+        raise EmitError(f"{schedule}: compiled at granularity {gran!r}; emit-c needs an op-level schedule "
+                        "(compile with --granularity op)")
+    tm = load_model(model, granularity="op", batch=side.get("batch"),
+                    onnx_loss=side.get("onnx_loss"), input_shapes=side.get("input_shapes"))
+    if tm is None:
+        raise EmitError(f"{model}: emit-c needs a zoo model or an ONNX file (a graph file has no weights)")
+    return tm
+
+
+def emit_c(model: str, schedule: Path, out_dir: Path) -> EmitResult:
+    """Write the C sources of one training step of ``model`` following ``schedule``."""
+    data, decoded = _read_schedule(schedule)
+    program = decoded.program
+    tm = load_traced(model, schedule)
+    graph = tm.graph
+    if program.n_nodes != graph.n:
+        raise EmitError(f"{schedule}: the schedule is for a {program.n_nodes}-node graph but {model} has {graph.n}")
+    sizes = [n.output_bytes for n in graph.nodes]
+    if decoded.sizes is not None and list(decoded.sizes) != sizes:
+        bad = next(i for i, (a, b) in enumerate(zip(decoded.sizes, sizes)) if a != b)
+        raise EmitError(f"{schedule}: node {bad} has {decoded.sizes[bad]} B in the schedule but {sizes[bad]} B "
+                        f"in {model}: the schedule is for another graph")
+    if program.arena_bytes is None or not decoded.flags & 0x04:
+        raise EmitError(f"{schedule}: not executable (no arena plan); compile it with poetc compile")
+    misaligned = next((ins for ins in program.instructions if ins.offset is not None and ins.offset % 4), None)
+    if misaligned is not None:
+        raise EmitError(f"{schedule}: {misaligned} is not 4-byte aligned; the float32 kernels need aligned buffers")
+
+    res = resolve(tm)
+    slots, out_b, in_b = plan_for(program, sizes)
+    src = generate(tm, res, data, arena_bytes=program.arena_bytes, flash_slots=slots, model_name=graph.name)
+    files = render_static(graph.name, Path(schedule).name, program.arena_bytes)
+    files.update({"model.h": src.model_h.encode(), "model.c": src.model_c.encode(),
+                  "schedule.c": src.schedule_c.encode(),
+                  "input.bin": input_bytes(tm, res, tm.example_inputs, tm.target)})
+    csize = {"float": 4, "int32_t": 4, "int64_t": 8}
+    manifest = {
+        "format": "poet-emit-c/1",
+        "model": model,
+        "graph": graph.name,
+        "schedule": Path(schedule).name,
+        "n_nodes": graph.n,
+        "arena_bytes": program.arena_bytes,
+        "n_instructions": len(program.instructions),
+        "page_out_bytes": out_b,
+        "page_in_bytes": in_b,
+        "n_compute": program.count(Op.COMPUTE),
+        "inputs": [{"name": a.name, "ctype": a.ctype, "shape": list(a.shape), "bytes": a.numel * csize[a.ctype]}
+                   for a in res.arrays if a.role in ("input", "target")],
+        "outputs": [{"name": a.name, "fx": a.fx, "role": _output_role(k, len(tm.grad_names)), "ctype": a.ctype,
+                     "shape": list(a.shape), "bytes": a.numel * csize[a.ctype]}
+                    for k, a in enumerate(a for a in res.arrays if a.role == "output")],
+        "nodes": [{"id": n.id, "name": n.name, "op": n.op, "op_class": n.op_class, "kind": n.kind,
+                   "flops": n.flops, "output_bytes": n.output_bytes} for n in graph.nodes],
+    }
+    files["manifest.json"] = manifest_bytes(manifest)
+    write_atomically(Path(out_dir), files)
+    return EmitResult(Path(out_dir), graph.n, program.arena_bytes, out_b, in_b, tuple(sorted(files)))

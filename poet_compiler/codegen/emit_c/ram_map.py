@@ -1,0 +1,63 @@
+"""The firmware's RAM map, from the symbols of the linked ELF (``arm-none-eabi-nm``).
+
+Every data/bss symbol is put in one class by its name (the generator's naming scheme:
+``model_arena``, ``p_*`` parameters, ``b_*`` buffers, ``out_*`` outputs, ``in_*`` and
+``target`` the batch, ``model_where``/``prog`` the runtime's state), the stack is the
+``.stack`` section the linker script reserves, with the high-water mark the firmware
+measured beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+NRF52840_RAM = 256 * 1024
+RAM_START = 0x20000000
+
+
+def ram_map(elf: Path, manifest_path: Path) -> dict[str, int]:
+    """Bytes of RAM per class: arena, params, grads, outputs (loss + buffer updates),
+    buffers, batch, runtime (where table + poet_prog), profiling, other, stack."""
+    manifest = json.loads(Path(manifest_path).read_text())
+    grads = {f"out_{k}" for k, o in enumerate(manifest["outputs"]) if o["role"] == "grad"}
+    out = subprocess.run(["arm-none-eabi-nm", "-S", "-t", "d", str(elf)], capture_output=True, text=True,
+                         check=True).stdout
+    sizes = dict.fromkeys(("arena", "params", "grads", "outputs", "buffers", "batch", "runtime", "profiling",
+                           "other"), 0)
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) != 4:
+            continue
+        addr, size, kind, name = int(parts[0]), int(parts[1]), parts[2], parts[3]
+        if addr < RAM_START or kind.lower() not in ("b", "d"):
+            continue
+        sizes[_classify(name, grads)] += size
+    sections = subprocess.run(["arm-none-eabi-size", "-A", "-d", str(elf)], capture_output=True, text=True,
+                              check=True).stdout
+    for line in sections.splitlines():
+        parts = line.split()
+        if parts and parts[0] == ".stack":
+            sizes["stack"] = int(parts[1])
+    return sizes
+
+
+def _classify(name: str, grads: set[str]) -> str:
+    if name == "model_arena":
+        return "arena"
+    if name.startswith("p_"):
+        return "params"
+    if name in grads:
+        return "grads"
+    if name.startswith("out_"):
+        return "outputs"
+    if name.startswith("b_"):
+        return "buffers"
+    if name.startswith("in_") or name == "target":
+        return "batch"
+    if name in ("model_where", "prog"):
+        return "runtime"
+    if name in ("node_ticks", "node_runs"):
+        return "profiling"
+    return "other"

@@ -1,0 +1,217 @@
+"""Resolve every FX value of a TracedModel to a device :class:`~.layout.Ref`.
+
+See :mod:`poet_compiler.codegen.emit_c.layout` for the layout rules. The result also
+says which static arrays the program needs (parameters, buffers, batch, outputs,
+prelude values, scratch) and which graph outputs a node must copy out after it ran.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+import torch.fx
+
+from poet_compiler.codegen.emit_c.errors import EmitError
+from poet_compiler.codegen.emit_c.layout import (Ref, contiguous_strides, fx_val, held_elements, is_alias,
+                                                 out_elements, tensor_nbytes)
+
+if TYPE_CHECKING:
+    from poet_compiler.frontends.torch.traced import TracedModel
+
+
+@dataclass(frozen=True)
+class StaticArray:
+    """A C array outside the arena: parameters, buffers, batch, outputs, prelude values."""
+
+    symbol: str
+    ctype: str
+    shape: tuple[int, ...]
+    role: str          # param | buffer | input | target | output | prelude | scratch
+    name: str          # parameter/buffer/output name, or the FX name
+    fx: str = ""       # the placeholder/FX node it stands for
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+@dataclass
+class Resolved:
+    refs: dict[str, Ref]
+    element_refs: dict[tuple[str, int], Ref]
+    arrays: list[StaticArray]
+    output_copies: dict[int, list[tuple[Ref, StaticArray]]] = field(default_factory=dict)  # node (-1: prelude)
+    select_copies: dict[int, list[tuple[Ref, Ref]]] = field(default_factory=dict)          # select node -> copies
+
+
+def _ctype(dtype: torch.dtype, role: str) -> str:
+    if dtype == torch.float32:
+        return "float"
+    if dtype == torch.int64 and role == "target":
+        return "int32_t"  # class indices: int32 on the device, converted when the batch is written
+    if dtype == torch.int64:
+        return "int64_t"
+    raise EmitError(f"{role} of dtype {dtype} is not supported by the float32 reference kernels")
+
+
+_DTYPE = {"float": torch.float32, "int32_t": torch.int32, "int64_t": torch.int64}
+
+
+def _static_ref(arr: StaticArray) -> Ref:
+    return Ref(arr.symbol, 0, 0, arr.shape, contiguous_strides(arr.shape), _DTYPE[arr.ctype])
+
+
+def resolve(tm: "TracedModel") -> Resolved:
+    graph = tm.graph
+    fx_nodes = list(tm.gm.graph.nodes)
+    by_name = {n.name: n for n in fx_nodes}
+    prelude = set(tm.prelude_fx)
+    arrays: list[StaticArray] = []
+    refs: dict[str, Ref] = {}
+
+    # Placeholders: parameters, buffers, inputs, target (in that order).
+    placeholders = [n for n in fx_nodes if n.op == "placeholder"]
+    P, B, I = len(tm.param_names), len(tm.buffer_names), tm.n_inputs
+    for k, ph in enumerate(placeholders):
+        val = fx_val(ph)
+        if not isinstance(val, torch.Tensor):
+            raise EmitError(f"placeholder {ph.name} is not a tensor")
+        if k < P:
+            role, name, sym = "param", tm.param_names[k], f"p_{k}"
+        elif k < P + B:
+            role, name, sym = "buffer", tm.buffer_names[k - P], f"b_{k - P}"
+        elif k < P + B + I:
+            role, name, sym = "input", f"input{k - P - B}", f"in_{k - P - B}"
+        else:
+            role, name, sym = "target", "target", "target"
+        arr = StaticArray(sym, _ctype(val.dtype, role), tuple(val.shape), role, name, ph.name)
+        arrays.append(arr)
+        refs[ph.name] = _static_ref(arr).view(val) if role != "target" else _static_ref(arr)
+    for n in fx_nodes:
+        if n.op == "get_attr":
+            raise EmitError(f"constant tensor {n.target!r} in the graph: not supported by emit-c")
+
+    # Graph outputs: loss, gradients, buffer updates, each a static array out_<k>.
+    out_node = next(n for n in fx_nodes if n.op == "output")
+    out_names = [a.name if isinstance(a, torch.fx.Node) else None for a in out_node.args[0]]
+    roles = ["loss"] + ["grad"] * len(tm.grad_names) + ["update"] * len(tm.update_names)
+    labels = ["loss", *tm.grad_names, *tm.update_names]
+    out_arrays: list[StaticArray] = []
+    for k, name in enumerate(out_names):
+        if name is None:
+            raise EmitError(f"graph output {k} is not a tensor")
+        val = fx_val(by_name[name])
+        arr = StaticArray(f"out_{k}", _ctype(val.dtype, "output"), tuple(val.shape), "output", labels[k], name)
+        out_arrays.append(arr)
+        arrays.append(arr)
+    first_out = {}
+    for k, name in enumerate(out_names):
+        first_out.setdefault(name, out_arrays[k])
+
+    ops = {n for n in fx_nodes if n.op == "call_function" and not is_alias(n) and n.name not in prelude}
+    element_refs: dict[tuple[str, int], Ref] = {}
+    select_of: dict[str, int] = {}
+    res = Resolved(refs, element_refs, arrays)
+
+    for node in graph.nodes:
+        names = tm.node_fx[node.id]
+        if node.op == "getitem":  # a select node: copies of some outputs of its source op
+            picks = [by_name[f] for f in names if by_name[f].target is operator.getitem]
+            idxs = sorted({int(g.args[1]) for g in picks})
+            src = picks[0].args[0]
+            off = 0
+            for e in idxs:
+                t = out_elements(src)[e]
+                select_of[f"{src.name}#{e}"] = node.id
+                element_refs[(f"sel{node.id}", e)] = Ref(f"arena:{node.id}", off, 0, tuple(t.shape),
+                                                         contiguous_strides(tuple(t.shape)), t.dtype)
+                off += tensor_nbytes(t)
+            if off != node.output_bytes:
+                raise EmitError(f"node {node.id} ({node.name}): select layout of {off} B but the graph says "
+                                f"{node.output_bytes} B")
+            continue
+        op = by_name[names[0]]
+        if op not in ops:
+            raise EmitError(f"node {node.id} ({node.name}): its first FX node {op.name} is not an op")
+        elems = out_elements(op)
+        held = held_elements(op, ops)
+        off = 0
+        for e in held:
+            t = elems[e]
+            element_refs[(op.name, e)] = Ref(f"arena:{node.id}", off, 0, tuple(t.shape),
+                                             contiguous_strides(tuple(t.shape)), t.dtype)
+            off += tensor_nbytes(t)
+        if off != node.output_bytes:
+            raise EmitError(f"node {node.id} ({node.name}): layout of {off} B but the graph says "
+                            f"{node.output_bytes} B")
+        for e, t in enumerate(elems):
+            if t is None or (op.name, e) in element_refs:
+                continue
+            # Not held in the arena: straight into the output array it is, else a static scratch.
+            getter = next((u for u in op.users if u.target is operator.getitem and int(u.args[1]) == e), None)
+            direct = op if len(elems) == 1 else getter
+            arr = first_out.get(direct.name) if direct is not None else None
+            if arr is None or arr.shape != tuple(t.shape):
+                arr = StaticArray(f"scratch_{op.name}_{e}", _ctype(t.dtype, "scratch"), tuple(t.shape), "scratch",
+                                  f"{op.name}[{e}]")
+                arrays.append(arr)
+            element_refs[(op.name, e)] = _static_ref(arr)
+
+    # Every other FX value: elements, getitems and views, in graph order.
+    for n in fx_nodes:
+        if n.op != "call_function":
+            continue
+        val = fx_val(n)
+        if n.name in prelude and not is_alias(n):
+            if not isinstance(val, torch.Tensor):
+                raise EmitError(f"prelude op {n.name} does not produce a tensor")
+            arr = first_out.get(n.name)
+            if arr is None:
+                arr = StaticArray(f"pre_{n.name}", _ctype(val.dtype, "prelude"), tuple(val.shape), "prelude", n.name)
+                arrays.append(arr)
+            refs[n.name] = _static_ref(arr)
+            continue
+        if n.target is operator.getitem and not is_alias(n.args[0]) and isinstance(fx_val(n.args[0]), (list, tuple)):
+            src, e = n.args[0], int(n.args[1])
+            owner = tm.fx_owner.get(n.name, -1)
+            if owner >= 0 and graph.nodes[owner].op == "getitem":
+                refs[n.name] = element_refs[(f"sel{owner}", e)]
+            else:
+                refs[n.name] = element_refs[(src.name, e)]
+            continue
+        if is_alias(n):
+            base = n.args[0]
+            if not isinstance(base, torch.fx.Node) or base.name not in refs:
+                raise EmitError(f"view {n.name} of an unknown value")
+            if not isinstance(val, torch.Tensor):
+                raise EmitError(f"view {n.name} does not produce a tensor")
+            refs[n.name] = refs[base.name].view(val)
+            continue
+        if (n.name, 0) in element_refs and not isinstance(val, (list, tuple)):
+            refs[n.name] = element_refs[(n.name, 0)]
+
+    # Select nodes copy their picks out of the source node's buffer.
+    for node in graph.nodes:
+        if node.op != "getitem":
+            continue
+        picks = [by_name[f] for f in tm.node_fx[node.id] if by_name[f].target is operator.getitem]
+        src = picks[0].args[0]
+        idxs = sorted({int(g.args[1]) for g in picks})
+        res.select_copies[node.id] = [(element_refs[(src.name, e)], element_refs[(f"sel{node.id}", e)]) for e in idxs]
+
+    # Outputs not already written in place are copied by the node that computes them.
+    for k, name in enumerate(out_names):
+        ref = refs.get(name)
+        if ref is None:
+            raise EmitError(f"graph output {name} has no storage")
+        if ref.base == out_arrays[k].symbol:
+            continue
+        owner = tm.fx_owner.get(name, -1)
+        res.output_copies.setdefault(owner, []).append((ref, out_arrays[k]))
+    return res

@@ -1,0 +1,205 @@
+"""Build an emitted directory, run its training step (host or QEMU), compare with PyTorch.
+
+The comparison metric, used by the tests, ``make device-demo`` and the benchmark:
+
+* **max rel grad diff** = max over parameters p of
+  ``||g_dev(p) - g_ref(p)||_inf / max(||g_ref(p)||_inf, FLOOR * G)``, with
+  ``G = max_q ||g_ref(q)||_inf`` the step's largest gradient element and FLOOR = 1e-3:
+  the worst element error of each gradient relative to that gradient's own largest
+  magnitude, so a near-zero element cannot blow the figure up. ``g_ref`` is PyTorch's
+  float32 gradient of the same step (same weights, same batch: the traced joint graph
+  run by PyTorch's CPU kernels). The floor exists for gradients that are almost zero by
+  symmetry: a BatchNorm gamma feeding ReLU -> depthwise conv -> BatchNorm is invariant
+  to its scale up to eps, so its gradient (~1e-6 where G ~ 0.2) is what is left after
+  terms of ~1e-2 cancel, and float32 cannot carry it to 1e-4 relative: PyTorch's own
+  float32 result differs from float64 by ~3e-3 relative there (``float64_reference``
+  measures it). Those parameters are judged against 1e-3 of the step's gradient scale;
+  every other parameter against its own magnitude;
+* **loss diff** = ``|loss_dev - loss_ref|``;
+* **max rel update diff**: the same as the grad figure over the float buffer updates
+  (BatchNorm running statistics); int64 updates must be equal.
+
+QEMU runs with ``-icount shift=ICOUNT_SHIFT``: the virtual clock advances 2^shift ns per
+guest instruction, and the timer the firmware reads (CMSDK APB timer 0) runs at the
+board's 25 MHz, so instructions = ticks * 40 ns / 2^shift ns (shift 6: 0.625
+instructions per tick, i.e. to within one instruction).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from poet_compiler.frontends.torch.traced import TracedModel
+
+ICOUNT_SHIFT = 6
+TIMER_HZ = 25_000_000
+BOARD = "mps2-an386"
+_NP = {"float": "<f4", "int32_t": "<i4", "int64_t": "<i8"}
+
+
+def instructions_per_tick(shift: int = ICOUNT_SHIFT) -> float:
+    return (1e9 / TIMER_HZ) / (1 << shift)
+
+
+@dataclass
+class StepRun:
+    """What one run of the emitted step reported."""
+
+    line: str
+    outputs: dict[str, np.ndarray]
+    node_ticks: np.ndarray
+    node_runs: np.ndarray
+    step_ticks: int
+    figures: dict[str, int] = field(default_factory=dict)  # arena, planned, paged_out, paged_in, computes, ...
+
+
+def tools_for_m4() -> bool:
+    return all(shutil.which(t) for t in ("arm-none-eabi-gcc", "qemu-system-arm"))
+
+
+def build(out_dir: Path, target: str) -> Path:
+    """``make host`` or ``make m4`` in the emitted directory; the binary's path."""
+    proc = subprocess.run(["make", "-s", "-C", str(out_dir), target], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"make {target} failed:\n{proc.stdout}\n{proc.stderr}")
+    return Path(out_dir) / "build" / ("step_host" if target == "host" else "step_m4.elf")
+
+
+def _parse(line: str) -> dict[str, int]:
+    out = {}
+    for tok in line.split():
+        if "=" in tok:
+            k, v = tok.split("=", 1)
+            if v.isdigit():
+                out[k] = int(v)
+    return out
+
+
+def _collect(out_dir: Path, work: Path, stdout: str) -> StepRun:
+    manifest = json.loads((Path(out_dir) / "manifest.json").read_text())
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("poet-step:")]
+    if not lines or " ok " not in lines[-1] + " ":
+        raise RuntimeError(f"the step failed: {stdout.strip()[-500:]}")
+    raw = (work / "outputs.bin").read_bytes()
+    outputs: dict[str, np.ndarray] = {}
+    pos = 0
+    for o in manifest["outputs"]:
+        n = o["bytes"]
+        outputs[o["name"]] = np.frombuffer(raw[pos:pos + n], dtype=_NP[o["ctype"]]).reshape(o["shape"]).copy()
+        pos += n
+    if pos != len(raw):
+        raise RuntimeError(f"outputs.bin holds {len(raw)} B, the manifest {pos} B")
+    prof = (work / "profile.bin").read_bytes()
+    nn = manifest["n_nodes"]
+    ticks = np.frombuffer(prof[:4 * nn], dtype="<u4").copy()
+    runs = np.frombuffer(prof[4 * nn:8 * nn], dtype="<u4").copy()
+    step = int(np.frombuffer(prof[8 * nn:8 * nn + 8], dtype="<u8")[0])
+    return StepRun(lines[-1], outputs, ticks, runs, step, _parse(lines[-1]))
+
+
+def run_host(out_dir: Path, work: Path, timeout: float = 120) -> StepRun:
+    binary = build(out_dir, "host").resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(Path(out_dir) / "input.bin", work / "input.bin")
+    proc = subprocess.run([str(binary)], cwd=work, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"host step exited {proc.returncode}: {proc.stdout}{proc.stderr}")
+    return _collect(out_dir, work, proc.stdout)
+
+
+def run_qemu(out_dir: Path, work: Path, timeout: float = 600, shift: int = ICOUNT_SHIFT) -> StepRun:
+    elf = build(out_dir, "m4").resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(Path(out_dir) / "input.bin", work / "input.bin")
+    cmd = ["qemu-system-arm", "-M", BOARD, "-nographic", "-monitor", "none", "-serial", "none",
+           "-semihosting-config", "enable=on,target=native", "-icount", f"shift={shift}", "-kernel", str(elf)]
+    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"qemu exited {proc.returncode}: {proc.stdout[-500:]}{proc.stderr[-500:]}")
+    # QEMU writes the semihosting console (SYS_WRITE0) to stderr
+    return _collect(out_dir, work, proc.stdout + proc.stderr)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    max_rel_grad_diff: float
+    worst_grad: str
+    loss_dev: float
+    loss_ref: float
+    max_rel_update_diff: float
+    n_grads: int
+
+    @property
+    def loss_diff(self) -> float:
+        return abs(self.loss_dev - self.loss_ref)
+
+
+def rel_inf(dev: np.ndarray, ref: np.ndarray) -> float:
+    """||dev - ref||_inf / max(||ref||_inf, 1e-12)."""
+    ref = np.asarray(ref, dtype=np.float64)
+    return float(np.abs(np.asarray(dev, dtype=np.float64) - ref).max(initial=0.0) / max(np.abs(ref).max(initial=0.0), 1e-12))
+
+
+def reference(tm: "TracedModel") -> list[np.ndarray]:
+    """PyTorch's outputs of the step (loss, grads, buffer updates) for the example batch."""
+    import torch
+
+    with torch.no_grad():
+        outs = tm.gm(*tm.flat_args())
+    return [o.detach().cpu().numpy() for o in outs]
+
+
+FLOOR = 1e-3
+
+
+def float64_reference(tm: "TracedModel") -> list[np.ndarray]:
+    """The same step's outputs in float64 (weights and batch converted exactly): how far
+    PyTorch's float32 gradients are from the exact ones, for context."""
+    import torch
+
+    args = [a.double() if a.dtype == torch.float32 else a for a in tm.flat_args()]
+    with torch.no_grad():
+        outs = tm.gm(*args)
+    return [o.detach().cpu().numpy() for o in outs]
+
+
+def grad_diffs(tm: "TracedModel", outputs: dict[str, np.ndarray], ref: list[np.ndarray]) -> dict[str, float]:
+    """Per parameter: ||dev - ref||_inf / max(||ref||_inf, FLOOR * G) (see the module docstring)."""
+    names = list(outputs)
+    g = len(tm.grad_names)
+    scale = max(float(np.abs(ref[k]).max(initial=0.0)) for k in range(1, 1 + g))
+    out = {}
+    for k in range(1, 1 + g):
+        dev, want = np.asarray(outputs[names[k]], np.float64), np.asarray(ref[k], np.float64)
+        denom = max(float(np.abs(want).max(initial=0.0)), FLOOR * scale, 1e-30)
+        out[names[k]] = float(np.abs(dev.reshape(want.shape) - want).max(initial=0.0)) / denom
+    return out
+
+
+def compare(tm: "TracedModel", run: StepRun) -> Comparison:
+    ref = reference(tm)
+    names = list(run.outputs)
+    g = len(tm.grad_names)
+    worst, worst_name = 0.0, ""
+    diffs = grad_diffs(tm, run.outputs, ref)
+    for k in range(1, 1 + g):
+        d = diffs[names[k]]
+        if d >= worst:
+            worst, worst_name = d, names[k]
+    upd = 0.0
+    for k in range(1 + g, len(ref)):
+        dev, want = run.outputs[names[k]], ref[k]
+        if want.dtype == np.int64:
+            upd = max(upd, 0.0 if np.array_equal(dev.reshape(want.shape), want) else float("inf"))
+        else:
+            upd = max(upd, rel_inf(dev, want))
+    return Comparison(worst, worst_name, float(run.outputs[names[0]].reshape(-1)[0]), float(ref[0].reshape(-1)[0]),
+                      upd, g)
