@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from poet_compiler.devices.costs import CostTable
 from poet_compiler.errors import PoetError
 from poet_compiler.fileio import atomic_write_bytes, atomic_write_text
+from poet_compiler.progress import live_status, report, stage
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.solve.budgets import (
     Reference,
@@ -240,43 +241,56 @@ def compile(  # noqa: A001 - the product's verb
         raise PoetError(f"threads must be >= 1, got {threads}")
     precheck_budgets(ram, deadline)
     profile = _profile_for(model, device)
-    traced: TracedModel | None = None
-    if _is_module(model):
-        if batch is not None:
-            raise PoetError("batch applies to zoo models; an nn.Module's batch is the first dimension of example_inputs")
-        traced = trace_user_module(model, example_inputs, target, loss_fn,  # type: ignore[arg-type]
-                                   name=name, granularity=granularity)
-        graph = traced.graph
-    elif example_inputs is not None or target is not None or loss_fn is not None:
-        raise PoetError("example_inputs, target and loss_fn apply to an nn.Module; "
-                        f"{type(model).__name__} {str(model)[:60]!r} brings its own")
-    elif isinstance(model, str) and not (onnx_loss or input_shapes) and _is_zoo(model):
-        # Keep the TracedModel of a zoo model too, so its Compilation can train it.
-        from poet_compiler.frontends import trace_zoo
-
-        traced = trace_zoo(model, granularity=granularity, batch=batch)
-        graph = traced.graph
-    else:
-        graph = resolve_graph(model, granularity, batch, onnx_loss=onnx_loss, input_shapes=input_shapes)
-    costs = load_costs(graph, profile)
-    ref = reference(graph, costs)
-    problem = Problem(
-        graph=graph,
-        costs=costs,
-        ram_budget_bytes=resolve_ram(ram, ref, costs),
-        deadline_s=resolve_deadline(deadline, ref, costs),
-        mode=mode,  # type: ignore[arg-type]
-        count_fixed=count_fixed,
-    )
-    opts = SolveOptions(solver=solver, formulation=formulation, time_limit_s=time_limit_s,
-                        threads=threads, progress=progress, gap_limit=gap)
-    result = run_strategy(strategy, problem, opts)
+    with live_status(progress):
+        traced, graph = _load(model, granularity, batch, onnx_loss, input_shapes, example_inputs, target, loss_fn, name)
+        stage(f"costing {graph.n} nodes")
+        costs = load_costs(graph, profile)
+        stage("simulating checkpoint-all")
+        ref = reference(graph, costs)
+        problem = Problem(
+            graph=graph,
+            costs=costs,
+            ram_budget_bytes=resolve_ram(ram, ref, costs),
+            deadline_s=resolve_deadline(deadline, ref, costs),
+            mode=mode,  # type: ignore[arg-type]
+            count_fixed=count_fixed,
+        )
+        opts = SolveOptions(solver=solver, formulation=formulation, time_limit_s=time_limit_s,
+                            threads=threads, progress=progress, gap_limit=gap)
+        stage("solving" if strategy == "optimal" else f"solving ({strategy})")
+        result = run_strategy(strategy, problem, opts)
+        stage(result.status)
+        report("schedule", result.energy_j if result.ok else None, result.lower_bound_j, "J")
     label = str(model) if isinstance(model, str) else graph.name
     return Compilation(model=label, device=costs.device, graph=graph, costs=costs,
                        problem=problem, reference=ref, result=result,
                        granularity=granularity, batch=batch, onnx_loss=onnx_loss,
                        input_shapes={k: list(v) for k, v in input_shapes.items()} if input_shapes else None,
                        traced=traced)
+
+
+def _load(model: Any, granularity: str, batch: int | None, onnx_loss: str | None,
+          input_shapes: Mapping[str, Sequence[int]] | None, example_inputs: Any, target: Any, loss_fn: Any,
+          name: str | None) -> "tuple[TracedModel | None, TrainingGraph]":
+    """The graph of ``model`` and, for an nn.Module or zoo model, the TracedModel behind it."""
+    if _is_module(model):
+        if batch is not None:
+            raise PoetError("batch applies to zoo models; an nn.Module's batch is the first dimension of example_inputs")
+        stage(f"tracing {name or type(model).__name__}")
+        traced = trace_user_module(model, example_inputs, target, loss_fn, name=name, granularity=granularity)
+        return traced, traced.graph
+    if example_inputs is not None or target is not None or loss_fn is not None:
+        raise PoetError("example_inputs, target and loss_fn apply to an nn.Module; "
+                        f"{type(model).__name__} {str(model)[:60]!r} brings its own")
+    if isinstance(model, str) and not (onnx_loss or input_shapes) and _is_zoo(model):
+        # Keep the TracedModel of a zoo model too, so its Compilation can train it.
+        from poet_compiler.frontends import trace_zoo
+
+        stage(f"tracing {model}")
+        traced = trace_zoo(model, granularity=granularity, batch=batch)
+        return traced, traced.graph
+    stage(f"loading {model if isinstance(model, str) else 'graph'}")
+    return None, resolve_graph(model, granularity, batch, onnx_loss=onnx_loss, input_shapes=input_shapes)
 
 
 def _is_zoo(name: str) -> bool:

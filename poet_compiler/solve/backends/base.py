@@ -69,6 +69,13 @@ def relative_gap(objective: float | None, bound: float | None) -> float | None:
     return max(0.0, (objective - bound) / abs(objective))
 
 
+def _report(source: str, incumbent: float | None, bound: float | None, unit: str, detail: str = "") -> bool:
+    """Hand the figures to the live status line if one is shown (see poet_compiler.progress)."""
+    from poet_compiler import progress
+
+    return progress.report(source, incumbent, bound, unit, detail)
+
+
 class ProgressLine:
     """A throttled one-line status on stderr: incumbent, bound, gap, elapsed."""
 
@@ -85,6 +92,9 @@ class ProgressLine:
             self.incumbent = incumbent
         if bound is not None:
             self.bound = bound
+        # A compile's live status line (poet_compiler.progress) takes the figures instead.
+        if self.enabled and _report(self.solver, self.incumbent, self.bound, self.unit):
+            return
         now = time.perf_counter()
         # A terminal line is rewritten in place; a log file gets a line every 5 s at most.
         every = self.every_s if sys.stderr.isatty() else max(self.every_s, 5.0)

@@ -12,6 +12,7 @@ killed; :func:`solve_highs` is the blocking form.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import pickle
 import subprocess
@@ -24,6 +25,7 @@ from poet_compiler.solve.backends.base import (
     PROGRESS_TAG,
     BackendOptions,
     BackendResult,
+    _report,
 )
 from poet_compiler.solve.formulation.model import LinearModel
 
@@ -31,7 +33,9 @@ from poet_compiler.solve.formulation.model import LinearModel
 class HighsJob:
     """One HiGHS child process; ``incumbent``/``bound`` follow its progress lines."""
 
-    def __init__(self, model: LinearModel, options: BackendOptions) -> None:
+    def __init__(self, model: LinearModel, options: BackendOptions, forward: bool = False) -> None:
+        self.forward = forward  # hand progress figures to the live status line
+        self.unit = model.objective_unit
         self.started = time.perf_counter()
         self.options = options
         self.incumbent: float | None = None
@@ -79,6 +83,8 @@ class HighsJob:
                     self.incumbent = inc
                 if math.isfinite(bound) and abs(bound) < 1e29:
                     self.bound = bound if self.bound is None else max(self.bound, bound)
+                if self.forward:
+                    _report("highs", self.incumbent, self.bound, self.unit)
             elif line:
                 self._stderr_tail = (self._stderr_tail + [line])[-5:]
 
@@ -114,7 +120,15 @@ class HighsJob:
 
 
 def solve_highs(model: LinearModel, options: BackendOptions) -> BackendResult:
-    job = HighsJob(model, options)
+    from poet_compiler import progress
+
+    if options.progress and progress.active() is not None:
+        # The child must not write to the terminal under the live status line: it reports
+        # through the pipe and the parent forwards its figures.
+        options = dataclasses.replace(options, progress_pipe=True)
+        job = HighsJob(model, options, forward=True)
+    else:
+        job = HighsJob(model, options)
     result = job.wait(timeout=options.time_limit_s + 120)
     if result is None:
         raise SolverError(f"highs: the solver process did not finish within {options.time_limit_s + 120:g} s")

@@ -31,6 +31,7 @@ from poet_compiler.errors import SolverError
 from poet_compiler.solve.backends.base import (
     BackendOptions,
     BackendResult,
+    _report,
     relative_gap,
 )
 from poet_compiler.solve.formulation.model import LinearModel
@@ -84,14 +85,18 @@ class _Race:
     def show(self, force: bool = False) -> None:
         """One line with both solvers' figures and the combined gap."""
         now = time.perf_counter()
+
+        def f(x: float | None) -> str:
+            return "-" if x is None else f"{x:.6g}"
+
+        if self.progress and _report("auto", self.incumbent(), self.bound, self.unit,
+                                     f"cpsat {f(self.cp_inc)}/{f(self.cp_bound)}  highs {f(self.hi_inc)}/{f(self.hi_bound)}"):
+            return  # the compile's live status line shows it
         # A terminal line is rewritten in place; a log file gets a line every 5 s only.
         every = 0.5 if sys.stderr.isatty() else 5.0
         if not self.progress or (not force and now - self.last_print < every):
             return
         self.last_print = now
-
-        def f(x: float | None) -> str:
-            return "-" if x is None else f"{x:.6g}"
 
         gap = relative_gap(self.incumbent(), self.bound)
         g = "-" if gap is None else f"{100 * gap:.3f}%"
