@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("schedule", type=Path)
     ap.add_argument("--work", type=Path, default=None, help="working directory (default: a temporary one)")
     ap.add_argument("--timeout", type=float, default=600.0, help="QEMU time limit in seconds")
+    ap.add_argument("--require-paging-and-remat", action="store_true",
+                    help="fail unless the schedule both pages and recomputes")
     args = ap.parse_args(argv)
     if not runner.tools_for_m4():
         print("error: device-demo needs arm-none-eabi-gcc and qemu-system-arm "
@@ -69,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         if (fig["paged_out"], fig["paged_in"]) != (emitted.page_out_bytes, emitted.page_in_bytes):
             problems.append(f"paged {fig['paged_out']}/{fig['paged_in']} B but the schedule pages "
                             f"{emitted.page_out_bytes}/{emitted.page_in_bytes} B")
+        if args.require_paging_and_remat and not (fig["paged_out"] and fig["computes"] > emitted.n_nodes):
+            problems.append("the schedule does not both page and recompute")
         if not cmp.max_rel_grad_diff <= TOLERANCE:
             problems.append(f"max rel grad diff {cmp.max_rel_grad_diff:.3g} > {TOLERANCE}")
         for p in problems:
