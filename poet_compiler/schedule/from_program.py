@@ -17,7 +17,8 @@ from poet_compiler.schedule.program import Op, Program
 from poet_compiler.schedule.schedule import Schedule
 
 
-def schedule_from_program(graph: TrainingGraph, program: Program, mode: str = "poet") -> Schedule | None:
+def schedule_from_program(graph: TrainingGraph, program: Program, mode: str = "poet", *,
+                          dma: bool = False) -> Schedule | None:
     """The stage matrices of ``program``, or None if the model cannot express it."""
     n = graph.n
     s = Schedule.empty(n)
@@ -25,14 +26,20 @@ def schedule_from_program(graph: TrainingGraph, program: Program, mode: str = "p
     flash: set[int] = set()
     t = 0
     snapshot_due = False  # stage t has begun; its entry state is taken at its first real work
+    carried: set[int] = set()   # paged out at the end of the last stage: resident into this one
+    # Without DMA a stage's page-outs follow the last use of their tensor, so the ones
+    # right after a stage's last compute still belong to it, like its FREEs and FENCEs.
+    tail_ops = (Op.FREE, Op.FENCE) if dma else (Op.FREE, Op.FENCE, Op.PAGE_OUT)
     for ins in program:
         i = ins.node
-        if snapshot_due and ins.op not in (Op.FREE, Op.FENCE):
+        if snapshot_due and ins.op not in tail_ops:
             # The FREEs (and FENCE) right after a stage's last compute still belong to it.
-            for j in ram:
+            for j in ram | carried:
                 s.S_RAM[t, j] = True
             for j in flash:
                 s.S_AUX[t, j] = True
+            flash |= carried        # on flash from this stage's page-out on
+            carried.clear()
             snapshot_due = False
         if ins.op is Op.COMPUTE:
             if i > t:
@@ -45,8 +52,14 @@ def schedule_from_program(graph: TrainingGraph, program: Program, mode: str = "p
                     break
                 snapshot_due = True
         elif ins.op is Op.PAGE_OUT:
-            s.M_out[t, i] = True
-            flash.add(i)
+            if snapshot_due and i == t - 1:
+                # The stage's own node, paged out right after its compute: the same as
+                # keeping it into the next stage and paging it out first thing there.
+                s.M_out[t, i] = True
+                carried.add(i)
+            else:
+                s.M_out[t - 1 if snapshot_due else t, i] = True
+                flash.add(i)
         elif ins.op is Op.PAGE_IN:
             s.M_in[t, i] = True
             ram.add(i)
@@ -55,7 +68,7 @@ def schedule_from_program(graph: TrainingGraph, program: Program, mode: str = "p
     if t < n:
         return None
     try:
-        check_schedule(graph, s, mode)
+        check_schedule(graph, s, mode, dma=dma)
     except ScheduleError:
         return None
     return s

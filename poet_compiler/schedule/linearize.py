@@ -36,12 +36,15 @@ def _first(mask: np.ndarray) -> tuple[int, int]:
     return int(t), int(i)
 
 
-def check_schedule(graph: TrainingGraph, schedule: Schedule, mode: str = "poet") -> None:
+def check_schedule(graph: TrainingGraph, schedule: Schedule, mode: str = "poet", *, dma: bool = False) -> None:
     """Raise :class:`ScheduleError` if the matrices break a rule of docs/model.md.
 
     Rules beyond the documented table (implied by the Program semantics, which cannot
     express them): a node is not computed in a stage where it is already resident
     (``R[t,i]`` with ``S_RAM[t,i]``) nor computed and paged in in the same stage.
+    ``dma``: the stage-long transfers of a DMA device; otherwise transfers are
+    synchronous (a page-in is readable in its own stage, a page-out may follow a
+    recompute of the stage).
     """
     n = graph.n
     if mode not in MODES:
@@ -68,8 +71,10 @@ def check_schedule(graph: TrainingGraph, schedule: Schedule, mode: str = "poet")
     for key, m in (("S_RAM", S), ("S_AUX", A), ("M_in", Min), ("M_out", Mout)):
         if (m & upper_eq).any():
             fail(*_first(m & upper_eq), f"{key}[t,i] set for i >= t (only earlier nodes can be resident or paged)")
-    if (Mout & ~S).any():
-        fail(*_first(Mout & ~S), "M_out[t,i] requires S_RAM[t,i] (only a tensor resident at stage start is paged out)")
+    if dma and (Mout & ~S).any():
+        fail(*_first(Mout & ~S), "M_out[t,i] requires S_RAM[t,i] (with DMA only a tensor resident at stage start is paged out)")
+    if not dma and (Mout & ~(S | R)).any():
+        fail(*_first(Mout & ~(S | R)), "M_out[t,i] requires S_RAM[t,i] or R[t,i] (a page-out needs the tensor in RAM)")
     if (Min & ~A).any():
         fail(*_first(Min & ~A), "M_in[t,i] requires S_AUX[t,i] (page-in needs a flash copy)")
     if (Min & S).any():
@@ -90,11 +95,12 @@ def check_schedule(graph: TrainingGraph, schedule: Schedule, mode: str = "poet")
     for t in range(n):
         for k in np.flatnonzero(R[t]):
             for i in graph.nodes[k].inputs:
-                if not (R[t, i] or S[t, i]):
+                if not (R[t, i] or S[t, i] or (Min[t, i] and not dma)):
+                    how = "paged in" if not dma else "paged in in an earlier stage (with DMA a page-in is usable " \
+                          "from the next stage)"
                     raise ScheduleError(
                         f"stage {t}, {_name(graph, int(k))}: input {_name(graph, i)} is neither resident at stage "
-                        f"start nor computed earlier in the stage (dependency rule; a page-in is usable only from "
-                        f"the next stage)"
+                        f"start, computed earlier in the stage nor {how} (dependency rule)"
                     )
     off_diag = R & ~np.eye(n, dtype=bool)
     if mode in ("paging", "none") and off_diag.any():
@@ -109,9 +115,12 @@ def check_schedule(graph: TrainingGraph, schedule: Schedule, mode: str = "poet")
                 fail(*_first(bad), f"pinned node is {key} (pinned nodes are never paged nor recomputed)")
 
 
-def linearize(graph: TrainingGraph, schedule: Schedule, *, mode: str = "poet") -> Program:
-    """Emit the Program of a valid schedule (checked with :func:`check_schedule` first)."""
-    check_schedule(graph, schedule, mode)
+def linearize(graph: TrainingGraph, schedule: Schedule, *, mode: str = "poet", dma: bool = False) -> Program:
+    """Emit the Program of a valid schedule (checked with :func:`check_schedule` first):
+    synchronous transfers (:func:`_linearize_sync`) unless ``dma``."""
+    check_schedule(graph, schedule, mode, dma=dma)
+    if not dma:
+        return _linearize_sync(graph, schedule)
     n = graph.n
     R = np.asarray(schedule.R, dtype=bool)
     S = np.asarray(schedule.S_RAM, dtype=bool)
@@ -154,4 +163,71 @@ def linearize(graph: TrainingGraph, schedule: Schedule, *, mode: str = "poet") -
         if has_transfers:
             out.append(Instruction(Op.FENCE))
             out.extend(Instruction(Op.FREE, int(i)) for i in np.flatnonzero(transfer & ~kept))
+    return Program(n_nodes=n, instructions=tuple(out))
+
+
+def _linearize_sync(graph: TrainingGraph, schedule: Schedule) -> Program:
+    """The Program of a schedule on a device without DMA (docs/model.md, v2).
+
+    Per stage, in this order: ``FREE`` residents nothing reads, keeps or pages out;
+    ``PAGE_OUT`` (then ``FENCE``, then ``FREE`` unless kept) residents nothing reads that
+    are paged out; then for each compute ``k`` ascending: ``PAGE_IN`` of its paged-in
+    inputs not yet in RAM, ``FENCE``, ``COMPUTE k``, then for every tensor whose last use
+    in the stage was ``k``: ``PAGE_OUT`` if paged out in the stage, ``FENCE``, ``FREE``
+    unless kept. A transfer is followed by a ``FENCE`` at once: it is synchronous, so
+    the same Program is also valid (and equally fast) on a runtime with DMA.
+
+    A page-in nothing reads in its stage (a DMA-style prefetch kept into the next stage)
+    is made right before its first reader in a later stage, or dropped if none reads it
+    before it is freed: never more RAM, never more energy than the matrices say.
+    """
+    n = graph.n
+    R = np.asarray(schedule.R, dtype=bool)
+    S = np.asarray(schedule.S_RAM, dtype=bool)
+    Min = np.asarray(schedule.M_in, dtype=bool)
+    Mout = np.asarray(schedule.M_out, dtype=bool)
+    out: list[Instruction] = []
+    deferred: set[int] = set()   # "resident" by the matrices, still on flash in fact
+    for t in range(n):
+        computes = [int(k) for k in np.flatnonzero(R[t])]
+        kept = S[t + 1] if t + 1 < n else np.zeros(n, dtype=bool)
+        last_read = [-1] * n
+        for k in computes:
+            for i in graph.nodes[k].inputs:
+                last_read[i] = k
+        to_page_in = {int(i) for i in np.flatnonzero(Min[t])} | (deferred & {int(i) for i in np.flatnonzero(S[t])})
+        deferred = set()
+        page_out = {int(i) for i in np.flatnonzero(Mout[t])} - to_page_in   # a deferred copy is on flash
+        for i in sorted(int(i) for i in np.flatnonzero(S[t])):
+            if i in to_page_in or last_read[i] >= 0:
+                continue
+            if i in page_out:
+                out += [Instruction(Op.PAGE_OUT, i), Instruction(Op.FENCE)]
+            if not kept[i]:
+                out.append(Instruction(Op.FREE, i))
+        done_after: dict[int, list[int]] = {k: [] for k in computes}
+        for i in range(n):
+            if i in to_page_in:
+                if last_read[i] >= 0:
+                    done_after[last_read[i]].append(i)
+            elif S[t, i] and last_read[i] >= 0:
+                done_after[last_read[i]].append(i)
+        for k in computes:
+            done_after[max(k, last_read[k])].append(k)
+        arrived: set[int] = set()
+        for k in computes:
+            fetch = sorted({i for i in graph.nodes[k].inputs if i in to_page_in and i not in arrived})
+            if fetch:
+                out += [Instruction(Op.PAGE_IN, i) for i in fetch]
+                out.append(Instruction(Op.FENCE))
+                arrived.update(fetch)
+            out.append(Instruction(Op.COMPUTE, k))
+            done = sorted(done_after[k])
+            outs = [i for i in done if i in page_out]
+            if outs:
+                out += [Instruction(Op.PAGE_OUT, i) for i in outs]
+                out.append(Instruction(Op.FENCE))
+            out += [Instruction(Op.FREE, i) for i in done if not kept[i]]
+        # Page-ins nothing read in this stage: made later, before a reader, if kept.
+        deferred = {i for i in to_page_in - arrived if kept[i]}
     return Program(n_nodes=n, instructions=tuple(out))

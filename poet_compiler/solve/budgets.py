@@ -32,7 +32,7 @@ def reference(graph: TrainingGraph, costs: CostTable) -> Reference:
     """Figures of PyTorch's default: compute once, free each tensor after its last use."""
     from poet_compiler.solve.baselines._common import assemble
 
-    sim = simulate(graph, costs, linearize(graph, assemble(graph, np.eye(graph.n, dtype=bool))))
+    sim = simulate(graph, costs, linearize(graph, assemble(graph, np.eye(graph.n, dtype=bool)), dma=costs.dma))
     return Reference(peak_bytes=sim.peak_bytes, runtime_s=sim.runtime_s, energy_j=sim.energy_j)
 
 

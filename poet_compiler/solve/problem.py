@@ -43,11 +43,19 @@ class Problem:
     def allows_paging(self) -> bool:
         return self.mode in ("poet", "paging")
 
+    @property
+    def synchronous(self) -> bool:
+        """Transfers are synchronous (no DMA): a page-in is made right before its first
+        reader and is usable at once; a page-out completes before the next instruction
+        (docs/model.md, execution model v2)."""
+        return not self.costs.dma
+
 
 def simulate_schedule(problem: Problem, schedule: Schedule, **limits: object) -> Simulation:
     """Linearize ``schedule`` in the problem's mode and simulate it (``limits``: the
     simulator's ``ram_budget_bytes`` / ``deadline_s`` checks)."""
-    return simulate(problem.graph, problem.costs, linearize(problem.graph, schedule, mode=problem.mode),
+    return simulate(problem.graph, problem.costs,
+                    linearize(problem.graph, schedule, mode=problem.mode, dma=problem.costs.dma),
                     **limits)  # type: ignore[arg-type]
 
 

@@ -18,7 +18,7 @@ from tests.support.schedules import random_schedule
 def test_hand_program():
     g = forward_backward_chain(2)
     costs = cost_table_from_graph(g)
-    prog = linearize(g, paging_schedule())
+    prog = linearize(g, paging_schedule(), dma=True)
     clean = remove_pointless_work(g, prog)
     # Only the FENCE that closed an empty window (after "FREE 0") goes; the paging stays.
     assert [str(i) for i in clean] == [

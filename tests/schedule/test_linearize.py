@@ -41,9 +41,50 @@ def test_checkpoint_all_order():
     assert prog.n_recompute == 0 and prog.arena_bytes is None
 
 
-def test_paging_order_with_fences():
+def test_paging_order_without_dma():
+    """Synchronous transfers: page-out right after the last use, page-in right before
+    the reader, each followed by its FENCE; the prefetch of stage 2 moves to stage 3."""
     g = forward_backward_chain(2)
     prog = linearize(g, paging_schedule())
+    assert listing(prog) == [
+        "COMPUTE 0", "COMPUTE 1", "PAGE_OUT 0", "FENCE", "FREE 0",
+        "COMPUTE 2", "FREE 1",
+        "PAGE_IN 0", "FENCE", "COMPUTE 3", "FREE 0", "FREE 2",
+        "COMPUTE 4", "FREE 3", "FREE 4",
+    ]
+
+
+def test_page_in_read_in_its_own_stage_without_dma():
+    g = forward_backward_chain(2)
+    s = paging_schedule()
+    s.M_in[2, 0] = False
+    s.S_RAM[3, 0] = False
+    s.M_in[3, 0] = True
+    check_schedule(g, s)        # synchronous: usable at once
+    prog = listing(linearize(g, s))
+    assert prog[prog.index("PAGE_IN 0"):prog.index("COMPUTE 3") + 1] == ["PAGE_IN 0", "FENCE", "COMPUTE 3"]
+    with pytest.raises(ScheduleError, match=r"stage 3, node 3 'b1': input node 0 'f0'.*next stage"):
+        check_schedule(g, s, dma=True)
+
+
+def test_page_out_of_a_recompute_without_dma():
+    # chain 0-1-2-3: stage 3 recomputes 1 and pages it out after its last use (2).
+    g = chain_graph(4)
+    s = Schedule.empty(4)
+    np.fill_diagonal(s.R, True)
+    s.S_RAM[1, 0] = s.S_RAM[2, 0] = s.S_RAM[3, 0] = True
+    s.S_RAM[2, 1] = True
+    s.R[3, 1] = s.R[3, 2] = True
+    s.M_out[3, 1] = True
+    prog = listing(linearize(g, s))
+    assert prog[prog.index("PAGE_OUT 1") - 1] == "COMPUTE 2"
+    with pytest.raises(ScheduleError, match=r"M_out\[t,i\] requires S_RAM"):
+        check_schedule(g, s, dma=True)
+
+
+def test_paging_order_with_fences():
+    g = forward_backward_chain(2)
+    prog = linearize(g, paging_schedule(), dma=True)
     assert listing(prog) == [
         "COMPUTE 0",
         "FENCE", "PAGE_OUT 0", "COMPUTE 1", "FENCE", "FREE 0",
@@ -75,7 +116,7 @@ def test_unread_resident_is_freed_before_transfers():
     s.S_RAM[3, 1] = True
     s.M_out[3, 2] = True
     s.S_AUX[4, 2] = True
-    prog = listing(linearize(g, s))
+    prog = listing(linearize(g, s, dma=True))
     assert prog[10:] == [
         "FREE 1", "PAGE_OUT 2", "COMPUTE 3", "FREE 0", "FENCE", "FREE 2",
         "COMPUTE 4", "FREE 3", "FREE 4",
@@ -114,7 +155,7 @@ def test_page_in_usable_only_next_stage():
     s.S_RAM[3, 0] = False
     s.M_in[3, 0] = True
     with pytest.raises(ScheduleError, match=r"stage 3, node 3 'b1': input node 0 'f0'.*next stage"):
-        check_schedule(g, s)
+        check_schedule(g, s, dma=True)
 
 
 def test_mode_and_pinned_rules():

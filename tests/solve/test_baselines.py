@@ -9,7 +9,7 @@ import pytest
 from poet_compiler.schedule.linearize import check_schedule
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.baselines import BASELINES, HEURISTICS
-from poet_compiler.solve.bruteforce import brute_force
+from tests.support.oracle import brute_force
 from poet_compiler.solve.problem import MODES
 from tests.support.graphs import random_problem
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from poet_compiler.solve.baselines import BASELINES, HEURISTICS
-from poet_compiler.solve.bruteforce import brute_force
+from tests.support.oracle import brute_force
 from tests.support.graphs import random_problem
 
 

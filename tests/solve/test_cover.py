@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from poet_compiler.solve.bruteforce import brute_force
+from tests.support.oracle import brute_force
 from poet_compiler.solve.cover import cover_bound
 from poet_compiler.solve.problem import Problem
 from tests.support.graphs import (

@@ -7,7 +7,7 @@ import pytest
 from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
-from poet_compiler.solve.bruteforce import brute_force
+from tests.support.oracle import as_program, brute_force
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.problem import Problem
 from tests.support.graphs import (
@@ -46,7 +46,8 @@ def test_optimal_schedules_round_trip(seed):
     found = brute_force(problem)
     if found is None:
         pytest.skip("infeasible budget")
-    r = finalize(problem, found[1], strategy="bruteforce", status="optimal", lower_bound_j=found[0])
+    program = as_program(problem, found[1])
+    r = finalize(problem, program, strategy="oracle", status="optimal", lower_bound_j=found[0])
     assert r.energy_j == pytest.approx(found[0]) and r.gap == pytest.approx(0.0, abs=1e-12)
     assert r.peak_ram_bytes <= problem.activation_budget
     assert r.arena_bytes >= r.peak_ram_bytes
@@ -55,7 +56,7 @@ def test_optimal_schedules_round_trip(seed):
     else:   # fragmentation: reported, not hidden
         assert r.status == "infeasible" and "arena" in r.message
     # Same inputs, same program.
-    again = finalize(problem, found[1], strategy="bruteforce", status="optimal", lower_bound_j=found[0])
+    again = finalize(problem, program, strategy="oracle", status="optimal", lower_bound_j=found[0])
     assert again.program == r.program
 
 

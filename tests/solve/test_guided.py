@@ -6,7 +6,7 @@ import pytest
 
 from poet_compiler.schedule.linearize import check_schedule, linearize
 from poet_compiler.schedule.simulate import simulate
-from poet_compiler.solve.bruteforce import brute_force
+from tests.support.oracle import brute_force
 from poet_compiler.solve.cover import cover_bound
 from poet_compiler.solve.formulation.fast import Restriction, build_fast
 from poet_compiler.solve.guided import (

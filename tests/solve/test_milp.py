@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from poet_compiler.solve.bruteforce import brute_force
+from tests.support.oracle import brute_force
 from poet_compiler.solve.milp import solve_milp
 from tests.support.graphs import random_problem
 

@@ -8,7 +8,7 @@ import pytest
 
 import poet_compiler.solve.milp as milp
 from poet_compiler.solve.backends.base import BackendResult
-from poet_compiler.solve.bruteforce import brute_force
+from tests.support.oracle import brute_force
 from poet_compiler.solve.budgets import reference
 from poet_compiler.solve.guided import GuidedOutcome
 from poet_compiler.solve.milp import solve_milp

@@ -123,7 +123,7 @@ def random_problem(seed: int, n: int, mode: str = "poet", *, deadline_prob: floa
     costs = cost_table_from_graph(
         graph,
         static_w=static_w if static_w is not None else rng.choice([0.0, 0.0, 0.1]),
-        dma=dma if dma is not None else rng.random() < 0.5,
+        dma=bool(dma),   # synchronous unless asked: the oracle is exact and fast there
     )
     hi = simulate(graph, costs, linearize(graph, Schedule.checkpoint_all(n))).peak_bytes
     lo = min(working_set_floor(graph), hi)
@@ -134,3 +134,51 @@ def random_problem(seed: int, n: int, mode: str = "poet", *, deadline_prob: floa
     if rng.random() < deadline_prob:
         deadline = round(costs.compute_only_s * rng.uniform(1.0, 1.6), 3)
     return Problem(graph=graph, costs=costs, ram_budget_bytes=budget, deadline_s=deadline, mode=mode)
+
+
+def training_problem(seed: int, n_fwd: int, mode: str = "poet", *, dma: bool = False, static_w: float = 0.0,
+                     deadline: bool = False, slack: float | None = None) -> Problem:
+    """A random training-shaped problem: forward chain with skips, loss, backward nodes
+    that read the incoming gradient and the saved activations (``2 * n_fwd + 1`` nodes).
+
+    Sizes are 1-8 KiB, some nodes have a workspace; paging energy per byte is drawn from
+    cheap to dear relative to compute. The budget is the largest single working set
+    times ``1 + slack`` (``slack`` drawn from 0-30 % unless given), where recomputing
+    and paging decide everything. With ``deadline``, 1.0-1.5x of the compute-only time.
+    """
+    rng = random.Random(f"{seed}/{n_fwd}/{mode}/{dma}/{static_w}/{deadline}")
+    per_byte = rng.choice([0.02, 0.1, 0.3, 1.0]) / 1024    # J (and s) per byte of transfer
+    kib = 1024
+
+    def cost(size: int) -> NodeCost:
+        return NodeCost(
+            compute_s=round(rng.uniform(0.5, 4.0), 3), compute_j=round(rng.uniform(0.5, 4.0), 3),
+            page_in_s=round(0.05 + size * per_byte * rng.uniform(0.5, 1.5), 4),
+            page_in_j=round(0.05 + size * per_byte * rng.uniform(0.5, 1.5), 4),
+            page_out_s=round(0.05 + size * per_byte * rng.uniform(0.5, 1.5), 4),
+            page_out_j=round(0.05 + size * per_byte * rng.uniform(0.5, 1.5), 4),
+        )
+
+    nodes: list[Node] = []
+
+    def add(inputs: tuple[int, ...], kind: str, name: str) -> int:
+        size = rng.randint(1, 8) * kib
+        work = rng.randint(1, 4) * kib if rng.random() < 0.25 else 0
+        i = len(nodes)
+        nodes.append(Node(id=i, name=name, kind=kind, op="test.op", op_class="other", inputs=tuple(sorted(set(inputs))),
+                          output_bytes=size, workspace_bytes=work, cost=cost(size)))
+        return i
+
+    for k in range(n_fwd):
+        ins = () if k == 0 else ((k - 1,) + ((k - 2,) if k >= 2 and rng.random() < 0.4 else ()))
+        add(ins, "forward", f"f{k}")
+    grad = add((n_fwd - 1,), "loss", "loss")
+    for k in range(n_fwd - 1, -1, -1):
+        saved = (k,) + ((k - 1,) if k > 0 and rng.random() < 0.5 else ())
+        grad = add((grad,) + saved, "backward", f"b{k}")
+    graph = validate(TrainingGraph(name=f"train_{seed}_{n_fwd}", nodes=tuple(nodes)))
+    costs = cost_table_from_graph(graph, static_w=static_w, dma=dma)
+    s = rng.uniform(0.0, 0.3) if slack is None else slack
+    budget = int(working_set_floor(graph) * (1 + s))
+    dl = round(costs.compute_only_s * rng.uniform(1.0, 1.5), 3) if deadline else None
+    return Problem(graph=graph, costs=costs, ram_budget_bytes=budget, deadline_s=dl, mode=mode)

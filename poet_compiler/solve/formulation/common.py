@@ -6,9 +6,12 @@ constant 1 (the model's fixed ``ONE`` variable). The rules written here are the 
 docs/model.md that do not depend on how memory is accounted for:
 
 - state: ``S_RAM[t+1,i] <= S_RAM[t,i] + R[t,i] + M_in[t,i]``,
-  ``S_AUX[t+1,i] <= S_AUX[t,i] + M_out[t,i]``, ``M_out <= S_RAM``, ``M_in <= S_AUX``,
-  ``M_in + S_RAM <= 1``;
-- dependencies: ``R[t,k] <= R[t,i] + S_RAM[t,i]`` for every edge ``i -> k``, ``k <= t``;
+  ``S_AUX[t+1,i] <= S_AUX[t,i] + M_out[t,i]``, ``M_in <= S_AUX``, ``M_in + S_RAM <= 1``;
+  ``M_out <= S_RAM`` with DMA (a stage-long transfer of what was resident at stage
+  start), ``M_out <= S_RAM + R`` without (a synchronous page-out right after the
+  tensor's last use in the stage, also of a tensor recomputed in it);
+- dependencies: ``R[t,k] <= R[t,i] + S_RAM[t,i]`` for every edge ``i -> k``, ``k <= t``,
+  plus ``+ M_in[t,i]`` without DMA (a synchronous page-in is usable at once);
 - validity rules the Program imposes (docs/model.md, Simulator): a resident tensor is not
   recomputed (``R + S_RAM <= 1``) and a tensor is not both computed and paged in in one
   stage (``R + M_in <= 1``) — neither can ever lower the energy, so no optimum is lost;
@@ -116,6 +119,7 @@ def neg(e: Expr) -> Expr:
 def add_state_rules(b: Built) -> None:
     """Transitions, dependencies and the Program's validity rules (see module docstring)."""
     m, g, n = b.model, b.problem.graph, b.problem.n
+    sync = b.problem.synchronous
     for t in range(n):
         for i in range(t + 1):
             r, s, mi, mo, aux = (b.expr(k, t, i) for k in MATRICES[:1] + ("S_RAM", "M_in", "M_out", "S_AUX"))
@@ -127,7 +131,7 @@ def add_state_rules(b: Built) -> None:
                 if nxt_aux:
                     m.le(add(nxt_aux, neg(aux), neg(mo)), 0.0)
             if mo:
-                m.le(add(mo, neg(s)), 0.0)
+                m.le(add(mo, neg(s), neg(r) if sync and i < t else {}), 0.0)
             if mi:
                 m.le(add(mi, neg(aux)), 0.0)
                 m.le(add(mi, s), 1.0)
@@ -140,7 +144,8 @@ def add_state_rules(b: Built) -> None:
             if not rk:
                 continue
             for i in set(g.nodes[k].inputs):
-                m.le(add(rk, neg(b.expr("R", t, i)), neg(b.expr("S_RAM", t, i))), 0.0)
+                arrive = neg(b.expr("M_in", t, i)) if sync else {}
+                m.le(add(rk, neg(b.expr("R", t, i)), neg(b.expr("S_RAM", t, i)), arrive), 0.0)
 
 
 def add_time_and_energy(b: Built, *, objective: str = "energy") -> None:

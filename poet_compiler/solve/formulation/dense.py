@@ -43,6 +43,7 @@ def build_dense(problem: Problem, *, objective: str = "energy", budget: int | No
     one = model.var("ONE", "bin", 1.0, 1.0)
     b = Built(problem=problem, model=model, formulation="dense", one=one)
     remat, paging = problem.allows_remat, problem.allows_paging
+    sync = problem.synchronous
     for t in range(n):
         for i in range(n):
             pinned = g.nodes[i].pinned
@@ -71,7 +72,8 @@ def build_dense(problem: Problem, *, objective: str = "energy", budget: int | No
                 hazards: list[Expr] = [R(j) for j in cons[i] if k < j <= t]
                 if t + 1 < n:
                     hazards.append({b.S_RAM[(t + 1, i)]: 1.0})
-                hazards.append({b.M_out[(t, i)]: 1.0})
+                if not sync:
+                    hazards.append({b.M_out[(t, i)]: 1.0})
                 model.le(add({f: 1.0}, neg(R(k))), 0.0)
                 model.le(add(*hazards, {f: float(len(hazards))}), float(len(hazards)))
                 model.ge(add({f: 1.0}, *hazards, neg(R(k))), 0.0)
@@ -79,9 +81,23 @@ def build_dense(problem: Problem, *, objective: str = "energy", budget: int | No
         for k in range(t + 1):
             u = model.var(f"U[{t},{k}]", "bytes", 0.0, cap_total)
             row: Expr = {u: -1.0, b.R[(t, k)]: float(size[k])}
+            if sync:
+                # A synchronous page-in enters right before its first reader k:
+                # PIN >= M_in + R[t,k] - 1 - (readers before k).
+                for i in sorted(set(g.nodes[k].inputs)):
+                    if model.ub[b.M_in[(t, i)]] == 0.0:
+                        continue
+                    earlier = add(*({b.R[(t, j)]: 1.0} for j in cons[i] if j < k))
+                    low = add({b.M_in[(t, i)]: 1.0, b.R[(t, k)]: 1.0, one: -1.0}, neg(earlier))
+                    pin = model.var(f"PIN[{t},{i},{k}]")
+                    model.le(add(low, {pin: -1.0}), 0.0)
+                    b.define(pin, "max", [low])
+                    row = add(row, {pin: float(size[i])})
             if k == 0:
                 for i in range(n):
-                    row = add(row, {b.S_RAM[(t, i)]: float(size[i]), b.M_in[(t, i)]: float(size[i])})
+                    row = add(row, {b.S_RAM[(t, i)]: float(size[i])})
+                    if not sync:
+                        row = add(row, {b.M_in[(t, i)]: float(size[i])})
             else:
                 row = add(row, {U_prev: 1.0})
                 for i in sorted(set(g.nodes[k - 1].inputs) | {k - 1}):

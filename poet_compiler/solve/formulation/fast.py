@@ -153,10 +153,20 @@ def _create_variables(b: Built, useful: list[list[bool]], restriction: Restricti
         if g.nodes[i].pinned or not cons[i] or (slack is not None and not c.dma
                                                  and c.page_out_s[i] + c.page_in_s[i] > slack):
             continue
-        ins = [t for t in range(i + 2, n - 1) if (t + 1, i) in b.S_RAM and fits(t, i, "in")]
-        if not ins:
-            continue
-        outs = [t for t in range(i + 1, ins[-1]) if (t, i) in b.S_RAM and fits(t, i, "out")]
+        if problem.synchronous:
+            # A synchronous page-in serves a reader in its own stage; a page-out follows
+            # the tensor's last use in a stage where it is resident or recomputed.
+            ins = [t for t in range(i + 2, n) if fits(t, i, "in")
+                   and any(r == t or (t, r) in b.R for r in cons[i] if r <= t)]
+            if not ins:
+                continue
+            outs = [t for t in range(i + 1, ins[-1]) if ((t, i) in b.S_RAM or (t, i) in b.R)
+                    and fits(t, i, "out")]
+        else:
+            ins = [t for t in range(i + 2, n - 1) if (t + 1, i) in b.S_RAM and fits(t, i, "in")]
+            if not ins:
+                continue
+            outs = [t for t in range(i + 1, ins[-1]) if (t, i) in b.S_RAM and fits(t, i, "out")]
         if not outs:
             continue
         # S_AUX[t,i] needs a page-out before t; M_in[t,i] needs S_AUX[t,i].
@@ -175,8 +185,15 @@ def _add_dominance_rules(b: Built) -> None:
     """The symmetry-breaking rules of the module docstring."""
     model, g, n = b.model, b.problem.graph, b.problem.n
     cons = g.consumers
+    sync = b.problem.synchronous
     for (t, i), v in b.M_in.items():
-        model.le(add({v: 1.0}, neg(b.expr("S_RAM", t + 1, i))), 0.0)
+        if sync:
+            # Without DMA a page-in nothing reads in its stage is the same page-in one
+            # stage later, where it holds no RAM before its reader.
+            readers = add(*(b.expr("R", t, c) for c in cons[i] if c <= t))
+            model.le(add({v: 1.0}, neg(readers)), 0.0)
+        else:
+            model.le(add({v: 1.0}, neg(b.expr("S_RAM", t + 1, i))), 0.0)
     for (t, i), v in b.M_out.items():
         model.le(add({v: 1.0}, b.expr("S_AUX", t, i)), 1.0)
     for t in range(n):
@@ -187,7 +204,8 @@ def _add_dominance_rules(b: Built) -> None:
                 continue            # node t reads i: i is needed in this stage anyway
             users = add(*(b.expr("R", t, c) for c in readers))
             if (t, i) in b.R:
-                model.le(add({b.R[(t, i)]: 1.0}, neg(users), neg(keep_next(i))), 0.0)
+                out = neg(b.expr("M_out", t, i)) if sync else {}
+                model.le(add({b.R[(t, i)]: 1.0}, neg(users), neg(keep_next(i)), out), 0.0)
             if (t, i) in b.S_RAM:
                 model.le(add({b.S_RAM[(t, i)]: 1.0}, neg(users), neg(keep_next(i)),
                              neg(b.expr("M_out", t, i))), 0.0)
@@ -212,6 +230,7 @@ def _add_memory(b: Built, limit: float, cap_expr: Expr) -> None:
     problem, model = b.problem, b.model
     g, n = problem.graph, problem.n
     cons = g.consumers
+    sync = problem.synchronous
     size = [node.output_bytes for node in g.nodes]
     work = [node.workspace_bytes for node in g.nodes]
     ub_bytes = float(sum(size))
@@ -220,8 +239,11 @@ def _add_memory(b: Built, limit: float, cap_expr: Expr) -> None:
         present = [i for i in range(t) if (t, i) in b.S_RAM or (t, i) in b.R or (t, i) in b.M_in]
         hold: dict[int, Expr] = {}
         for i in present:
-            hold[i] = _aux_max(b, f"H[{t},{i}]", [b.expr("S_RAM", t + 1, i) if t + 1 < n else {},
-                                                  b.expr("M_in", t, i), b.expr("M_out", t, i)])
+            keep = b.expr("S_RAM", t + 1, i) if t + 1 < n else {}
+            # With DMA a transfer holds its buffer for the whole stage; without, it holds
+            # nothing beyond the tensor's own residency.
+            transfers = [] if sync else [b.expr("M_in", t, i), b.expr("M_out", t, i)]
+            hold[i] = _aux_max(b, f"H[{t},{i}]", [keep, *transfers])
         # A chains over the consumers that may run in the stage, created last to first.
         chain: dict[int, list[tuple[int, Expr]]] = {}
         users_of: dict[int, list[int]] = {}
@@ -238,11 +260,15 @@ def _add_memory(b: Built, limit: float, cap_expr: Expr) -> None:
         for i in present:
             if (t, i) not in b.S_RAM and (t, i) not in b.M_in:
                 continue
-            ri = b.expr("R", t, i)
+            if sync and (t, i) not in b.S_RAM:
+                continue    # only paged in: no RAM before its first reader (> i)
+            # Resident at stage start (not recomputed, and without DMA not paged in).
+            ri = add(b.expr("R", t, i), b.expr("M_in", t, i) if sync else {})
             lows = [add(b.expr("R", t, c), neg(ri)) for c, _ in chain[i]]
             if t + 1 < n and b.expr("S_RAM", t + 1, i):
                 lows.append(add(b.expr("S_RAM", t + 1, i), neg(ri)))
-            lows += [e for e in (b.expr("M_in", t, i), b.expr("M_out", t, i)) if e]
+            if not sync:
+                lows += [e for e in (b.expr("M_in", t, i), b.expr("M_out", t, i)) if e]
             lows = [e for e in lows if e]
             if lows:
                 v = model.var(f"B[{t},{i}]")
@@ -251,10 +277,30 @@ def _add_memory(b: Built, limit: float, cap_expr: Expr) -> None:
                 b.define(v, "max", lows)
                 start[i] = {v: 1.0}
 
+        # Without DMA a page-in allocates right before its first reader: G[t,i,c] >= 1
+        # once a reader <= c has run (a non-decreasing chain), and the tensor counts at
+        # point k as A - M_in + G (0 before the first reader, A from it on).
+        arrived: dict[int, list[tuple[int, Expr]]] = {}
+        if sync:
+            for i in present:
+                mi = b.expr("M_in", t, i)
+                if not mi:
+                    continue
+                links = []
+                above: Expr = {}
+                for c in users_of[i]:
+                    above = _aux_max(b, f"G[{t},{i},{c}]", [add(mi, b.expr("R", t, c), {b.one: -1.0}), above])
+                    links.append((c, above))
+                arrived[i] = links
+
         def alloc(i: int, k: int) -> Expr:
             """Indicator of ``i`` allocated at compute point ``k`` (``i != k``)."""
             if i < k:
-                return next((ex for c, ex in chain[i] if c >= k), hold[i])
+                needed = next((ex for c, ex in chain[i] if c >= k), hold[i])
+                if i in arrived:
+                    got = next((ex for c, ex in reversed(arrived[i]) if c <= k), {})
+                    return add(needed, neg(b.expr("M_in", t, i)), got)
+                return needed
             return start.get(i, {})
 
         present_set = set(present)
@@ -268,7 +314,8 @@ def _add_memory(b: Built, limit: float, cap_expr: Expr) -> None:
             if idx == 0:
                 delta = add(*(add(alloc(i, k), scale=float(size[i])) for i in present if i != k))
             else:
-                changed = {kp} | {i for i in range(kp + 1, k + 1)} | set(by_user.get(kp, []))
+                changed = ({kp} | {i for i in range(kp + 1, k + 1)} | set(by_user.get(kp, []))
+                           | set(by_user.get(k, [])))
                 delta = {}
                 for i in sorted(changed & present_set):
                     new = alloc(i, k) if i != k else {}
@@ -325,6 +372,8 @@ def canonical(problem: Problem, schedule: Schedule) -> Schedule:
     feasible warm start stays feasible.
     """
     s = schedule.copy()
+    if problem.synchronous:
+        _defer_unread_page_ins(problem, s)
     while True:     # removals can expose others (a page-out dropped frees its residency)
         before = s.copy()
         _drop_unread(problem, s)
@@ -333,16 +382,37 @@ def canonical(problem: Problem, schedule: Schedule) -> Schedule:
             return s
 
 
+def _defer_unread_page_ins(problem: Problem, s: Schedule) -> None:
+    """Without DMA, a page-in nothing reads in its stage becomes the same page-in in the
+    next stage (if kept into it; dropped otherwise): same energy and time, no more RAM.
+    This turns the stage-long prefetches of DMA-style schedules (heuristics) into the
+    synchronous page-ins the fast model allows."""
+    n = problem.n
+    cons = problem.graph.consumers
+    for t in range(n):
+        for i in np.flatnonzero(s.M_in[t]):
+            i = int(i)
+            if any(s.R[t, c] for c in cons[i] if c <= t):
+                continue
+            s.M_in[t, i] = False
+            if t + 1 < n and s.S_RAM[t + 1, i]:
+                s.S_RAM[t + 1, i] = False
+                s.M_in[t + 1, i] = True
+                s.S_AUX[t + 1, i] = True
+                s.M_out[t + 1, i] = False   # already on flash
+
+
 def _drop_unread(problem: Problem, s: Schedule) -> None:
     n = problem.n
     cons = problem.graph.consumers
+    sync = problem.synchronous
     for t in range(n - 1, -1, -1):
         for i in range(t - 1, -1, -1):
             keep = bool(s.S_RAM[t + 1, i]) if t + 1 < n else False
-            if s.M_in[t, i] and not keep:
-                s.M_in[t, i] = False
             read = any(s.R[t, c] for c in cons[i] if c <= t)
-            if s.R[t, i] and not read and not keep:
+            if s.M_in[t, i] and not (read if sync else keep):
+                s.M_in[t, i] = False
+            if s.R[t, i] and not read and not keep and not (sync and s.M_out[t, i]):
                 s.R[t, i] = False
             if s.S_RAM[t, i] and not read and not keep and not s.M_out[t, i]:
                 s.S_RAM[t, i] = False

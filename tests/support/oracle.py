@@ -1,0 +1,191 @@
+"""The program-level oracle: an exhaustive search over instruction sequences.
+
+It knows nothing of stages, matrices or formulations. It plays the device: a Program is
+any sequence of ``COMPUTE k``, ``PAGE_OUT i``, ``PAGE_IN i``, ``FREE i`` (and ``FENCE``
+with DMA), one at a time, and this module searches all of them with Dijkstra over the
+device's state. The only facts it uses are what an instruction does to RAM, flash and
+the clock (docs/model.md, "Programs"), written here from scratch:
+
+- ``COMPUTE k``: every input of ``k`` is in RAM (and, with DMA, not still arriving);
+  ``k`` is not in RAM; allocates ``k``'s output, and for the compute's duration its
+  workspace too. A node computed for the first time must be the next one in graph
+  order (the one restriction every poetc schedule shares: first computes follow the
+  node order); a node computed before is a recompute (modes ``poet``/``remat``, never
+  a pinned node).
+- ``PAGE_OUT i``: ``i`` in RAM; without DMA the copy is on flash when the instruction
+  ends; with DMA when the next ``FENCE`` completes, and ``i`` may not be freed before.
+- ``PAGE_IN i``: ``i`` on flash and not in RAM; allocates ``i``'s bytes at once; readable
+  at once without DMA, after the next ``FENCE`` with DMA.
+- ``FREE i``: ``i`` in RAM (with DMA: not in flight).
+- ``FENCE`` (DMA only): completes every transfer in flight; the time since the previous
+  ``FENCE`` is ``max(compute, transfer)`` of the instructions between them. Without DMA
+  time is the sum of all instruction times.
+
+Energy is dynamic energy plus ``static_w`` times the total time; live bytes (plus the
+running compute's workspace) never exceed the budget; total time meets the deadline.
+The search is exact: labels are Pareto sets of (energy, time) when there is a deadline.
+Two pruning rules only, both plain waste: no second page-out of a tensor whose copy is
+already on flash (copies are permanent and identical), and with DMA a ``FENCE`` only
+when a transfer is in flight (otherwise it changes nothing).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass
+
+from poet_compiler.schedule.program import Instruction, Op, Program
+from poet_compiler.solve.problem import Problem
+
+_EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class OracleResult:
+    energy_j: float
+    time_s: float
+    program: tuple[tuple[str, int], ...]
+
+
+class _Device:
+    """Per-node constants as plain lists, and the moves from one state."""
+
+    def __init__(self, problem: Problem, budget: int | None) -> None:
+        g, c = problem.graph, problem.costs
+        self.n = g.n
+        self.size = [node.output_bytes for node in g.nodes]
+        self.work = [node.workspace_bytes for node in g.nodes]
+        self.inputs = [sum(1 << i for i in set(node.inputs)) for node in g.nodes]
+        self.pinned = [node.pinned for node in g.nodes]
+        self.remat = problem.mode in ("poet", "remat")
+        self.paging = problem.mode in ("poet", "paging")
+        self.c = c
+        self.dma = c.dma
+        self.sw = c.static_w
+        self.budget = problem.activation_budget if budget is None else budget
+        self.deadline = None if problem.deadline_s is None else problem.deadline_s * (1 + 1e-9)
+
+    def live(self, ram: int) -> int:
+        return sum(self.size[i] for i in range(self.n) if ram >> i & 1)
+
+
+def _bits(mask: int, n: int):
+    return (i for i in range(n) if mask >> i & 1)
+
+
+def search(problem: Problem, *, budget: int | None = None, objective: str = "energy") -> OracleResult | None:
+    """The best Program of ``problem`` (None if there is none).
+
+    ``objective="energy"``: least energy. ``objective="ram"``: ignore the budget and find
+    the least peak of live bytes (``energy_j`` then holds the peak in bytes), still under
+    the deadline.
+    """
+    d = _Device(problem, budget if objective == "energy" else 1 << 62)
+    n, c = d.n, d.c
+    # Time is part of the state only where it matters: a deadline, or with DMA and static
+    # power (a window's static energy depends on max(compute, transfer)).
+    track_time = d.deadline is not None or (d.sw > 0 and d.dma and objective == "energy")
+    # State: ram, flash, nxt, arriving (page-ins in flight), leaving (page-outs in flight),
+    # window compute time, window transfer time. Label: (cost, closed time, program link).
+    start = (0, 0, 0, 0, 0, 0.0, 0.0)
+    counter = itertools.count()
+    heap: list = [(0.0, 0.0, next(counter), start, None)]
+    settled: dict[tuple, list[float]] = {}
+
+    def now(closed: float, wc: float, wp: float) -> float:
+        return closed + (max(wc, wp) if d.dma else wc + wp)
+
+    while heap:
+        cost, closed, _, state, link = heapq.heappop(heap)
+        ram, flash, nxt, arriving, leaving, wc, wp = state
+        t_now = now(closed, wc, wp)
+        key = state if d.dma and track_time else state[:5]
+        times = settled.setdefault(key, [])
+        if any(t <= t_now + _EPS for t in times) or (not track_time and times):
+            continue
+        times.append(t_now)
+        if nxt == n and not arriving and not leaving:
+            prog = []
+            while link is not None:
+                link, step = link
+                prog.append(step)
+            return OracleResult(cost, t_now, tuple(reversed(prog)))
+        live = d.live(ram)
+
+        def push(new_cost: float, new_closed: float, new_state: tuple, step: tuple[str, int]) -> None:
+            t = now(new_closed, new_state[5], new_state[6])
+            if d.deadline is not None and t > d.deadline:
+                return
+            heapq.heappush(heap, (new_cost, new_closed, next(counter), new_state, (link, step)))
+
+        def energy_step(j: float, dt_c: float, dt_p: float) -> tuple[float, float, float]:
+            """Cost after adding an instruction's energy and time to the window."""
+            nwc, nwp = wc + dt_c, wp + dt_p
+            if objective == "ram":
+                return cost, nwc, nwp
+            before = now(closed, wc, wp)
+            after = now(closed, nwc, nwp)
+            return cost + j + d.sw * (after - before), nwc, nwp
+
+        # COMPUTE
+        for k in range(min(nxt + 1, n)):
+            if ram >> k & 1 or (d.inputs[k] & ~ram) or (d.inputs[k] & arriving):
+                continue
+            if k < nxt and (not d.remat or d.pinned[k]):
+                continue
+            peak = live + d.size[k] + d.work[k]
+            if peak > d.budget:
+                continue
+            new_cost, nwc, nwp = energy_step(c.compute_j[k], c.compute_s[k], 0.0)
+            if objective == "ram":
+                new_cost = max(cost, float(peak))
+            push(new_cost, closed, (ram | 1 << k, flash, max(nxt, k + 1), arriving, leaving, nwc, nwp),
+                 ("COMPUTE", k))
+        if d.paging:
+            for i in _bits(ram & ~flash & ~leaving & ~arriving, n):
+                if d.pinned[i]:
+                    continue
+                new_cost, nwc, nwp = energy_step(c.page_out_j[i], 0.0, c.page_out_s[i])
+                if d.dma:
+                    nstate = (ram, flash, nxt, arriving, leaving | 1 << i, nwc, nwp)
+                else:
+                    nstate = (ram, flash | 1 << i, nxt, arriving, leaving, nwc, nwp)
+                push(new_cost, closed, nstate, ("PAGE_OUT", i))
+            for i in _bits(flash & ~ram, n):
+                peak = live + d.size[i]
+                if peak > d.budget:
+                    continue
+                new_cost, nwc, nwp = energy_step(c.page_in_j[i], 0.0, c.page_in_s[i])
+                if objective == "ram":
+                    new_cost = max(cost, float(peak))
+                push(new_cost, closed, (ram | 1 << i, flash, nxt, arriving | (1 << i if d.dma else 0), leaving,
+                                        nwc, nwp), ("PAGE_IN", i))
+        for i in _bits(ram & ~arriving & ~leaving, n):
+            push(cost, closed, (ram & ~(1 << i), flash, nxt, arriving, leaving, wc, wp), ("FREE", i))
+        if d.dma and (arriving or leaving):
+            push(cost, now(closed, wc, wp), (ram, flash | leaving, nxt, 0, 0, 0.0, 0.0), ("FENCE", -1))
+    return None
+
+
+def min_ram(problem: Problem) -> int | None:
+    """The least budget (activation bytes) under which some Program meets the deadline."""
+    res = search(problem, objective="ram")
+    return None if res is None else int(round(res.energy_j))
+
+
+def brute_force(problem: Problem) -> tuple[float, OracleResult] | None:
+    """``(least energy, its program)`` or None: the tests' oracle for any problem."""
+    res = search(problem)
+    return None if res is None else (res.energy_j, res)
+
+
+def as_program(problem: Problem, result: OracleResult) -> Program:
+    """The oracle's instruction sequence as a poetc Program. Without DMA a transfer is
+    complete when it returns; the Program says so with a FENCE right after it."""
+    out: list[Instruction] = []
+    for op, node in result.program:
+        out.append(Instruction(Op[op], node))
+        if op in ("PAGE_IN", "PAGE_OUT") and not problem.costs.dma:
+            out.append(Instruction(Op.FENCE))
+    return Program(n_nodes=problem.n, instructions=tuple(out))
