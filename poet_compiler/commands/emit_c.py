@@ -3,7 +3,7 @@
 Writes DIR with the model tables (one kernel call per graph node, parameter initial
 values, batch and output arrays, the arena of exactly the planned size), the schedule
 bytecode, copies of the C runtime and reference kernels, the device files and a
-Makefile (``make host``, ``make m4``, ``make run-qemu``). A model with an op that has no
+Makefile (``make run-host``, ``make run-qemu``). A model with an op that has no
 reference kernel gets one line naming the op and exit code 2; DIR is then untouched.
 """
 
@@ -27,4 +27,4 @@ def register(app: typer.Typer) -> None:
         res = emit_c(model, schedule, out)
         typer.echo(f"wrote {res.out_dir}/ ({len(res.files)} files): {res.n_nodes} nodes, arena {res.arena_bytes:,} B, "
                    f"pages out {res.page_out_bytes:,} B / in {res.page_in_bytes:,} B; "
-                   f"build with make -C {res.out_dir} host|m4|run-qemu")
+                   f"run with make -C {res.out_dir} run-host (or run-qemu)")

@@ -37,3 +37,25 @@ def test_qemu_step_matches_pytorch(tmp_path: Path) -> None:
     second = runner.run_qemu(emitted.out_dir, tmp_path / "sd2", timeout=240)
     assert second.step_ticks == first.step_ticks
     assert (second.node_ticks == first.node_ticks).all()
+
+
+def test_timer_counts_instructions(tmp_path: Path) -> None:
+    """runtime/c/device/calibrate.c spins exactly 2N instructions between two timer reads:
+    the ticks must be 2N / instructions_per_tick, plus the few instructions of the reads."""
+    import subprocess
+
+    dev = Path(runner.__file__).resolve().parents[3] / "runtime" / "c" / "device"
+    elf = tmp_path / "calibrate.elf"
+    subprocess.run(["arm-none-eabi-gcc", "-std=c99", "-O2", "-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard",
+                    "-mfpu=fpv4-sp-d16", "-nostartfiles", "-T", str(dev / "mps2_an386.ld"), "--specs=nano.specs",
+                    "--specs=nosys.specs", f"-I{dev}", str(dev / "calibrate.c"), str(dev / "platform_semihost.c"),
+                    str(dev / "startup_m4.c"), "-o", str(elf)], check=True, capture_output=True, text=True)
+    proc = subprocess.run(["qemu-system-arm", "-M", runner.BOARD, "-nographic", "-monitor", "none", "-serial", "none",
+                           "-semihosting-config", "enable=on,target=native", "-icount",
+                           f"shift={runner.ICOUNT_SHIFT}", "-kernel", str(elf)],
+                          capture_output=True, text=True, timeout=60)
+    line = next(ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("calibrate:"))
+    ticks = dict(tok.split("=") for tok in line.split()[1:])
+    for key, n in (("ticks_1M", 1_000_000), ("ticks_4M", 4_000_000)):
+        instructions = int(ticks[key]) * runner.instructions_per_tick()
+        assert 2 * n <= instructions <= 2 * n + 20, (key, instructions)

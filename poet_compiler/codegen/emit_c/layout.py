@@ -23,11 +23,7 @@ from dataclasses import dataclass
 import torch
 import torch.fx
 
-from poet_compiler.codegen.emit_c.errors import EmitError
 from poet_compiler.frontends.torch.opinfo import is_view
-
-CTYPES = {torch.float32: "float", torch.int64: "int64_t"}
-
 
 @dataclass(frozen=True)
 class Ref:
@@ -112,15 +108,6 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
         strides.append(acc)
         acc *= max(s, 1)
     return tuple(reversed(strides))
-
-
-@dataclass
-class Layout:
-    """Refs of every FX value, plus what each node must copy to the static outputs."""
-
-    refs: dict[str, Ref]
-    element_refs: dict[tuple[str, int], Ref]  # (op name, output index) -> storage
-    scratch: dict[str, tuple[str, int]]       # static scratch symbol -> (ctype, elements)
 
 
 def held_elements(op: torch.fx.Node, ops: set[torch.fx.Node]) -> list[int]:
