@@ -23,7 +23,7 @@ class Case:
 
 
 CASES = (
-    Case("kws_dscnn", "30%", "dtr", pages=False),
+    Case("kws_dscnn", "60%", "chen_greedy", pages=False),
     Case("kws_dscnn", "35%", "capuchin", pages=True),
     Case("cifar_cnn_tiny", "60%", "chen_greedy", pages=False),
     Case("cifar_cnn_tiny", "70%", "capuchin", pages=True),
