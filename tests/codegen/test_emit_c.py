@@ -74,3 +74,39 @@ def test_schedule_of_another_model_is_refused(schedules: dict[str, Path], tmp_pa
     with pytest.raises(EmitError, match="node graph but"):
         emit_c("cifar_cnn_tiny", schedules[CASES[0].id], tmp_path / "x")
     assert not (tmp_path / "x").exists()
+
+
+def test_more_ops_through_onnx(tmp_path: Path) -> None:
+    """Kernels the zoo's MCU models do not reach: ReLU6 (hardtanh), a residual add,
+    average pooling, convolutions with a bias (depthwise included), from an ONNX export."""
+    import torch
+    from torch import nn
+
+    import poet_compiler as pc
+    from poet_compiler.frontends.onnx import export_module
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+            self.c2 = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+            self.pool = nn.AvgPool2d(2)
+            self.fc = nn.Linear(8 * 4 * 4, 5)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = nn.functional.relu6(self.c1(x))
+            y = self.pool(y + self.c2(y))
+            return self.fc(torch.flatten(y, 1))
+
+    torch.manual_seed(0)
+    onnx = tmp_path / "net.onnx"
+    export_module(Net(), (torch.randn(2, 3, 8, 8),), onnx)
+    comp = pc.compile(str(onnx), "m4", "100%", strategy="checkpoint_all")
+    path, _ = comp.save(tmp_path / "net.poet")
+    ops = {n.op for n in comp.graph.nodes}
+    assert {"aten.hardtanh", "aten.hardtanh_backward", "aten.add", "aten.avg_pool2d",
+            "aten.avg_pool2d_backward"} <= ops, ops
+    emitted = emit_c(str(onnx), path, tmp_path / "emit")
+    step = runner.run_host(emitted.out_dir, tmp_path / "run")
+    cmp = runner.compare(load_traced(str(onnx), path), step)
+    assert cmp.max_rel_grad_diff <= 1e-5 and cmp.loss_diff <= 1e-6 * abs(cmp.loss_ref)
