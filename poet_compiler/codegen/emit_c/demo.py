@@ -16,6 +16,7 @@ from the schedule's, or the max rel grad diff exceeds 1e-4; 2 on bad input.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -49,7 +50,11 @@ def main(argv: list[str] | None = None) -> int:
         except PoetError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        step = runner.run_qemu(emitted.out_dir, work / "sd", timeout=args.timeout)
+        try:
+            step = runner.run_qemu(emitted.out_dir, work / "sd", timeout=args.timeout)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            print(f"FAIL: the device step did not complete: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
+            return 1
         cmp = runner.compare(tm, step)
         ref64 = runner.float64_reference(tm)
         dev64 = max(runner.grad_diffs(tm, step.outputs, ref64).values())

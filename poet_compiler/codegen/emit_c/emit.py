@@ -81,6 +81,8 @@ def load_traced(model: str, schedule: Path) -> "TracedModel":
 
 def emit_c(model: str, schedule: Path, out_dir: Path) -> EmitResult:
     """Write the C sources of one training step of ``model`` following ``schedule``."""
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise EmitError(f"{out_dir} exists and is not a directory")
     data, decoded = _read_schedule(schedule)
     program = decoded.program
     tm = load_traced(model, schedule)
