@@ -58,7 +58,7 @@ static int cb_page_out(void *user, uint32_t node, uint8_t *arena, uint32_t offse
 {
     step_ctx *c = (step_ctx *)user;
     tick(c);
-    if (model_flash_slot[node] == 0xFFFFFFFFu) return 1;
+    if (model_flash_slot[node] == POET_NO_SLOT) return 1;
     if (plat_seek(c->store, model_flash_slot[node]) || plat_write(c->store, arena + offset, bytes)) return 1;
     c->paged_out += bytes;
     tick(c);
@@ -69,7 +69,7 @@ static int cb_page_in(void *user, uint32_t node, uint8_t *arena, uint32_t offset
 {
     step_ctx *c = (step_ctx *)user;
     tick(c);
-    if (model_flash_slot[node] == 0xFFFFFFFFu) return 1;
+    if (model_flash_slot[node] == POET_NO_SLOT) return 1;
     if (plat_seek(c->store, model_flash_slot[node]) || plat_read(c->store, arena + offset, bytes)) return 1;
     c->paged_in += bytes;
     tick(c);
