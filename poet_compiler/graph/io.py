@@ -1,4 +1,4 @@
-"""Read and write the poet-graph/1 interchange format (shared graph-format.md).
+"""Read and write the poet-graph/1 interchange format (docs/graph-format.md, the project's copy of shared/graph-format.md).
 
 The pydantic models below *are* the format: unknown keys are refused (``extra="forbid"``)
 except inside ``"extra"`` objects. Reading returns a validated :class:`TrainingGraph`;

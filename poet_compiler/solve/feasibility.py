@@ -117,7 +117,8 @@ def ram_requirement(problem: Problem, *, time_limit_s: float = 30.0, threads: in
     if out.values is None:
         return Requirement(lower=float(floor + _fixed(problem)),
                            upper=None if quick is None else float(quick[0] + _fixed(problem)))
-    upper = int(round(out.objective or 0))
+    # The minimum is what the schedule really needs (simulated), not the solver's figure.
+    upper = simulate_schedule(problem, built.schedule(out.values)).peak_bytes
     if quick is not None:
         upper = min(upper, quick[0])
     lower = upper if out.status == "optimal" else max(floor, math.ceil((out.bound or 0) - 1e-6))

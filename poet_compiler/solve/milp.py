@@ -226,6 +226,10 @@ def solve_milp(
     return best
 
 
+# Relative float noise between a proven optimum's bound and its simulated energy.
+BOUND_NOISE = 1e-7
+
+
 def _better(a: Result | None, b: Result) -> Result:
     if a is None or (b.energy_j is not None and a.energy_j is not None and b.energy_j < a.energy_j):
         return b
@@ -241,6 +245,15 @@ def _apply_bound(res: Result, bound: float | None) -> None:
         res.lower_bound_j, res.gap = None, None
         if res.status == "optimal" and res.extra.get("fragmentation_retries"):
             res.status = "feasible"
+        return
+    if bound > res.energy_j * (1 + BOUND_NOISE) + 1e-300:
+        # A lower bound above what the schedule really costs means the model and the
+        # device disagree: a defect to report, never to clamp away into "optimal".
+        res.lower_bound_j, res.gap = bound, None
+        res.status = "feasible"
+        note = (f"defect: the lower bound {bound:.6g} J exceeds the simulated energy {res.energy_j:.6g} J; "
+                "no optimality is claimed (please report this with the input)")
+        res.message = f"{res.message}; {note}" if res.message else note
         return
     bound = min(bound, res.energy_j)     # a proven optimum's bound can exceed it by float noise
     res.lower_bound_j = bound

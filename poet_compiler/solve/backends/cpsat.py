@@ -1,8 +1,21 @@
-"""OR-Tools CP-SAT backend: integer-scaled model (:mod:`.scaling`), hints, progress line."""
+"""OR-Tools CP-SAT backend: integer-scaled model (:mod:`.scaling`), hints, progress line.
+
+CP-SAT runs in a forked child process (:func:`solve_cpsat`), so that a failure inside
+the solver is a status with a message, never the end of poetc. OR-Tools 9.15 aborts the
+whole process ("Check failed: solution->size() == postsolve_mapping.size()") when a
+search is stopped while a hinted solution is still being postsolved early in the solve:
+POET's own ``linear`` graph at 3388 B (shared/regressions) did it every time, from a
+solution callback and from another thread alike. So poetc never stops CP-SAT from a
+callback, and whatever stops it (the outside bound, the portfolio race) first takes the
+child's latest solution: if the child then dies, that solution is kept.
+"""
 
 from __future__ import annotations
 
 import math
+import multiprocessing
+import signal
+import threading
 import time
 from typing import Callable
 
@@ -20,12 +33,16 @@ from poet_compiler.solve.formulation.model import LinearModel
 DTIME_PER_S = 0.75
 
 
-def solve_cpsat(model: LinearModel, options: BackendOptions, *,
-                on_solver: Callable[[object], None] | None = None,
-                on_progress: Callable[[float | None, float | None], None] | None = None) -> BackendResult:
-    """Solve on CP-SAT. ``on_solver`` receives the ``CpSolver`` before the search starts
-    (a racing caller may ``stop_search()`` it from another thread); ``on_progress``
-    receives (incumbent, valid lower bound) in physical units as they improve."""
+def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
+                     on_solver: Callable[[object], None] | None = None,
+                     on_progress: Callable[[float | None, float | None], None] | None = None,
+                     on_solution: Callable[[float, list[float]], None] | None = None,
+                     on_good_enough: Callable[[], None] | None = None) -> BackendResult:
+    """Solve on CP-SAT in this process. ``on_solver`` receives the ``CpSolver`` before
+    the search starts; ``on_progress`` receives (incumbent, valid lower bound) in
+    physical units as they improve; ``on_solution`` (objective, values) each solution;
+    ``on_good_enough`` is called when an incumbent is proven by the model's outside
+    bound (the caller stops the search; see the module docstring)."""
     from ortools.sat.python import cp_model
 
     started = time.perf_counter()
@@ -91,10 +108,14 @@ def solve_cpsat(model: LinearModel, options: BackendOptions, *,
             line.update(inc, max(to_phys(self.BestObjectiveBound()), floor or -math.inf), force=True)
             if on_progress is not None:
                 on_progress(inc, max(valid_bound(self.BestObjectiveBound()), floor or -math.inf))
-            # The outside bound proves the incumbent good enough: stop (an added row
-            # "objective >= floor" would slow the search and CP-SAT's bound ignores it).
-            if floor is not None and within_gap(inc, floor, max(options.relative_gap, 1e-12)):
-                self.stop_search()
+            if on_solution is not None:
+                on_solution(inc, [float(x) for x in self.response_proto.solution])
+            # The outside bound proves the incumbent good enough: the caller stops the
+            # search (an added row "objective >= floor" would slow the search and
+            # CP-SAT's bound ignores it).
+            if floor is not None and on_good_enough is not None and \
+                    within_gap(inc, floor, max(options.relative_gap, 1e-12)):
+                on_good_enough()
 
     def on_bound(b: float) -> None:
         line.update(bound=to_phys(b))
@@ -103,7 +124,7 @@ def solve_cpsat(model: LinearModel, options: BackendOptions, *,
 
     if on_solver is not None:
         on_solver(solver)
-    if options.progress or on_progress is not None or floor is not None:
+    if options.progress or on_progress is not None or on_solution is not None or floor is not None:
         solver.best_bound_callback = on_bound
         status = solver.solve(cp, _Callback())
     else:
@@ -131,3 +152,127 @@ def solve_cpsat(model: LinearModel, options: BackendOptions, *,
         (floor is not None and obj * sc.obj_unit <= floor * (1 + 1e-12))
     st = "optimal" if status == cp_model.OPTIMAL and closed else "feasible"
     return BackendResult(st, values, obj * sc.obj_unit, phys_bound, elapsed, "cpsat", "", stats)
+
+
+class _ChildHandle:
+    """What a racing caller holds instead of the ``CpSolver``: ``stop_search()`` asks
+    the child to send its latest solution and stop."""
+
+    def __init__(self, conn) -> None:  # noqa: ANN001 - a multiprocessing Connection
+        self._conn = conn
+        self._lock = threading.Lock()
+
+    def stop_search(self) -> None:
+        with self._lock:
+            try:
+                self._conn.send(("stop",))
+            except (OSError, ValueError):
+                pass    # the child has already gone
+
+
+def _child(conn, model: LinearModel, options: BackendOptions) -> None:  # noqa: ANN001
+    """Body of the child process: solve on a thread, stop it when asked, report back."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the parent's to handle
+    holder: dict[str, object] = {}
+    latest: list[tuple[float, list[float]]] = []
+    send_lock = threading.Lock()
+    stop = threading.Event()
+    done: list[BackendResult] = []
+
+    def send(msg: tuple) -> None:
+        with send_lock:
+            conn.send(msg)
+
+    def run() -> None:
+        try:
+            done.append(solve_cpsat_here(
+                model, options, on_solver=lambda s: holder.__setitem__("solver", s),
+                on_progress=lambda inc, b: send(("progress", inc, b)),
+                on_solution=lambda obj, vals: latest.__setitem__(slice(None), [(obj, vals)]),
+                on_good_enough=stop.set))
+        finally:
+            stop.set()
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    stopped = False
+    while worker.is_alive():
+        if conn.poll(0.02):
+            if conn.recv()[0] == "stop":
+                stop.set()
+        if stop.is_set() and not stopped and worker.is_alive():
+            stopped = True
+            if latest:
+                send(("solution", *latest[0]))   # kept even if stopping aborts the child
+            solver = holder.get("solver")
+            if solver is not None:
+                solver.stop_search()  # type: ignore[attr-defined]
+    worker.join()
+    send(("result", done[0]) if done else ("error", "CP-SAT raised an exception"))
+    conn.close()
+
+
+def solve_cpsat(model: LinearModel, options: BackendOptions, *,
+                on_solver: Callable[[object], None] | None = None,
+                on_progress: Callable[[float | None, float | None], None] | None = None) -> BackendResult:
+    """Solve on CP-SAT in a forked child process (module docstring). ``on_solver``
+    receives a handle whose ``stop_search()`` a racing caller may call from another
+    thread; ``on_progress`` receives (incumbent, valid lower bound) in physical units."""
+    started = time.perf_counter()
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe(duplex=True)
+    proc = ctx.Process(target=_child, args=(child, model, options), daemon=True)
+    proc.start()
+    child.close()
+    handle = _ChildHandle(parent)
+    if on_solver is not None:
+        on_solver(handle)
+    # The child stops on its own deterministic/wall limits; past this, stop it, then kill.
+    wall_cap = started + float(options.time_limit_s) * 1.05 + 2.0
+    solution: tuple[float, list[float]] | None = None
+    result: BackendResult | None = None
+    error = ""
+    asked = killed = False
+    while result is None and not error:
+        try:
+            ready = parent.poll(0.05)
+        except (OSError, EOFError):
+            ready = False
+        if ready:
+            try:
+                msg = parent.recv()
+            except (EOFError, OSError):
+                error = "the CP-SAT process ended without a result"
+                continue
+            if msg[0] == "progress" and on_progress is not None:
+                on_progress(msg[1], msg[2])
+            elif msg[0] == "solution":
+                solution = (msg[1], msg[2])
+            elif msg[0] == "result":
+                result = msg[1]
+            elif msg[0] == "error":
+                error = msg[1]
+            continue
+        if not proc.is_alive():
+            # Drain what the child sent just before it ended.
+            if parent.poll(0):
+                continue
+            error = f"the CP-SAT process died (exit code {proc.exitcode})"
+            continue
+        now = time.perf_counter()
+        if now > wall_cap and not asked:
+            handle.stop_search()
+            asked = True
+        elif now > wall_cap + 5.0 and not killed:
+            proc.kill()
+            killed = True
+    proc.join(timeout=5.0)
+    parent.close()
+    if result is not None:
+        return result
+    elapsed = time.perf_counter() - started
+    if solution is not None:
+        # The child was stopped with a solution in hand and then failed: keep it.
+        return BackendResult("feasible", solution[1], solution[0], None, elapsed, "cpsat",
+                             f"{error}; its last solution is kept", {})
+    return BackendResult("timeout", None, None, None, elapsed, "cpsat", f"solver failure: {error}", {})

@@ -73,7 +73,7 @@ class _Run:
 
     # ---- eviction ------------------------------------------------------------------
     def _score(self, i: int) -> float:
-        cost = self.cost[i] + sum(self.cost[j] for j in self.g.nodes[i].inputs if j not in self.ram)
+        cost = self.cost[i] + sum(self.cost[j] for j in set(self.g.nodes[i].inputs) if j not in self.ram)
         stale = self.clock - self.last_use.get(i, 0.0) + 1e-12
         return cost / (max(1, self.size[i]) * stale)
 
