@@ -13,8 +13,8 @@ Each call runs the Program on the module's *current* parameters, accumulates ``.
 on them exactly as ``loss.backward()`` does (created when ``None``, added to otherwise),
 writes the buffer updates (BatchNorm running statistics) back into the module and
 returns the detached loss. The schedule was solved for one set of shapes: a batch of
-another shape, dtype or device — or a module switched between ``train()`` and ``eval()``
-since it was traced — is refused with a :class:`~poet_compiler.errors.BatchError`
+another shape, dtype or device — or a module switched between ``train()`` and ``eval()``,
+or with parameters frozen or unfrozen, since it was traced — is refused with a :class:`~poet_compiler.errors.BatchError`
 before anything runs, because the traced graph (and so the schedule) would not be the
 step PyTorch runs for it.
 """
@@ -44,6 +44,10 @@ def _training_flags(module: torch.nn.Module) -> tuple[bool, ...]:
     return tuple(m.training for m in module.modules())
 
 
+def _trainable(module: torch.nn.Module) -> tuple[str, ...]:
+    return tuple(n for n, p in module.named_parameters() if p.requires_grad)
+
+
 class TrainingStep:
     """Callable ``step(*inputs, target) -> loss`` that trains ``traced.module`` by ``program``.
 
@@ -60,6 +64,7 @@ class TrainingStep:
         self._inputs = tuple(traced.example_inputs)
         self._target = traced.target
         self._flags = _training_flags(traced.module)
+        self._trainable = _trainable(traced.module)
         self._step = ScheduledStep(traced, program, page_file=page_file, page_dir=page_dir)
         # Delete the temporary page file even if the user never calls close().
         self._finalizer = weakref.finalize(self, self._step.close)
@@ -84,6 +89,10 @@ class TrainingStep:
         if _training_flags(self.module) != self._flags:
             raise BatchError("the module was switched between train() and eval() since it was compiled; "
                              "the schedule is for the mode it was traced in")
+        if _trainable(self.module) != self._trainable:
+            changed = sorted(set(_trainable(self.module)) ^ set(self._trainable))
+            raise BatchError(f"requires_grad changed since the module was compiled (e.g. {changed[0]!r}); "
+                             "the schedule computes the gradients of the parameters it was traced with")
 
     def __call__(self, *args: Any) -> torch.Tensor:
         """``step(x, y)`` (or ``step(x1, x2, ..., y)``): one scheduled forward + backward."""

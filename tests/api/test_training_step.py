@@ -77,26 +77,29 @@ def test_grad_accumulates_like_backward(compiled) -> None:
         assert p.grad is not None and torch.equal(p.grad, grads[name]), name
 
 
-@pytest.mark.parametrize("which", ["shape", "dtype", "target", "arity", "mode"])
+@pytest.mark.parametrize("which", ["shape", "dtype", "target", "arity", "mode", "frozen"])
 def test_another_batch_is_refused_in_one_line(compiled, which: str) -> None:
     model, _, c = compiled
     x, y = batch(1)
     args = {"shape": (batch(1, n=8)[0], y), "dtype": (x.double(), y), "target": (x, y[:2]),
-            "arity": (x,), "mode": (x, y)}[which]
+            "arity": (x,), "mode": (x, y), "frozen": (x, y)}[which]
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     step = c.training_step()
     try:
         if which == "mode":
             model.eval()
+        if which == "frozen":
+            model.head.bias.requires_grad_(False)
         with pytest.raises(BatchError) as info:
             step(*args)
     finally:
         model.train()
+        model.head.bias.requires_grad_(True)
         step.close()
     msg = str(info.value)
     assert "\n" not in msg
     expect = {"shape": "(8, 3, 12, 12)", "dtype": "float64", "target": "target is (2,)",
-              "arity": "step(*inputs, target)", "mode": "eval()"}[which]
+              "arity": "step(*inputs, target)", "mode": "eval()", "frozen": "'head.bias'"}[which]
     assert expect in msg, msg
     # Nothing ran: the parameters are untouched.
     assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
@@ -115,3 +118,19 @@ def test_graph_only_models_have_no_training_step() -> None:
                               time_limit_s=5, threads=1)
     with pytest.raises(PoetError, match="needs the model's weights"):
         c.training_step()
+
+
+def test_zoo_model_trains_by_its_schedule_too() -> None:
+    """A zoo model's Compilation keeps its module: one scheduled step equals autograd's."""
+    c = poet_compiler.compile("mlp", device="m4", ram="100%", strategy="chen_greedy")
+    model = c.traced.module
+    twin = copy.deepcopy(model)
+    x, y = c.traced.example_inputs, c.traced.target
+    model.zero_grad(set_to_none=True)
+    with c.training_step() as step:
+        loss = step(*x, y)
+    ref = c.traced.loss_fn(twin(*x), y)
+    ref.backward()
+    assert torch.equal(loss, ref.detach())
+    grads = {n: p.grad for n, p in twin.named_parameters()}
+    assert all(torch.equal(p.grad, grads[n]) for n, p in model.named_parameters())
