@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from poet_compiler.devices.costs import CostTable
 from poet_compiler.errors import PoetError
 from poet_compiler.fileio import atomic_write_bytes, atomic_write_text
-from poet_compiler.progress import live_status, report, stage
 from poet_compiler.graph.ir import TrainingGraph
+from poet_compiler.progress import live_status, report, stage
 from poet_compiler.solve.budgets import (
     Reference,
     reference,
@@ -128,6 +128,28 @@ def load_costs(graph: TrainingGraph, device: "str | DeviceProfile | None") -> Co
     return costs_for(graph, profile)
 
 
+def check_options(*, mode: str, strategy: str, solver: str, formulation: str, gap: float | None,
+                  time_limit_s: float, threads: int) -> None:
+    """Raise PoetError for an unknown name or an out-of-range solver option."""
+    if mode not in MODES:
+        raise PoetError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+    get_strategy(strategy)
+    from poet_compiler.solve.backends import SOLVERS
+
+    if solver not in SOLVERS:
+        raise PoetError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
+    if gap is not None and not 0.0 <= gap < 1.0:
+        raise PoetError(f"gap {gap!r} is not a relative gap in [0, 1) (e.g. 0.001 for 0.1%)")
+    from poet_compiler.solve.formulation import FORMULATIONS
+
+    if formulation not in FORMULATIONS:
+        raise PoetError(f"unknown formulation {formulation!r}; known: {', '.join(FORMULATIONS)}")
+    if not time_limit_s > 0:
+        raise PoetError(f"time limit must be positive, got {time_limit_s!r} s")
+    if threads < 1:
+        raise PoetError(f"threads must be >= 1, got {threads}")
+
+
 def precheck_budgets(ram: str | int | None, deadline: str | float | None) -> None:
     """Parse the budgets that do not depend on the model (``256k``, ``120ms``), so bad
     text is refused before the trace; relative ones (``50%``, ``1.5x``) are resolved
@@ -222,23 +244,8 @@ def compile(  # noqa: A001 - the product's verb
     smallest budget that works.
     """
     # Refuse bad names, budgets and profiles before the (possibly slow) trace.
-    if mode not in MODES:
-        raise PoetError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
-    get_strategy(strategy)
-    from poet_compiler.solve.backends import SOLVERS
-
-    if solver not in SOLVERS:
-        raise PoetError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
-    if gap is not None and not 0.0 <= gap < 1.0:
-        raise PoetError(f"gap {gap!r} is not a relative gap in [0, 1) (e.g. 0.001 for 0.1%)")
-    from poet_compiler.solve.formulation import FORMULATIONS
-
-    if formulation not in FORMULATIONS:
-        raise PoetError(f"unknown formulation {formulation!r}; known: {', '.join(FORMULATIONS)}")
-    if not time_limit_s > 0:
-        raise PoetError(f"time limit must be positive, got {time_limit_s!r} s")
-    if threads < 1:
-        raise PoetError(f"threads must be >= 1, got {threads}")
+    check_options(mode=mode, strategy=strategy, solver=solver, formulation=formulation, gap=gap,
+                  time_limit_s=time_limit_s, threads=threads)
     precheck_budgets(ram, deadline)
     profile = _profile_for(model, device)
     with live_status(progress):
