@@ -85,7 +85,7 @@ class TrainingStep:
                 raise BatchError(f"{what}: expected a tensor, got {type(got).__name__}")
             if (got.shape, got.dtype, got.device) != (ref.shape, ref.dtype, ref.device):
                 raise BatchError(f"{what} is {_describe(got)} but the schedule was compiled for {_describe(ref)}; "
-                                 "compile again with an example batch of this shape")
+                                 "compile again with an example batch like this one")
         if _training_flags(self.module) != self._flags:
             raise BatchError("the module was switched between train() and eval() since it was compiled; "
                              "the schedule is for the mode it was traced in")
