@@ -98,15 +98,19 @@ def simulate(
     peak, peak_at = 0, -1
     timeline: list[int] = []
     e_compute = e_in = e_out = 0.0
-    runtime = 0.0
-    win_c = win_p = 0.0            # compute and paging time of the current overlap window
+    # Clock: the CPU runs computes one after another; with DMA one transfer channel runs
+    # the transfers in issue order, each from when it is issued (and the channel is
+    # free), and a FENCE waits for the channel. Without DMA a transfer runs on the CPU.
+    cpu = dma_free = 0.0
     bytes_in = bytes_out = n_in = n_out = 0
     arena = _Arena(program.arena_bytes) if program.arena_bytes is not None else None
 
-    def close_window() -> None:
-        nonlocal runtime, win_c, win_p
-        runtime += max(win_c, win_p) if costs.dma else win_c + win_p
-        win_c = win_p = 0.0
+    def transfer(seconds: float) -> None:
+        nonlocal cpu, dma_free
+        if costs.dma:
+            dma_free = max(cpu, dma_free) + seconds
+        else:
+            cpu += seconds
 
     for idx, ins in enumerate(program.instructions):
         op, i = ins.op, ins.node
@@ -136,7 +140,7 @@ def simulate(
             live += size[i]
             point = live + work[i]
             e_compute += costs.compute_j[i]
-            win_c += costs.compute_s[i]
+            cpu += costs.compute_s[i]
             if arena is not None:
                 try:
                     # Output and workspace are one contiguous region during the compute.
@@ -153,7 +157,7 @@ def simulate(
             n_out += 1
             bytes_out += size[i]
             e_out += costs.page_out_j[i]
-            win_p += costs.page_out_s[i]
+            transfer(costs.page_out_s[i])
             if arena is not None and ins.offset is not None and arena.regions.get(("node", i), (ins.offset,))[0] != ins.offset:
                 fail(f"arena: PAGE_OUT carries offset {ins.offset} but the buffer is at {arena.regions[('node', i)][0]}")
         elif op is Op.PAGE_IN:
@@ -168,7 +172,7 @@ def simulate(
             n_in += 1
             bytes_in += size[i]
             e_in += costs.page_in_j[i]
-            win_p += costs.page_in_s[i]
+            transfer(costs.page_in_s[i])
             if arena is not None:
                 try:
                     arena.place(("node", i), ins.offset, size[i], f"page-in buffer of node {i}")
@@ -192,7 +196,7 @@ def simulate(
             flash |= paging_out
             paging_out.clear()
             paging_in.clear()
-            close_window()
+            cpu = max(cpu, dma_free)
         else:  # pragma: no cover - Op is a closed enum
             fail(f"unknown opcode {op!r}")
         current = point if point is not None else live
@@ -202,7 +206,7 @@ def simulate(
     if paging_in or paging_out:
         pending = sorted(paging_in | paging_out)
         raise ScheduleError(f"end of program: transfers of nodes {pending} were never completed by a FENCE")
-    close_window()
+    runtime = max(cpu, dma_free)
     missing = [j for j in range(n) if computed[j] == 0]
     if missing:
         j = missing[0]

@@ -58,7 +58,7 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None) -> li
             continue
         schedule = res.schedule
         if schedule is None and res.program is not None:  # dtr emits a Program
-            schedule = schedule_from_program(problem.graph, res.program, problem.mode, dma=problem.costs.dma)
+            schedule = schedule_from_program(problem.graph, res.program, problem.mode, dma=not problem.synchronous)
         # A baseline's own status may be "infeasible" for its arena only: judge live bytes here.
         if schedule is not None:
             e = feasible_energy(problem, schedule)

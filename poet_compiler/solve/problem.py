@@ -45,17 +45,20 @@ class Problem:
 
     @property
     def synchronous(self) -> bool:
-        """Transfers are synchronous (no DMA): a page-in is made right before its first
-        reader and is usable at once; a page-out completes before the next instruction
-        (docs/model.md, execution model v2)."""
-        return not self.costs.dma
+        """The schedule's transfers are synchronous: a page-in is made right before its
+        first reader and is usable at once; a page-out completes before the next
+        instruction (docs/model.md, execution model v2). Always so without DMA; with DMA
+        too when time costs nothing (no deadline, no static power), since overlapping a
+        transfer with compute then only costs RAM. Otherwise DMA transfers overlap their
+        whole stage (the one restriction the optimizer keeps; docs/model.md)."""
+        return not self.costs.dma or (self.deadline_s is None and self.costs.static_w == 0)
 
 
 def simulate_schedule(problem: Problem, schedule: Schedule, **limits: object) -> Simulation:
     """Linearize ``schedule`` in the problem's mode and simulate it (``limits``: the
     simulator's ``ram_budget_bytes`` / ``deadline_s`` checks)."""
     return simulate(problem.graph, problem.costs,
-                    linearize(problem.graph, schedule, mode=problem.mode, dma=problem.costs.dma),
+                    linearize(problem.graph, schedule, mode=problem.mode, dma=not problem.synchronous),
                     **limits)  # type: ignore[arg-type]
 
 

@@ -5,11 +5,12 @@ formulations. Without DMA (m0, m4: synchronous transfers) poetc's ``optimal`` en
 equal the oracle's, never above, never below; ``infeasible`` exactly when the oracle
 finds no program; and the minimum RAM poetc reports must be the oracle's.
 
-With DMA the formulations keep one documented restriction (docs/model.md, "What the
-optimizer searches"): a transfer that overlaps compute spans its whole stage. So there
-poetc must never be below the oracle (its schedules are real programs), and it equals
-the oracle when time is free (no deadline, no static power), since then a synchronous
-program is as good as any overlapped one.
+With DMA, when time is free (no deadline, no static power) a synchronous program is as
+good as any overlapped one, and poetc schedules synchronously: it must equal the oracle.
+When time costs energy or has a deadline, the formulations keep one documented
+restriction (docs/model.md, "What the optimizer searches"): a transfer that overlaps
+compute spans its whole stage. There poetc must never be below the oracle (its
+schedules are real programs); bench/oracle_gap.py measures how far above it is.
 """
 
 from __future__ import annotations
@@ -83,12 +84,7 @@ def test_minimum_ram_is_the_oracles(seed, mode) -> None:
 @pytest.mark.parametrize("seed, mode", list(itertools.product(range(8), MODES)))
 def test_with_dma_when_time_is_free_poetc_equals_the_oracle(seed, mode) -> None:
     problem = training_problem(seed, 3, mode, dma=True)
-    best = oracle.search(problem)
-    res = solve_milp(problem, time_limit_s=60, gap_limit=0.0)
-    if best is None:
-        assert res.status == "infeasible"
-        return
-    assert res.energy_j is not None and res.energy_j >= best.energy_j * (1 - REL)
+    _agree(problem, solve_milp(problem, time_limit_s=60, gap_limit=0.0), oracle.search(problem))
 
 
 @pytest.mark.parametrize("seed, mode", list(itertools.product(range(6), MODES)))

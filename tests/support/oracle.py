@@ -17,9 +17,11 @@ the clock (docs/model.md, "Programs"), written here from scratch:
 - ``PAGE_IN i``: ``i`` on flash and not in RAM; allocates ``i``'s bytes at once; readable
   at once without DMA, after the next ``FENCE`` with DMA.
 - ``FREE i``: ``i`` in RAM (with DMA: not in flight).
-- ``FENCE`` (DMA only): completes every transfer in flight; the time since the previous
-  ``FENCE`` is ``max(compute, transfer)`` of the instructions between them. Without DMA
-  time is the sum of all instruction times.
+- ``FENCE`` (DMA only): waits until every transfer in flight is complete.
+- Time: the CPU runs computes one after another. Without DMA it also runs the transfers
+  (time is the sum of all instruction times). With DMA one channel runs the transfers in
+  issue order, each starting when it is issued and the channel is free; a ``FENCE``
+  waits for the channel.
 
 Energy is dynamic energy plus ``static_w`` times the total time; live bytes (plus the
 running compute's workspace) never exceed the budget; total time meets the deadline.
@@ -86,20 +88,22 @@ def search(problem: Problem, *, budget: int | None = None, objective: str = "ene
     # Time is part of the state only where it matters: a deadline, or with DMA and static
     # power (a window's static energy depends on max(compute, transfer)).
     track_time = d.deadline is not None or (d.sw > 0 and d.dma and objective == "energy")
+    # Without time in the state the DMA lag is irrelevant too: drop it from the key.
     # State: ram, flash, nxt, arriving (page-ins in flight), leaving (page-outs in flight),
-    # window compute time, window transfer time. Label: (cost, closed time, program link).
-    start = (0, 0, 0, 0, 0, 0.0, 0.0)
+    # lag (how long the DMA channel stays busy after the CPU's clock). Label: (cost, CPU
+    # clock, program link).
+    start = (0, 0, 0, 0, 0, 0.0)
     counter = itertools.count()
     heap: list = [(0.0, 0.0, next(counter), start, None)]
     settled: dict[tuple, list[float]] = {}
 
-    def now(closed: float, wc: float, wp: float) -> float:
-        return closed + (max(wc, wp) if d.dma else wc + wp)
+    def now(cpu: float, lag: float) -> float:
+        return cpu + lag
 
     while heap:
-        cost, closed, _, state, link = heapq.heappop(heap)
-        ram, flash, nxt, arriving, leaving, wc, wp = state
-        t_now = now(closed, wc, wp)
+        cost, cpu, _, state, link = heapq.heappop(heap)
+        ram, flash, nxt, arriving, leaving, lag = state
+        t_now = now(cpu, lag)
         key = state if d.dma and track_time else state[:5]
         times = settled.setdefault(key, [])
         if any(t <= t_now + _EPS for t in times) or (not track_time and times):
@@ -113,20 +117,21 @@ def search(problem: Problem, *, budget: int | None = None, objective: str = "ene
             return OracleResult(cost, t_now, tuple(reversed(prog)))
         live = d.live(ram)
 
-        def push(new_cost: float, new_closed: float, new_state: tuple, step: tuple[str, int]) -> None:
-            t = now(new_closed, new_state[5], new_state[6])
-            if d.deadline is not None and t > d.deadline:
+        def push(new_cost: float, new_cpu: float, new_state: tuple, step: tuple[str, int]) -> None:
+            if d.deadline is not None and now(new_cpu, new_state[5]) > d.deadline:
                 return
-            heapq.heappush(heap, (new_cost, new_closed, next(counter), new_state, (link, step)))
+            heapq.heappush(heap, (new_cost, new_cpu, next(counter), new_state, (link, step)))
 
-        def energy_step(j: float, dt_c: float, dt_p: float) -> tuple[float, float, float]:
-            """Cost after adding an instruction's energy and time to the window."""
-            nwc, nwp = wc + dt_c, wp + dt_p
+        def energy_step(j: float, dt_cpu: float, dt_dma: float) -> tuple[float, float, float]:
+            """(cost, CPU clock, lag) after an instruction: a compute (or, without DMA,
+            a transfer) advances the CPU; with DMA a transfer queues on the channel."""
+            if d.dma:
+                ncpu, nlag = cpu + dt_cpu, max(0.0, lag - dt_cpu) + dt_dma
+            else:
+                ncpu, nlag = cpu + dt_cpu + dt_dma, 0.0
             if objective == "ram":
-                return cost, nwc, nwp
-            before = now(closed, wc, wp)
-            after = now(closed, nwc, nwp)
-            return cost + j + d.sw * (after - before), nwc, nwp
+                return cost, ncpu, nlag
+            return cost + j + d.sw * (now(ncpu, nlag) - now(cpu, lag)), ncpu, nlag
 
         # COMPUTE
         for k in range(min(nxt + 1, n)):
@@ -137,34 +142,33 @@ def search(problem: Problem, *, budget: int | None = None, objective: str = "ene
             peak = live + d.size[k] + d.work[k]
             if peak > d.budget:
                 continue
-            new_cost, nwc, nwp = energy_step(c.compute_j[k], c.compute_s[k], 0.0)
+            new_cost, ncpu, nlag = energy_step(c.compute_j[k], c.compute_s[k], 0.0)
             if objective == "ram":
                 new_cost = max(cost, float(peak))
-            push(new_cost, closed, (ram | 1 << k, flash, max(nxt, k + 1), arriving, leaving, nwc, nwp),
-                 ("COMPUTE", k))
+            push(new_cost, ncpu, (ram | 1 << k, flash, max(nxt, k + 1), arriving, leaving, nlag), ("COMPUTE", k))
         if d.paging:
             for i in _bits(ram & ~flash & ~leaving & ~arriving, n):
                 if d.pinned[i]:
                     continue
-                new_cost, nwc, nwp = energy_step(c.page_out_j[i], 0.0, c.page_out_s[i])
+                new_cost, ncpu, nlag = energy_step(c.page_out_j[i], 0.0, c.page_out_s[i])
                 if d.dma:
-                    nstate = (ram, flash, nxt, arriving, leaving | 1 << i, nwc, nwp)
+                    nstate = (ram, flash, nxt, arriving, leaving | 1 << i, nlag)
                 else:
-                    nstate = (ram, flash | 1 << i, nxt, arriving, leaving, nwc, nwp)
-                push(new_cost, closed, nstate, ("PAGE_OUT", i))
+                    nstate = (ram, flash | 1 << i, nxt, arriving, leaving, nlag)
+                push(new_cost, ncpu, nstate, ("PAGE_OUT", i))
             for i in _bits(flash & ~ram, n):
                 peak = live + d.size[i]
                 if peak > d.budget:
                     continue
-                new_cost, nwc, nwp = energy_step(c.page_in_j[i], 0.0, c.page_in_s[i])
+                new_cost, ncpu, nlag = energy_step(c.page_in_j[i], 0.0, c.page_in_s[i])
                 if objective == "ram":
                     new_cost = max(cost, float(peak))
-                push(new_cost, closed, (ram | 1 << i, flash, nxt, arriving | (1 << i if d.dma else 0), leaving,
-                                        nwc, nwp), ("PAGE_IN", i))
+                push(new_cost, ncpu, (ram | 1 << i, flash, nxt, arriving | (1 << i if d.dma else 0), leaving, nlag),
+                     ("PAGE_IN", i))
         for i in _bits(ram & ~arriving & ~leaving, n):
-            push(cost, closed, (ram & ~(1 << i), flash, nxt, arriving, leaving, wc, wp), ("FREE", i))
+            push(cost, cpu, (ram & ~(1 << i), flash, nxt, arriving, leaving, lag), ("FREE", i))
         if d.dma and (arriving or leaving):
-            push(cost, now(closed, wc, wp), (ram, flash | leaving, nxt, 0, 0, 0.0, 0.0), ("FENCE", -1))
+            push(cost, now(cpu, lag), (ram, flash | leaving, nxt, 0, 0, 0.0), ("FENCE", -1))
     return None
 
 

@@ -155,7 +155,7 @@ def to_program(problem: Problem, plan: Schedule | Program) -> Program:
 
     if isinstance(plan, Program):
         return plan
-    return linearize(problem.graph, plan, mode=problem.mode, dma=problem.costs.dma)
+    return linearize(problem.graph, plan, mode=problem.mode, dma=not problem.synchronous)
 
 
 def evaluate(problem: Problem, plan: Schedule | Program) -> Figures:
