@@ -247,6 +247,7 @@ def compile(  # noqa: A001 - the product's verb
     check_options(mode=mode, strategy=strategy, solver=solver, formulation=formulation, gap=gap,
                   time_limit_s=time_limit_s, threads=threads)
     precheck_budgets(ram, deadline)
+    _check_onnx_options(model, onnx_loss, input_shapes)
     profile = _profile_for(model, device)
     with live_status(progress):
         traced, graph = _load(model, granularity, batch, onnx_loss, input_shapes, example_inputs, target, loss_fn, name)
@@ -298,6 +299,15 @@ def _load(model: Any, granularity: str, batch: int | None, onnx_loss: str | None
         return traced, traced.graph
     stage(f"loading {model if isinstance(model, str) else 'graph'}")
     return None, resolve_graph(model, granularity, batch, onnx_loss=onnx_loss, input_shapes=input_shapes)
+
+
+def _check_onnx_options(model: object, onnx_loss: str | None,
+                        input_shapes: Mapping[str, Sequence[int]] | None) -> None:
+    """``onnx_loss``/``input_shapes`` configure the ONNX frontend only: refuse them
+    elsewhere now, before the device check and the trace (the frontend's own rule)."""
+    from poet_compiler.frontends import _check_onnx_options as check
+
+    check(model if isinstance(model, str) else type(model).__name__, input_shapes, onnx_loss)
 
 
 def _is_zoo(name: str) -> bool:

@@ -36,6 +36,7 @@ CASES = [
     (["--device", "no_such_device", "--ram", "256k"], "unknown device 'no_such_device'"),
     (["--device", "BROKEN", "--ram", "256k"], "broken.json"),
     (["--ram", "256k"], "no device given"),
+    (["--device", "m4", "--ram", "256k", "--loss", "sum"], "--loss applies to .onnx models only"),
     (["--device", "m4", "--ram", "256k", "--formulation", "sparse"], "unknown formulation 'sparse'"),
     (["--device", "m4", "--ram", "256k", "--time-limit", "0"], "time limit must be positive"),
     (["--device", "m4", "--ram", "256k", "--threads", "0"], "threads must be >= 1"),
