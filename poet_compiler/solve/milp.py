@@ -136,6 +136,59 @@ def solve_milp(
 ) -> Result:
     """Solve ``problem`` to (proven) optimality or the time limit; see the module docstring.
 
+    On a DMA device where time matters (``problem.transfers == "stage"``) two program
+    families are searched, half the time each: stage-long overlapped transfers, and
+    synchronous ones (docs/model.md, "What the optimizer searches"). The better schedule
+    wins; its bound is the smaller of the two families' bounds.
+    """
+    kw = dict(solver=solver, formulation=formulation, threads=threads, progress=progress,
+              gap_limit=gap_limit)
+    if problem.synchronous:
+        return _solve_family(problem, time_limit_s=time_limit_s, warm_start=warm_start, **kw)  # type: ignore[arg-type]
+    started = time.perf_counter()
+    stage = _solve_family(problem, time_limit_s=time_limit_s / 2, warm_start=warm_start, **kw)  # type: ignore[arg-type]
+    left = max(1.0, time_limit_s - (time.perf_counter() - started))
+    sync = _solve_family(dataclasses.replace(problem, transfers="sync"), time_limit_s=left,
+                         warm_start=stage.schedule if stage.ok else None, **kw)  # type: ignore[arg-type]
+    return _union(stage, sync, started)
+
+
+def _union(stage: Result, sync: Result, started: float) -> Result:
+    """The better of two program families' results, judged by the union's bound: the
+    smallest bound of the families that may hold a schedule (a family proven empty
+    contributes none; one with no bound leaves the union without one)."""
+    families = (stage, sync)
+    empty = [r.status == "infeasible" and bool(r.extra.get("proven_infeasible")) for r in families]
+    solved = [r for r in families if r.ok and r.energy_j is not None]
+    if not solved:
+        out = stage if empty[0] or not empty[1] else sync
+        if not all(empty):
+            out.extra.pop("proven_infeasible", None)   # only one family is proven empty
+    else:
+        out = min(solved, key=lambda r: r.energy_j or 0.0)
+        bounds = [r.lower_bound_j for r, e in zip(families, empty) if not e]
+        union_bound = None if any(b is None for b in bounds) else min(b for b in bounds if b is not None)
+        out.status = "feasible"
+        _apply_bound(out, union_bound)
+    out.extra["transfers"] = "stage" if out is stage else "sync"
+    out.extra["family_energy_j"] = {"stage": stage.energy_j, "sync": sync.energy_j}
+    out.solve_time_s = time.perf_counter() - started
+    return out
+
+
+def _solve_family(
+    problem: Problem,
+    *,
+    solver: str = "auto",
+    formulation: str = "fast",
+    time_limit_s: float = 60.0,
+    threads: int = 2,
+    progress: bool = False,
+    warm_start: Schedule | None = None,
+    gap_limit: float | None = None,
+) -> Result:
+    """:func:`solve_milp` within one program family (``problem.transfers``).
+
     ``gap_limit``: stop once the relative gap is at most this (None: 0.1 % on graphs of
     more than ``LARGE_GRAPH_NODES`` nodes, 0 on smaller ones). The status is "optimal"
     only for a closed gap; a stop within the limit is "feasible" with its gap.

@@ -25,6 +25,15 @@ class Problem:
     mode: Mode = "poet"
     count_fixed: bool = False      # also count params/grads/optimizer state/input in the budget
     options: dict[str, object] = field(default_factory=dict, compare=False, hash=False)
+    # "sync" or "stage" (see ``synchronous``); None: chosen from the device and budgets at
+    # construction, then kept by every derived problem (``dataclasses.replace``), so that a
+    # relaxed deadline in the infeasibility analysis does not change the semantics.
+    transfers: Literal["sync", "stage"] | None = None
+
+    def __post_init__(self) -> None:
+        if self.transfers is None:
+            time_free = self.deadline_s is None and self.costs.static_w == 0
+            object.__setattr__(self, "transfers", "sync" if not self.costs.dma or time_free else "stage")
 
     @property
     def n(self) -> int:
@@ -51,7 +60,7 @@ class Problem:
         too when time costs nothing (no deadline, no static power), since overlapping a
         transfer with compute then only costs RAM. Otherwise DMA transfers overlap their
         whole stage (the one restriction the optimizer keeps; docs/model.md)."""
-        return not self.costs.dma or (self.deadline_s is None and self.costs.static_w == 0)
+        return self.transfers == "sync"
 
 
 def simulate_schedule(problem: Problem, schedule: Schedule, **limits: object) -> Simulation:
