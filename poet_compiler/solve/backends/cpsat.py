@@ -17,7 +17,7 @@ import multiprocessing
 import signal
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from poet_compiler.solve.backends.base import (
     BackendOptions,
@@ -212,6 +212,17 @@ def _child(conn, model: LinearModel, options: BackendOptions) -> None:  # noqa: 
     conn.close()
 
 
+def _exit_reason(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
 def solve_cpsat(model: LinearModel, options: BackendOptions, *,
                 on_solver: Callable[[object], None] | None = None,
                 on_progress: Callable[[float | None, float | None], None] | None = None) -> BackendResult:
@@ -242,7 +253,8 @@ def solve_cpsat(model: LinearModel, options: BackendOptions, *,
             try:
                 msg = parent.recv()
             except (EOFError, OSError):
-                error = "the CP-SAT process ended without a result"
+                proc.join(timeout=5.0)
+                error = f"the CP-SAT process died ({_exit_reason(proc.exitcode)})"
                 continue
             if msg[0] == "progress" and on_progress is not None:
                 on_progress(msg[1], msg[2])
@@ -257,7 +269,7 @@ def solve_cpsat(model: LinearModel, options: BackendOptions, *,
             # Drain what the child sent just before it ended.
             if parent.poll(0):
                 continue
-            error = f"the CP-SAT process died (exit code {proc.exitcode})"
+            error = f"the CP-SAT process died ({_exit_reason(proc.exitcode)})"
             continue
         now = time.perf_counter()
         if now > wall_cap and not asked:

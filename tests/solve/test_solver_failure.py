@@ -1,0 +1,58 @@
+"""A solver that dies is a status with a message, never the end of poetc.
+
+CP-SAT runs in a forked child (solve/backends/cpsat.py). These tests make the child
+abort, as OR-Tools 9.15 did on POET's `linear` graph, and check what the parent makes
+of it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from poet_compiler.solve.backends import BackendOptions, solve_model
+from poet_compiler.solve.backends import cpsat
+from poet_compiler.solve.formulation.fast import build_fast
+from poet_compiler.solve.milp import solve_milp
+from tests.support.graphs import training_problem
+
+
+def _abort(*args, **kwargs):  # noqa: ANN002, ANN003
+    os.abort()      # what a failed CHECK inside OR-Tools does to the process
+
+
+def test_an_aborting_cpsat_is_a_timeout_status(monkeypatch) -> None:
+    problem = training_problem(1, 3, "poet")
+    monkeypatch.setattr(cpsat, "solve_cpsat_here", _abort)
+    out = solve_model(build_fast(problem).model, "cpsat", BackendOptions(time_limit_s=10))
+    assert out.status == "timeout" and out.values is None
+    assert "solver failure" in out.message and "died" in out.message
+
+
+def test_an_aborting_cpsat_leaves_the_heuristics_answer(monkeypatch) -> None:
+    problem = training_problem(1, 3, "remat", slack=0.3)
+    monkeypatch.setattr(cpsat, "solve_cpsat_here", _abort)
+    res = solve_milp(problem, solver="cpsat", time_limit_s=20)
+    # The process lives on and answers with the best heuristic schedule (which the
+    # eviction-cover bound may still prove optimal: it does not need the MILP).
+    assert res.ok and res.energy_j is not None
+    assert res.extra.get("solver_used") == "warm start"
+    assert res.status != "optimal" or res.lower_bound_j <= res.energy_j * (1 + 1e-9)
+
+
+def test_a_solution_sent_before_the_child_dies_is_kept(monkeypatch) -> None:
+    problem = training_problem(2, 3, "poet", slack=0.3)
+    built = build_fast(problem)
+
+    def solve_then_abort(model, options, *, on_solution=None, **kwargs):  # noqa: ANN001, ANN003
+        real = cpsat.__dict__["_real_solve_here"](model, options, **kwargs)
+        on_solution(real.objective, real.values)      # as the solution callback does
+        kwargs["on_good_enough"]()                     # the stop request, then...
+        import time
+        time.sleep(0.5)                                # ...the child sends it, and dies
+        os.abort()
+
+    monkeypatch.setitem(cpsat.__dict__, "_real_solve_here", cpsat.solve_cpsat_here)
+    monkeypatch.setattr(cpsat, "solve_cpsat_here", solve_then_abort)
+    out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=10))
+    assert out.status == "feasible" and out.values is not None
+    assert "last solution is kept" in out.message
