@@ -60,14 +60,14 @@ class Compilation:
     batch: int | None = None
     onnx_loss: str | None = None
     input_shapes: dict[str, list[int]] | None = None
-    traced: "TracedModel | None" = None
+    traced: TracedModel | None = None
 
     @property
     def program(self):
         return self.result.program
 
     def training_step(self, *, page_file: str | Path | None = None,
-                      page_dir: str | Path | None = None) -> "TrainingStep":
+                      page_dir: str | Path | None = None) -> TrainingStep:
         """A callable ``step(x, y) -> loss`` that runs forward + backward by the schedule.
 
         It trains the compiled module itself (an ``nn.Module`` or zoo model): each call
@@ -119,7 +119,7 @@ class Compilation:
         return out, sidecar
 
 
-def load_costs(graph: TrainingGraph, device: "str | DeviceProfile | None") -> CostTable:
+def load_costs(graph: TrainingGraph, device: str | DeviceProfile | None) -> CostTable:
     """Costs of ``graph`` on ``device`` (a profile, its name or path; None: explicit costs only)."""
     from poet_compiler.devices.cost_model import costs_for
     from poet_compiler.devices.profile import DeviceProfile, load_profile
@@ -168,8 +168,8 @@ def _is_module(model: object) -> bool:
     return torch_nn is not None and isinstance(model, torch_nn.Module)
 
 
-def trace_user_module(model: "nn.Module", example_inputs: Any, target: Any, loss_fn: Any, *,
-                      name: str | None, granularity: str) -> "TracedModel":
+def trace_user_module(model: nn.Module, example_inputs: Any, target: Any, loss_fn: Any, *,
+                      name: str | None, granularity: str) -> TracedModel:
     """Trace the user's module (the torch frontend's ``trace_module``) after checking the
     arguments a PyTorch user is most likely to forget."""
     import torch
@@ -179,7 +179,9 @@ def trace_user_module(model: "nn.Module", example_inputs: Any, target: Any, loss
 
     label = name or type(model).__name__
     if example_inputs is None or target is None or loss_fn is None:
-        missing = [k for k, v in (("example_inputs", example_inputs), ("target", target), ("loss_fn", loss_fn)) if v is None]
+        missing = [
+            k for k, v in (("example_inputs", example_inputs), ("target", target), ("loss_fn", loss_fn)) if v is None
+        ]
         raise FrontendError(f"{label}: compiling an nn.Module needs {', '.join(missing)} "
                             "(e.g. example_inputs=(x,), target=y, loss_fn=torch.nn.functional.cross_entropy)")
     if not callable(loss_fn):
@@ -204,7 +206,7 @@ def resolve_graph(
 
 
 def compile(  # noqa: A001 - the product's verb
-    model: "str | TrainingGraph | nn.Module",
+    model: str | TrainingGraph | nn.Module,
     device: str | None = "m4",
     ram: str | int | None = None,
     deadline: str | float | None = None,
@@ -279,11 +281,13 @@ def compile(  # noqa: A001 - the product's verb
 
 def _load(model: Any, granularity: str, batch: int | None, onnx_loss: str | None,
           input_shapes: Mapping[str, Sequence[int]] | None, example_inputs: Any, target: Any, loss_fn: Any,
-          name: str | None) -> "tuple[TracedModel | None, TrainingGraph]":
+          name: str | None) -> tuple[TracedModel | None, TrainingGraph]:
     """The graph of ``model`` and, for an nn.Module or zoo model, the TracedModel behind it."""
     if _is_module(model):
         if batch is not None:
-            raise PoetError("batch applies to zoo models; an nn.Module's batch is the first dimension of example_inputs")
+            raise PoetError(
+                "batch applies to zoo models; an nn.Module's batch is the first dimension of example_inputs"
+            )
         stage(f"tracing {name or type(model).__name__}")
         traced = trace_user_module(model, example_inputs, target, loss_fn, name=name, granularity=granularity)
         return traced, traced.graph
@@ -316,7 +320,7 @@ def _is_zoo(name: str) -> bool:
     return name in zoo_names()
 
 
-def _profile_for(model: object, device: str | None) -> "DeviceProfile | None":
+def _profile_for(model: object, device: str | None) -> DeviceProfile | None:
     """Load the device profile up front (a typo or broken file is reported at once).
 
     Without a device only a poet-graph/1 file (or TrainingGraph) can carry explicit

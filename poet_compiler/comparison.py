@@ -55,7 +55,9 @@ def parse_strategy(spec: str, default_mode: str) -> tuple[str, str]:
     mode = mode or default_mode
     known = strategy_names()
     if name not in known:
-        raise PoetError(f"unknown strategy {text!r}; known: {', '.join(known)} (or optimal:MODE, or a mode: {', '.join(MODES)})")
+        raise PoetError(
+            f"unknown strategy {text!r}; known: {', '.join(known)} (or optimal:MODE, or a mode: {', '.join(MODES)})"
+        )
     if mode not in MODES:
         raise PoetError(f"unknown mode {mode!r} in strategy {text!r}; known: {', '.join(MODES)}")
     return name, mode
@@ -145,7 +147,7 @@ def sweep(
     count_fixed: bool = False,
     granularity: str = "op",
     batch: int | None = None,
-) -> "pd.DataFrame":
+) -> pd.DataFrame:
     """Solve every (model, device, ram, deadline, strategy) cell; one row per cell.
 
     ``jobs``: worker processes (default: the CPUs; 1 = in this process). ``ray``:
@@ -202,7 +204,7 @@ def compare(
     deadline: _Budget | Sequence[_Budget] = None,
     strategies: str | Sequence[str] = ("optimal", "checkmate", "paging_only"),
     **compile_kwargs: Any,
-) -> "pd.DataFrame":
+) -> pd.DataFrame:
     """One model on one device over budgets and strategies; a DataFrame, one row per solve.
 
     Runs in this process with no cache unless ``jobs``/``ray``/``cache_dir`` say otherwise;
@@ -215,7 +217,7 @@ def compare(
     return sweep([model], [device], ram, deadline, strategies, **compile_kwargs)
 
 
-def plot(df: "pd.DataFrame", kind: str = "auto") -> "Figure":
+def plot(df: pd.DataFrame, kind: str = "auto") -> Figure:
     """Energy curves of a comparison frame in one call.
 
     ``kind``: ``ram`` (Fig. 3), ``deadline`` (Fig. 4), or ``auto`` — whichever budget

@@ -26,7 +26,7 @@ from rich.live import Live
 from rich.text import Text
 
 _lock = threading.Lock()
-_active: "LiveStatus | None" = None
+_active: LiveStatus | None = None
 
 
 @dataclass
@@ -87,7 +87,7 @@ class LiveStatus:
         if self._live is not None:
             self._live.refresh()
 
-    def __enter__(self) -> "LiveStatus":
+    def __enter__(self) -> LiveStatus:
         global _active
         if self.console.is_terminal:
             self._live = Live(self, console=self.console, refresh_per_second=4, transient=False)

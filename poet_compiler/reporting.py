@@ -62,7 +62,7 @@ def fmt(key: str, value: Any) -> str:
     return str(value)
 
 
-def report_figures(c: "Compilation") -> list[tuple[str, bytes]]:
+def report_figures(c: Compilation) -> list[tuple[str, bytes]]:
     """(caption, PNG) for the schedule grid and the memory plot; none without a program."""
     from poet_compiler.viz import plot_grid, plot_memory, png_bytes
 
@@ -87,7 +87,7 @@ def _rows(report: dict[str, Any]) -> tuple[list[tuple[str, str]], list[tuple[str
     return main, rest
 
 
-def _listing(c: "Compilation") -> str:
+def _listing(c: Compilation) -> str:
     program = c.result.program
     if program is None:
         return ""
@@ -101,7 +101,7 @@ def _listing(c: "Compilation") -> str:
     return "\n".join(lines)
 
 
-def render_html(c: "Compilation") -> str:
+def render_html(c: Compilation) -> str:
     report = c.report()
     main, rest = _rows(report)
     esc = html.escape
@@ -138,7 +138,7 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(c: "Compilation") -> str:
+def render_markdown(c: Compilation) -> str:
     report = c.report()
     main, rest = _rows(report)
     out = [f"# poetc report: {c.model} on {c.device}", "",
@@ -156,7 +156,7 @@ def render_markdown(c: "Compilation") -> str:
     return "\n".join(out) + "\n"
 
 
-def write_report(compilation: "Compilation", path: str | Path) -> Path:
+def write_report(compilation: Compilation, path: str | Path) -> Path:
     """Write the report as .html or .md (chosen by the suffix), atomically."""
     out = Path(path)
     suffix = out.suffix.lower()

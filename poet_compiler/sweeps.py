@@ -115,13 +115,13 @@ def source_digest(root: Path) -> str:
     return h.hexdigest()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def code_digest() -> str:
     """:func:`source_digest` of this poetc package (read once per process)."""
     return source_digest(PACKAGE_DIR)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def library_versions() -> dict[str, str | None]:
     """Installed versions of :data:`RESULT_LIBRARIES` (None where not installed)."""
     out: dict[str, str | None] = {}

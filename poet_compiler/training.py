@@ -55,7 +55,7 @@ class TrainingStep:
     by :meth:`close` or when the step is garbage-collected).
     """
 
-    def __init__(self, traced: "TracedModel", program: "Program", *,
+    def __init__(self, traced: TracedModel, program: Program, *,
                  page_file: str | Path | None = None, page_dir: str | Path | None = None) -> None:
         from poet_compiler.codegen.executor import ScheduledStep
 
@@ -70,7 +70,7 @@ class TrainingStep:
         self._finalizer = weakref.finalize(self, self._step.close)
 
     @property
-    def stats(self) -> "StepStats | None":
+    def stats(self) -> StepStats | None:
         """Measurements of the last call: peak live activation bytes, paging traffic, time."""
         return self._step.last
 
@@ -106,7 +106,7 @@ class TrainingStep:
         """Close (and, if temporary, delete) the page file."""
         self._finalizer()
 
-    def __enter__(self) -> "TrainingStep":
+    def __enter__(self) -> TrainingStep:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -153,7 +153,7 @@ def program_cells(program: Program) -> np.ndarray:
     return cells
 
 
-def grid_cells(graph: "TrainingGraph | None", program_or_schedule: Program | Schedule) -> np.ndarray:
+def grid_cells(graph: TrainingGraph | None, program_or_schedule: Program | Schedule) -> np.ndarray:
     if isinstance(program_or_schedule, Schedule):
         return schedule_cells(program_or_schedule)
     if isinstance(program_or_schedule, Program):
@@ -163,7 +163,7 @@ def grid_cells(graph: "TrainingGraph | None", program_or_schedule: Program | Sch
     raise PoetError(f"plot_grid needs a Program or a Schedule, got {type(program_or_schedule).__name__}")
 
 
-def _figure(ax: "Axes | None", size: tuple[float, float]) -> tuple[Figure, "Axes"]:
+def _figure(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]:
     if ax is not None:
         return ax.figure, ax
     fig = Figure(figsize=size, dpi=100)  # no pyplot: no global state, no GUI
@@ -171,9 +171,9 @@ def _figure(ax: "Axes | None", size: tuple[float, float]) -> tuple[Figure, "Axes
 
 
 def plot_grid(
-    graph: "TrainingGraph | None",
+    graph: TrainingGraph | None,
     program_or_schedule: Program | Schedule,
-    ax: "Axes | None" = None,
+    ax: Axes | None = None,
     title: str | None = None,
 ) -> Figure:
     """Timestep x node grid of a schedule: one row per stage, one column per node."""
@@ -214,7 +214,7 @@ class MemoryTrace:
     peak_bytes: int
 
 
-def memory_trace(graph: "TrainingGraph", costs: "CostTable", program: Program) -> MemoryTrace:
+def memory_trace(graph: TrainingGraph, costs: CostTable, program: Program) -> MemoryTrace:
     """Replay ``program`` in the simulator and return its per-instruction live bytes."""
     from poet_compiler.schedule.simulate import simulate
 
@@ -236,12 +236,12 @@ def _live(point: Any) -> int:
 
 
 def plot_memory(
-    graph: "TrainingGraph",
-    costs: "CostTable",
+    graph: TrainingGraph,
+    costs: CostTable,
     program: Program,
     budget: int | None,
     arena_bytes: int | None = None,
-    ax: "Axes | None" = None,
+    ax: Axes | None = None,
     title: str | None = None,
 ) -> Figure:
     """Live bytes over the instructions of ``program`` against the budget and the arena."""
@@ -256,7 +256,9 @@ def plot_memory(
     if budget is not None:
         ax.axhline(budget, color="#e4572e", linestyle="--", linewidth=1.2, label=f"RAM budget {format_bytes(budget)}")
     if arena_bytes is not None:
-        ax.axhline(arena_bytes, color="#f0a202", linestyle=":", linewidth=1.4, label=f"arena {format_bytes(arena_bytes)}")
+        ax.axhline(
+            arena_bytes, color="#f0a202", linestyle=":", linewidth=1.4, label=f"arena {format_bytes(arena_bytes)}"
+        )
     # Mark page traffic under the curve so paging is visible on the memory plot too.
     pages = [k for k, ins in enumerate(program.instructions) if ins.op in (Op.PAGE_IN, Op.PAGE_OUT)]
     if pages:
@@ -277,7 +279,7 @@ def plot_memory(
 # ---------------------------------------------------------------------------------------
 # Comparison curves (sweep DataFrames)
 # ---------------------------------------------------------------------------------------
-def _series_label(df: "pd.DataFrame", other: str) -> "pd.Series":
+def _series_label(df: pd.DataFrame, other: str) -> pd.Series:
     """Label per row: the strategy, plus model/device/the other budget where they vary.
 
     A frame with several deadlines drawn against RAM gets one line per (strategy,
@@ -292,7 +294,7 @@ def _series_label(df: "pd.DataFrame", other: str) -> "pd.Series":
     return label
 
 
-def _plot_lines(df: "pd.DataFrame", x: str, other: str, xlabel: str, ax: "Axes | None", title: str,
+def _plot_lines(df: pd.DataFrame, x: str, other: str, xlabel: str, ax: Axes | None, title: str,
                 xscale: float = 1.0) -> Figure:
     need = {x, "energy_j", "strategy"}
     missing = need - set(df.columns)
@@ -322,13 +324,13 @@ def _plot_lines(df: "pd.DataFrame", x: str, other: str, xlabel: str, ax: "Axes |
     return fig
 
 
-def plot_energy_vs_ram(df: "pd.DataFrame", ax: "Axes | None" = None, title: str | None = None) -> Figure:
+def plot_energy_vs_ram(df: pd.DataFrame, ax: Axes | None = None, title: str | None = None) -> Figure:
     """Energy against the RAM budget, one line per strategy (Fig. 3); x marks: no schedule."""
     x = "ram_budget_bytes"
     return _plot_lines(df, x, "deadline", "RAM budget (KiB)", ax, title or "energy vs RAM budget", xscale=1 / 1024)
 
 
-def plot_energy_vs_deadline(df: "pd.DataFrame", ax: "Axes | None" = None, title: str | None = None) -> Figure:
+def plot_energy_vs_deadline(df: pd.DataFrame, ax: Axes | None = None, title: str | None = None) -> Figure:
     """Energy against the deadline, one line per strategy/mode (Fig. 4: remat, paging, poet)."""
     return _plot_lines(df, "deadline_s", "ram", "deadline (s)", ax, title or "energy vs deadline")
 
@@ -352,7 +354,7 @@ def save_png(fig: Figure, path: str | Path, dpi: int = 110) -> Path:
 # ---------------------------------------------------------------------------------------
 # Graphs from bytecode (for ``poetc plot`` on a .poet file)
 # ---------------------------------------------------------------------------------------
-def graph_from_decoded(decoded: Any, name: str = "schedule") -> "TrainingGraph":
+def graph_from_decoded(decoded: Any, name: str = "schedule") -> TrainingGraph:
     """A TrainingGraph from a decoded .poet file: node table, output sizes, workspace.
 
     Enough for drawing and for replaying live bytes in the simulator (costs play no part
@@ -380,7 +382,7 @@ def graph_from_decoded(decoded: Any, name: str = "schedule") -> "TrainingGraph":
     return TrainingGraph(name=decoded.graph_name or name, nodes=tuple(nodes))
 
 
-def zero_costs(n: int) -> "CostTable":
+def zero_costs(n: int) -> CostTable:
     """A CostTable of zeros: replays a Program for its memory timeline only."""
     from poet_compiler.devices.costs import CostTable
 

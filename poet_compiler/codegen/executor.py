@@ -110,7 +110,7 @@ class ScheduledStep:
     file in ``page_dir`` (or the system's temp directory), deleted by :meth:`close`.
     """
 
-    def __init__(self, traced: "TracedModel", program: Program, *, page_file: str | Path | None = None,
+    def __init__(self, traced: TracedModel, program: Program, *, page_file: str | Path | None = None,
                  page_dir: str | Path | None = None, fsync: bool = False) -> None:
         n = traced.graph.n
         if program.n_nodes != n:
@@ -184,7 +184,7 @@ class ScheduledStep:
             self._pages.close()
             self._pages = None
 
-    def __enter__(self) -> "ScheduledStep":
+    def __enter__(self) -> ScheduledStep:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -283,7 +283,9 @@ class ScheduledStep:
                     stats.peak_bytes, stats.peak_at = current, idx
             missing = [k for k, v in enumerate(outputs) if v is None]
             if missing:
-                raise ScheduleError(f"end of program: graph output {plan.output_names[missing[0]]!r} was never computed")
+                raise ScheduleError(
+                    f"end of program: graph output {plan.output_names[missing[0]]!r} was never computed"
+                )
             env.clear()
         stats.wall_s = time.perf_counter() - t0
         stats.page_out_bytes, stats.page_in_bytes = pages.bytes_written, pages.bytes_read

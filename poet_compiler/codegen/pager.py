@@ -207,7 +207,7 @@ class PageFile:
             if self._owned:
                 self.path.unlink(missing_ok=True)
 
-    def __enter__(self) -> "PageFile":
+    def __enter__(self) -> PageFile:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -62,7 +62,7 @@ def _is_alias(n: torch.fx.Node) -> bool:
     return n.op == "call_function" and (n.target is operator.getitem or is_view(n))
 
 
-def build_plan(tm: "TracedModel") -> StepPlan:
+def build_plan(tm: TracedModel) -> StepPlan:
     """Derive the plan of ``tm`` from its FX graph and node lists."""
     graph = tm.gm.graph
     by_name = {n.name: n for n in graph.nodes}
@@ -143,7 +143,7 @@ def trimmed(value: tuple, keep: tuple[int, ...]) -> tuple:
     return tuple(v if k in ks else None for k, v in enumerate(value))
 
 
-def constants(tm: "TracedModel") -> dict[str, Any]:
+def constants(tm: TracedModel) -> dict[str, Any]:
     """Values of the graph's ``get_attr`` nodes (tensor constants), by FX name, in graph order."""
     out: dict[str, Any] = {}
     for n in tm.gm.graph.nodes:

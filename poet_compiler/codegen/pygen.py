@@ -89,11 +89,13 @@ def _call(node: torch.fx.Node) -> str:
     return f"{fn}({', '.join(args)})"
 
 
-def to_python(traced: "TracedModel", program: Program, *, fn: str = "scheduled_step") -> str:
+def to_python(traced: TracedModel, program: Program, *, fn: str = "scheduled_step") -> str:
     """Straight-line Python source of ``program`` run on ``traced``."""
     graph = traced.graph
     if program.n_nodes != graph.n:
-        raise ScheduleError(f"the program is for {program.n_nodes} nodes but the traced graph {graph.name!r} has {graph.n}")
+        raise ScheduleError(
+            f"the program is for {program.n_nodes} nodes but the traced graph {graph.name!r} has {graph.n}"
+        )
     plan = build_plan(traced)
     fx = plan.fx_nodes
     consts = [n.name for n in traced.gm.graph.nodes if n.op == "get_attr"]
@@ -165,7 +167,7 @@ def compile_python(source: str, *, fn: str = "scheduled_step") -> Callable[..., 
     return namespace[fn]
 
 
-def run_python(traced: "TracedModel", program: Program, pages: Any, inputs: Any = None,
+def run_python(traced: TracedModel, program: Program, pages: Any, inputs: Any = None,
                target: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Generate, compile and run the step once; return ``(loss, {param name: grad})``."""
     step = compile_python(to_python(traced, program))

@@ -92,7 +92,7 @@ class Verification:
         return out
 
 
-def node_storage_bytes(traced: "TracedModel") -> list[int]:
+def node_storage_bytes(traced: TracedModel) -> list[int]:
     """Bytes of the distinct storages each node holds from COMPUTE to FREE, from the
     traced graph's tensor metadata and the executor's plan — what one PAGE_OUT of the
     node writes and one PAGE_IN reads.
@@ -107,7 +107,7 @@ def node_storage_bytes(traced: "TracedModel") -> list[int]:
 
     plan = build_plan(traced)
     sizes = []
-    for i, npl in enumerate(plan.nodes):
+    for npl in plan.nodes:
         keep = dict(npl.trim)
         storages: dict[int, int] = {}
         for name in npl.kept:
@@ -124,7 +124,7 @@ def node_storage_bytes(traced: "TracedModel") -> list[int]:
     return sizes
 
 
-def expected_page_bytes(traced: "TracedModel", program: Program) -> tuple[int, int]:
+def expected_page_bytes(traced: TracedModel, program: Program) -> tuple[int, int]:
     """(bytes written, bytes read) that running ``program`` must cause in the page file."""
     from poet_compiler.schedule.program import Op
 
@@ -134,7 +134,7 @@ def expected_page_bytes(traced: "TracedModel", program: Program) -> tuple[int, i
     return out, back
 
 
-def autograd_step(traced: "TracedModel", inputs: tuple[torch.Tensor, ...] | None = None,
+def autograd_step(traced: TracedModel, inputs: tuple[torch.Tensor, ...] | None = None,
                   target: torch.Tensor | None = None, seed: int = 0
                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor], float]:
     """Plain ``loss.backward()`` on a copy of the module: (loss, grads, buffers, wall s)."""
@@ -151,7 +151,7 @@ def autograd_step(traced: "TracedModel", inputs: tuple[torch.Tensor, ...] | None
     return loss.detach(), grads, {n: b.detach() for n, b in model.named_buffers()}, wall
 
 
-def verify(traced: "TracedModel", program: Program, costs: CostTable, *,
+def verify(traced: TracedModel, program: Program, costs: CostTable, *,
            ram_budget_bytes: int | None = None, count_fixed: bool = False,
            page_file: str | Path | None = None, seed: int = 0) -> Verification:
     """Run both steps and the simulator; raise ScheduleError if the program is invalid."""

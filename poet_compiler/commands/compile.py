@@ -25,25 +25,40 @@ def register(app: typer.Typer) -> None:
     def compile_cmd(
         model: str = typer.Argument(..., help="zoo model name, poet-graph/1 .json file, or .onnx file"),
         device: str = typer.Option(None, "--device", "-d", help="device profile name or path (e.g. m4)"),
-        ram: str = typer.Option(None, "--ram", help="RAM budget: 256k, 256KiB, 1.5M, bytes, or 50% of the checkpoint-all peak"),
+        ram: str = typer.Option(
+            None, "--ram", help="RAM budget: 256k, 256KiB, 1.5M, bytes, or 50% of the checkpoint-all peak"
+        ),
         deadline: str = typer.Option(None, "--deadline", help="deadline: 120ms, 2s, or 1.5x the compute-only time"),
         mode: str = typer.Option("poet", "--mode", help="poet | remat | paging | none"),
         strategy: str = typer.Option("optimal", "--strategy", help="optimal (MILP) or a baseline name"),
-        solver: str = typer.Option("auto", "--solver", help="auto (CP-SAT, then CP-SAT and HiGHS racing) | cpsat | highs | gurobi"),
+        solver: str = typer.Option(
+            "auto", "--solver", help="auto (CP-SAT, then CP-SAT and HiGHS racing) | cpsat | highs | gurobi"
+        ),
         formulation: str = typer.Option("fast", "--formulation", help="fast | dense"),
         time_limit: float = typer.Option(60.0, "--time-limit", help="solver time limit, seconds"),
         threads: int = typer.Option(2, "--threads", help="solver threads"),
-        gap: float = typer.Option(None, "--gap", help="stop once proven within this relative gap of optimal "
-                                  "(default 0.001 above 40 nodes, 0 below)"),
-        output: Path = typer.Option(None, "-o", "--output", help="schedule file (.poet); report goes beside it (.json)"),
+        gap: float = typer.Option(
+            None,
+            "--gap",
+            help="stop once proven within this relative gap of optimal (default 0.001 above 40 nodes, 0 below)",
+        ),
+        output: Path = typer.Option(
+            None, "-o", "--output", help="schedule file (.poet); report goes beside it (.json)"
+        ),
         strip: bool = typer.Option(False, "--strip", help="omit the node table from the bytecode"),
-        granularity: str = typer.Option("op", "--granularity", help="op | module | layer | auto (coarser graphs solve faster)"),
+        granularity: str = typer.Option(
+            "op", "--granularity", help="op | module | layer | auto (coarser graphs solve faster)"
+        ),
         batch: int = typer.Option(None, "--batch", help="batch size for zoo models"),
-        loss: str = typer.Option(None, "--loss", help="ONNX models: cross_entropy | mse | sum (default: from the output shape)"),
+        loss: str = typer.Option(
+            None, "--loss", help="ONNX models: cross_entropy | mse | sum (default: from the output shape)"
+        ),
         input_shape: list[str] = typer.Option(
             [], "--input-shape", help="ONNX models: NAME=D0,D1,... for an input with symbolic dims (repeatable)"
         ),
-        count_fixed: bool = typer.Option(False, "--count-fixed", help="count params/grads/optimizer state/input in the RAM budget"),
+        count_fixed: bool = typer.Option(
+            False, "--count-fixed", help="count params/grads/optimizer state/input in the RAM budget"
+        ),
         as_json: bool = typer.Option(False, "--json", help="print the report as JSON on stdout"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress line"),
         report: Path = typer.Option(None, "--report", help="also write a self-contained report (.html or .md)"),

@@ -72,7 +72,9 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps(rows if len(rows) > 1 else rows[0], indent=2))
             return
-        table = Table(title=f"{graph.name}: one training step, no remat, no paging ({graph.n} nodes, {rows[0]['flops']:,} FLOP)")
+        table = Table(
+            title=f"{graph.name}: one training step, no remat, no paging ({graph.n} nodes, {rows[0]['flops']:,} FLOP)"
+        )
         for col in ("device", "time", "energy", "dynamic", "static", "peak", "fits RAM?"):
             table.add_column(col)
         for r in rows:

@@ -58,7 +58,9 @@ def plot_schedule_file(path: Path, kind: str) -> Any:
         return plot_grid(graph if decoded.nodes is not None else None, decoded.program,
                          title=" ".join(title_bits) + ": schedule")
     if decoded.sizes is None:
-        raise PoetError(f"{poet}: the bytecode has no size table; cannot draw memory (recompile without stripping sizes)")
+        raise PoetError(
+            f"{poet}: the bytecode has no size table; cannot draw memory (recompile without stripping sizes)"
+        )
     budget = report.get("ram_budget_bytes")
     arena = decoded.program.arena_bytes if decoded.program.arena_bytes is not None else report.get("arena_bytes")
     # Live bytes do not depend on time or energy: zero costs replay the same timeline.

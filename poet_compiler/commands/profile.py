@@ -15,10 +15,18 @@ def register(app: typer.Typer) -> None:
     @app.command("profile")
     def profile(
         output: Path = typer.Option(..., "-o", "--output", help="profile file to write (e.g. profiles/host.json)"),
-        model: str = typer.Option(None, "--model", help="also time every op signature of this zoo model (per-op table)"),
-        power_w: float = typer.Option(None, "--power-w", help="power drawn above idle while busy, W (needed when RAPL is not readable)"),
+        model: str = typer.Option(
+            None, "--model", help="also time every op signature of this zoo model (per-op table)"
+        ),
+        power_w: float = typer.Option(
+            None, "--power-w", help="power drawn above idle while busy, W (needed when RAPL is not readable)"
+        ),
         idle_w: float = typer.Option(0.0, "--idle-w", help="static (idle) power, W, used with --power-w"),
-        page_file: Path = typer.Option(None, "--page-file", help="file on the local disk to page to (default: a temporary file in the current directory)"),
+        page_file: Path = typer.Option(
+            None,
+            "--page-file",
+            help="file on the local disk to page to (default: a temporary file in the current directory)",
+        ),
         name: str = typer.Option("host", "--name", help="profile name"),
         quick: bool = typer.Option(False, "--quick", help="fewer sizes and shorter runs (a few seconds)"),
     ) -> None:

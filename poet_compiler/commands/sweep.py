@@ -31,11 +31,27 @@ def register(app: typer.Typer) -> None:
     @app.command("sweep")
     def sweep_cmd(
         models: list[str] = typer.Argument(..., help="zoo model names or graph files (one or more)"),
-        device: str = typer.Option(None, "--device", "-d", help="device profile(s), comma-separated (default: m4, or none for graphs with explicit costs)"),
-        ram: str = typer.Option(None, "--ram", help="RAM budgets, comma-separated: 30%,50%,256k (default: the device RAM)"),
-        deadline: str = typer.Option(None, "--deadline", help="deadlines, comma-separated: 1x,1.5x,120ms (default: none)"),
-        strategies: str = typer.Option("optimal", "--strategies", "-s", help="strategies, comma-separated: optimal, optimal:remat, checkmate, dtr, ... or a mode name"),
-        output: Path = typer.Option(Path("sweep.csv"), "-o", "--output", help="CSV, one row per cell, rewritten after every finished cell"),
+        device: str = typer.Option(
+            None,
+            "--device",
+            "-d",
+            help="device profile(s), comma-separated (default: m4, or none for graphs with explicit costs)",
+        ),
+        ram: str = typer.Option(
+            None, "--ram", help="RAM budgets, comma-separated: 30%,50%,256k (default: the device RAM)"
+        ),
+        deadline: str = typer.Option(
+            None, "--deadline", help="deadlines, comma-separated: 1x,1.5x,120ms (default: none)"
+        ),
+        strategies: str = typer.Option(
+            "optimal",
+            "--strategies",
+            "-s",
+            help="strategies, comma-separated: optimal, optimal:remat, checkmate, dtr, ... or a mode name",
+        ),
+        output: Path = typer.Option(
+            Path("sweep.csv"), "-o", "--output", help="CSV, one row per cell, rewritten after every finished cell"
+        ),
         jobs: int = typer.Option(None, "--jobs", "-j", help="worker processes (default: the CPUs; 1 = in process)"),
         ray: str = typer.Option(None, "--ray", help="run on a Ray cluster: ADDRESS (host:port, ray://...) or 'local'"),
         cache: Path = typer.Option(Path(".poetc-cache"), "--cache", help="cache directory (one file per cell)"),
@@ -45,7 +61,9 @@ def register(app: typer.Typer) -> None:
         formulation: str = typer.Option("fast", "--formulation", help="fast | dense"),
         time_limit: float = typer.Option(60.0, "--time-limit", help="per-cell solver time limit, seconds"),
         threads: int = typer.Option(1, "--threads", help="solver threads per cell"),
-        count_fixed: bool = typer.Option(False, "--count-fixed", help="count params/grads/optimizer state/input in the RAM budget"),
+        count_fixed: bool = typer.Option(
+            False, "--count-fixed", help="count params/grads/optimizer state/input in the RAM budget"
+        ),
         granularity: str = typer.Option("op", "--granularity", help="op | module"),
         batch: int = typer.Option(None, "--batch", help="batch size for zoo models"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress display"),

@@ -14,9 +14,13 @@ def register(app: typer.Typer) -> None:
     def trace(
         model: str = typer.Argument(..., help="zoo model name, .onnx or poet-graph/1 .json file"),
         output: str = typer.Option(None, "-o", "--output", help="write the graph here (poet-graph/1 JSON)"),
-        granularity: str = typer.Option("op", "--granularity", help="op | module | layer | auto (layer, merged to <= 80 nodes)"),
+        granularity: str = typer.Option(
+            "op", "--granularity", help="op | module | layer | auto (layer, merged to <= 80 nodes)"
+        ),
         batch: int = typer.Option(None, "--batch", help="batch size (default: the model's)"),
-        loss: str = typer.Option(None, "--loss", help="ONNX models: cross_entropy | mse | sum (default: from the output shape)"),
+        loss: str = typer.Option(
+            None, "--loss", help="ONNX models: cross_entropy | mse | sum (default: from the output shape)"
+        ),
         input_shape: list[str] = typer.Option(
             [], "--input-shape", help="ONNX models: NAME=D0,D1,... for an input with symbolic dims (repeatable)"
         ),

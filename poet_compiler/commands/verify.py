@@ -39,7 +39,9 @@ def register(app: typer.Typer) -> None:
         page_file: Path = typer.Option(None, "--page-file", help="page file path (default: a temporary file)"),
         granularity: str = typer.Option(None, "--granularity", help="op | module (default: from the sidecar, else op)"),
         batch: int = typer.Option(None, "--batch", help="batch size (default: from the sidecar, else the model's)"),
-        device: str = typer.Option(None, "--device", "-d", help="device profile for the simulator (default: sidecar's, else m4)"),
+        device: str = typer.Option(
+            None, "--device", "-d", help="device profile for the simulator (default: sidecar's, else m4)"
+        ),
         as_json: bool = typer.Option(False, "--json", help="print the figures as one JSON object"),
     ) -> None:
         """Check a schedule on the real model: same gradients as autograd, peak within budget."""
@@ -88,22 +90,43 @@ def register(app: typer.Typer) -> None:
             sim = res.simulated_peak_bytes
             ratio = res.measured_peak_bytes / sim if sim else float("nan")
             rows = [
-                ("model", f"{model} ({gran}, batch {bat if bat is not None else 'default'}): "
-                          f"{res.n_nodes} nodes, {res.n_instructions} instructions"),
-                ("gradients", f"max |diff| = {res.max_abs_grad_diff:.3g} over {res.n_grads} tensors "
-                              f"({'bitwise identical' if res.grads_bitwise else 'DIFFERENT'})"),
-                ("loss, buffers", f"loss {'identical' if res.loss_bitwise else 'DIFFERENT'}, "
-                                  f"buffer updates {'identical' if res.buffers_bitwise else 'DIFFERENT'}"),
+                (
+                    "model",
+                    f"{model} ({gran}, batch {bat if bat is not None else 'default'}): "
+                    f"{res.n_nodes} nodes, {res.n_instructions} instructions",
+                ),
+                (
+                    "gradients",
+                    f"max |diff| = {res.max_abs_grad_diff:.3g} over {res.n_grads} tensors "
+                    f"({'bitwise identical' if res.grads_bitwise else 'DIFFERENT'})",
+                ),
+                (
+                    "loss, buffers",
+                    f"loss {'identical' if res.loss_bitwise else 'DIFFERENT'}, "
+                    f"buffer updates {'identical' if res.buffers_bitwise else 'DIFFERENT'}",
+                ),
                 ("measured peak", _b(res.measured_peak_bytes) + " live activations, by storage"),
                 ("simulated peak", f"{_b(sim)} (measured/simulated {ratio:.4f})"),
                 ("arena", _b(res.arena_bytes)),
-                ("budget", _b(res.ram_budget_bytes) + (f" (incl. {res.fixed_bytes_counted:,} B fixed)"
-                                                        if res.fixed_bytes_counted else "")),
-                ("page file written", f"{_b(res.page_out_bytes)}; schedule pages out {_b(res.schedule_page_out_bytes)}"
-                                      + _shared(res.expected_page_out_bytes, res.schedule_page_out_bytes)),
-                ("page file read", f"{_b(res.page_in_bytes)}; schedule pages in {_b(res.schedule_page_in_bytes)}"
-                                   + _shared(res.expected_page_in_bytes, res.schedule_page_in_bytes)),
-                ("wall time", f"scheduled {res.scheduled_wall_s * 1e3:.1f} ms, autograd {res.autograd_wall_s * 1e3:.1f} ms"),
+                (
+                    "budget",
+                    _b(res.ram_budget_bytes)
+                    + (f" (incl. {res.fixed_bytes_counted:,} B fixed)" if res.fixed_bytes_counted else ""),
+                ),
+                (
+                    "page file written",
+                    f"{_b(res.page_out_bytes)}; schedule pages out {_b(res.schedule_page_out_bytes)}"
+                    + _shared(res.expected_page_out_bytes, res.schedule_page_out_bytes),
+                ),
+                (
+                    "page file read",
+                    f"{_b(res.page_in_bytes)}; schedule pages in {_b(res.schedule_page_in_bytes)}"
+                    + _shared(res.expected_page_in_bytes, res.schedule_page_in_bytes),
+                ),
+                (
+                    "wall time",
+                    f"scheduled {res.scheduled_wall_s * 1e3:.1f} ms, autograd {res.autograd_wall_s * 1e3:.1f} ms",
+                ),
             ]
             width = max(len(k) for k, _ in rows)
             for key, value in rows:

@@ -239,7 +239,11 @@ def _describe(exc: ValidationError) -> str:
     last = str(err["loc"][-1]) if err["loc"] else ""
     if kind == "extra_forbidden":
         hint = difflib.get_close_matches(last, sorted(_field_names()), n=1, cutoff=0.6)
-        unit = f"; units are fixed by the field name ({hint[0]!r} is in {_unit_of(hint[0])})" if hint and _unit_of(hint[0]) else ""
+        unit = (
+            f"; units are fixed by the field name ({hint[0]!r} is in {_unit_of(hint[0])})"
+            if hint and _unit_of(hint[0])
+            else ""
+        )
         return f"{path}: unknown key" + (f" (did you mean {hint[0]!r}?{unit})" if hint else "")
     if kind == "missing":
         return f"{path}: required field is missing"
@@ -254,7 +258,11 @@ def _describe(exc: ValidationError) -> str:
         return f"{path}: {err['msg'].lower()}, got {err.get('input')!r}"
     if kind == "value_error":
         return str(err["msg"]).removeprefix("Value error, ")
-    return f"{path}: {err['msg']} (got {err.get('input')!r})" if "input" in err and not isinstance(err.get("input"), dict) else f"{path}: {err['msg']}"
+    return (
+        f"{path}: {err['msg']} (got {err.get('input')!r})"
+        if "input" in err and not isinstance(err.get("input"), dict)
+        else f"{path}: {err['msg']}"
+    )
 
 
 # ---- loading -------------------------------------------------------------------------------
@@ -291,7 +299,9 @@ def list_profiles() -> list[str]:
 def load_profile(name_or_path: str | Path) -> DeviceProfile:
     """Load a shipped profile by name (``m4``) or any profile file by path."""
     text_name = str(name_or_path)
-    looks_like_path = isinstance(name_or_path, Path) or text_name.endswith(".json") or "/" in text_name or "\\" in text_name
+    looks_like_path = (
+        isinstance(name_or_path, Path) or text_name.endswith(".json") or "/" in text_name or "\\" in text_name
+    )
     if looks_like_path:
         path = Path(name_or_path)
     else:

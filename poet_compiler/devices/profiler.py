@@ -123,13 +123,24 @@ def _kernels(quick: bool) -> list[Kernel]:
 
     g = torch.Generator().manual_seed(0)
     out: list[Kernel] = []
-    conv_sizes = [(1, 16, 32, 16), (4, 32, 32, 32)] if quick else [(1, 16, 32, 16), (4, 32, 32, 32), (8, 64, 32, 64), (8, 128, 16, 128)]
+    conv_sizes = (
+        [(1, 16, 32, 16), (4, 32, 32, 32)]
+        if quick
+        else [(1, 16, 32, 16), (4, 32, 32, 32), (8, 64, 32, 64), (8, 128, 16, 128)]
+    )
     for n, c, hw, k in conv_sizes:
         x = torch.randn(n, c, hw, hw, generator=g)
         w = torch.randn(k, c, 3, 3, generator=g)
         flops = 2 * n * k * c * 9 * hw * hw
-        out.append(Kernel("conv", f"conv2d n{n} c{c} {hw}x{hw} k{k}", flops, 4 * (x.numel() + w.numel() + n * k * hw * hw),
-                          lambda x=x, w=w: F.conv2d(x, w, padding=1)))
+        out.append(
+            Kernel(
+                "conv",
+                f"conv2d n{n} c{c} {hw}x{hw} k{k}",
+                flops,
+                4 * (x.numel() + w.numel() + n * k * hw * hw),
+                lambda x=x, w=w: F.conv2d(x, w, padding=1),
+            )
+        )
     for m in ([64, 256] if quick else [64, 256, 512, 1024]):
         a = torch.randn(m, m, generator=g)
         b = torch.randn(m, m, generator=g)
@@ -138,7 +149,9 @@ def _kernels(quick: bool) -> list[Kernel]:
         a = torch.randn(numel, generator=g)
         b = torch.randn(numel, generator=g)
         c_ = torch.empty(numel)
-        out.append(Kernel("elementwise", f"add {numel}", numel, 12 * numel, lambda a=a, b=b, c_=c_: torch.add(a, b, out=c_)))
+        out.append(
+            Kernel("elementwise", f"add {numel}", numel, 12 * numel, lambda a=a, b=b, c_=c_: torch.add(a, b, out=c_))
+        )
         rows = numel // 256
         x = torch.randn(rows, 256, generator=g)
         out.append(Kernel("norm", f"layer_norm {rows}x256", 5 * numel, 8 * numel, lambda x=x: F.layer_norm(x, (256,))))
@@ -336,7 +349,8 @@ def profile_host(
         meter = None
         if power_w is None:
             raise ProfileError(
-                f"no readable RAPL energy counters under {rapl_root}; give --power-w W (power this machine draws above idle while busy)"
+                f"no readable RAPL energy counters under {rapl_root}; "
+                "give --power-w W (power this machine draws above idle while busy)"
             )
     if power_w is not None and power_w <= 0:
         raise ProfileError(f"--power-w must be positive, got {power_w}")
@@ -410,36 +424,74 @@ def profile_host(
         "ram_bytes": {"kind": "measurement", "ref": "sysconf(SC_PHYS_PAGES) x sysconf(SC_PAGE_SIZE)"},
         "flash_bytes": {"kind": "measurement", "ref": f"size of the file system holding {page_dir}"},
         "page_size_bytes": {"kind": "measurement", "ref": f"statvfs({page_dir}).f_bsize"},
-        "memory.bandwidth_bps": {"kind": "measurement", "ref": f"{how}: copy_ of a large float32 buffer, read+write bytes / time"},
-        "memory.energy_j_per_byte": {"kind": "measurement", "ref": f"dynamic power during the copy / bandwidth; {energy_ref}"},
+        "memory.bandwidth_bps": {
+            "kind": "measurement",
+            "ref": f"{how}: copy_ of a large float32 buffer, read+write bytes / time",
+        },
+        "memory.energy_j_per_byte": {
+            "kind": "measurement",
+            "ref": f"dynamic power during the copy / bandwidth; {energy_ref}",
+        },
         "op_overhead_s": {"kind": "measurement", "ref": f"{how}: median time of a 1-element torch.add"},
-        "page_in": {"kind": "measurement", "ref": f"{how}: cold pread after posix_fadvise(DONTNEED) of a file in {page_dir}; {block} B and {'8' if quick else '64'} MiB transfers, two-point fit; power: {energy_ref}"},
-        "page_out": {"kind": "measurement", "ref": f"{how}: write + fsync of a file in {page_dir}; {block} B and {'8' if quick else '64'} MiB transfers, two-point fit; power: {energy_ref}"},
-        "static_power_w": {"kind": "measurement", "ref": energy_ref if meter is not None else f"--idle-w {idle_w} W (user figure)"},
+        "page_in": {
+            "kind": "measurement",
+            "ref": f"{how}: cold pread after posix_fadvise(DONTNEED) of a file in {page_dir}; "
+            f"{block} B and {'8' if quick else '64'} MiB transfers, two-point fit; power: {energy_ref}",
+        },
+        "page_out": {
+            "kind": "measurement",
+            "ref": f"{how}: write + fsync of a file in {page_dir}; "
+            f"{block} B and {'8' if quick else '64'} MiB transfers, two-point fit; power: {energy_ref}",
+        },
+        "static_power_w": {
+            "kind": "measurement",
+            "ref": energy_ref if meter is not None else f"--idle-w {idle_w} W (user figure)",
+        },
     }
     for c in OP_CLASSES:
         if c == "other":
-            sources["compute.other"] = {"kind": "derived", "ref": f"the slowest measured class ({slowest}), a conservative default"}
+            sources["compute.other"] = {
+                "kind": "derived",
+                "ref": f"the slowest measured class ({slowest}), a conservative default",
+            }
         else:
-            sources[f"compute.{c}"] = {"kind": "measurement", "ref": f"{how}: best FLOP/s over sizes, reached by {labels[c]}; energy: {energy_ref}"}
+            sources[f"compute.{c}"] = {
+                "kind": "measurement",
+                "ref": f"{how}: best FLOP/s over sizes, reached by {labels[c]}; energy: {energy_ref}",
+            }
     clock = _clock_hz()
     if clock is not None:
         sources["clock_hz"] = {"kind": "measurement", "ref": "cpufreq cpuinfo_max_freq or /proc/cpuinfo 'cpu MHz'"}
     if op_table:
-        sources["op_table"] = {"kind": "measurement", "ref": f"{how}: each scheduling node of {model} re-run on its traced FX arguments, median per op signature; energy = dynamic power x time"}
+        sources["op_table"] = {
+            "kind": "measurement",
+            "ref": f"{how}: each scheduling node of {model} re-run on its traced FX arguments, "
+            "median per op signature; energy = dynamic power x time",
+        }
 
     data: dict[str, Any] = {
         "format": FORMAT,
         "name": name,
-        "description": f"this machine ({_cpu_name()}, {platform.system()} {platform.machine()}), measured by poetc profile",
+        "description": f"this machine ({_cpu_name()}, {platform.system()} {platform.machine()}), "
+        "measured by poetc profile",
         "ram_bytes": int(ram) if ram > 0 else 1,
         "flash_bytes": int(flash),
         "page_size_bytes": int(block),
-        "compute": {c: {"throughput_flops": _sig(best[c][0]), "energy_j_per_flop": _sig(best[c][1])} for c in OP_CLASSES},
+        "compute": {
+            c: {"throughput_flops": _sig(best[c][0]), "energy_j_per_flop": _sig(best[c][1])} for c in OP_CLASSES
+        },
         "memory": {"bandwidth_bps": _sig(bw), "energy_j_per_byte": _sig(e_byte)},
         "op_overhead_s": _sig(overhead),
-        "page_in": {"latency_s": _sig(paging["in_latency_s"]), "bandwidth_bps": _sig(paging["in_bw"]), "power_w": _sig(page_power)},
-        "page_out": {"latency_s": _sig(paging["out_latency_s"]), "bandwidth_bps": _sig(paging["out_bw"]), "power_w": _sig(page_power)},
+        "page_in": {
+            "latency_s": _sig(paging["in_latency_s"]),
+            "bandwidth_bps": _sig(paging["in_bw"]),
+            "power_w": _sig(page_power),
+        },
+        "page_out": {
+            "latency_s": _sig(paging["out_latency_s"]),
+            "bandwidth_bps": _sig(paging["out_bw"]),
+            "power_w": _sig(page_power),
+        },
         "static_power_w": _sig(idle),
         "dma": True,
         "measurement": {
@@ -455,7 +507,9 @@ def profile_host(
     if clock is not None:
         data["clock_hz"] = clock
     if op_table:
-        data["op_table"] = {s: {"compute_s": _sig(v["compute_s"]), "compute_j": _sig(v["compute_j"])} for s, v in op_table.items()}
+        data["op_table"] = {
+            s: {"compute_s": _sig(v["compute_s"]), "compute_j": _sig(v["compute_j"])} for s, v in op_table.items()
+        }
     sources["dma"] = {"kind": "derived", "ref": "the OS writes back and reads ahead asynchronously while compute runs"}
     return profile_from_dict(data, f"measured profile {name!r}")
 

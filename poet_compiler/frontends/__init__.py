@@ -25,7 +25,7 @@ def zoo_names() -> list[str]:
     return models.names()
 
 
-def trace_zoo(name: str, *, granularity: str = "op", batch: int | None = None) -> "TracedModel":
+def trace_zoo(name: str, *, granularity: str = "op", batch: int | None = None) -> TracedModel:
     """Build zoo model ``name`` and trace it at ``batch`` (default: the model's)."""
     import models
     from poet_compiler.frontends.torch import trace_module
@@ -49,7 +49,7 @@ def load_model(
     batch: int | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     onnx_loss: str | None = None,
-) -> "TracedModel | None":
+) -> TracedModel | None:
     """A TracedModel for a zoo name or an .onnx file; None for graph-only .json files.
 
     ``input_shapes`` (``--input-shape``) and ``onnx_loss`` (``--loss``) apply to ONNX
@@ -89,10 +89,14 @@ def load_graph(
     try:
         from poet_compiler.frontends import onnx as onnx_frontend
     except ImportError:
-        raise FrontendError(f"{source}: ONNX import is not available in this build (poet_compiler.frontends.onnx missing)") from None
+        raise FrontendError(
+            f"{source}: ONNX import is not available in this build (poet_compiler.frontends.onnx missing)"
+        ) from None
     # The ONNX frontend coarsens per module itself; layer grouping runs on its op graph.
     layered = granularity in ("layer", "auto")
-    result: Any = onnx_frontend.trace_onnx(source, input_shapes=input_shapes, loss=onnx_loss, granularity="op" if layered else granularity, batch=batch)
+    result: Any = onnx_frontend.trace_onnx(
+        source, input_shapes=input_shapes, loss=onnx_loss, granularity="op" if layered else granularity, batch=batch
+    )
     graph = result if isinstance(result, TrainingGraph) else result.graph
     if layered:
         from poet_compiler.graph.coarsen import coarsen_to
@@ -111,7 +115,9 @@ def _check_onnx_options(source: str, input_shapes: Mapping[str, Sequence[int]] |
     silently ignored (zoo models bring their own loss and batch), so refuse them."""
     given = [opt for opt, v in (("--input-shape", input_shapes), ("--loss", onnx_loss)) if v]
     if given and Path(source).suffix.lower() != ".onnx":
-        raise FrontendError(f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to .onnx models only, not {source!r}")
+        raise FrontendError(
+            f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to .onnx models only, not {source!r}"
+        )
 
 
 def _classify_file(source: str) -> str:

@@ -104,7 +104,9 @@ def coarsen(graph: TrainingGraph, groups: list[list[int]]) -> TrainingGraph:
                                  "ops": ops}
         name = first.name if len(members) == 1 else f"{first.provenance or first.name}#{first.kind}{k}"
         classes = [graph.nodes[i].op_class for i in members]
-        dominant = max(classes, key=lambda c: sum(graph.nodes[i].flops for i in members if graph.nodes[i].op_class == c))
+        dominant = max(
+            classes, key=lambda c: sum(graph.nodes[i].flops for i in members if graph.nodes[i].op_class == c)
+        )
         nodes.append(Node(
             id=k, name=name, kind=first.kind, op="+".join(dict.fromkeys(ops)) if len(members) > 1 else first.op,
             op_class=dominant, inputs=tuple(inputs), output_bytes=out_bytes, workspace_bytes=peak - out_bytes,
@@ -300,7 +302,9 @@ def groups_for(graph: TrainingGraph, granularity: str, max_nodes: int | None = N
     return groups
 
 
-def coarsen_to(graph: TrainingGraph, granularity: str, max_nodes: int | None = None) -> tuple[TrainingGraph, list[list[int]]]:
+def coarsen_to(
+    graph: TrainingGraph, granularity: str, max_nodes: int | None = None
+) -> tuple[TrainingGraph, list[list[int]]]:
     """``graph`` contracted at ``granularity``, and the groups (op ids per new node)."""
     groups = groups_for(graph, granularity, max_nodes)
     if all(len(g) == 1 for g in groups):

@@ -1,4 +1,5 @@
-"""Read and write the poet-graph/1 interchange format (docs/graph-format.md, the project's copy of shared/graph-format.md).
+"""Read and write the poet-graph/1 interchange format
+(docs/graph-format.md, the project's copy of shared/graph-format.md).
 
 The pydantic models below *are* the format: unknown keys are refused (``extra="forbid"``)
 except inside ``"extra"`` objects. Reading returns a validated :class:`TrainingGraph`;
@@ -64,7 +65,14 @@ class GraphModel(_Strict):
 def _float_ok(data: Any) -> Any:
     """JSON has one number type: accept integers where the format says float."""
     if isinstance(data, dict):
-        return {k: (float(v) if k in CostModel.model_fields and isinstance(v, int) and not isinstance(v, bool) else _float_ok(v)) for k, v in data.items()}
+        return {
+            k: (
+                float(v)
+                if k in CostModel.model_fields and isinstance(v, int) and not isinstance(v, bool)
+                else _float_ok(v)
+            )
+            for k, v in data.items()
+        }
     if isinstance(data, list):
         return [_float_ok(v) for v in data]
     return data

@@ -72,7 +72,8 @@ def check_schedule(graph: TrainingGraph, schedule: Schedule, mode: str = "poet",
         if (m & upper_eq).any():
             fail(*_first(m & upper_eq), f"{key}[t,i] set for i >= t (only earlier nodes can be resident or paged)")
     if dma and (Mout & ~S).any():
-        fail(*_first(Mout & ~S), "M_out[t,i] requires S_RAM[t,i] (with DMA only a tensor resident at stage start is paged out)")
+        fail(*_first(Mout & ~S),
+             "M_out[t,i] requires S_RAM[t,i] (with DMA only a tensor resident at stage start is paged out)")
     if not dma and (Mout & ~(S | R)).any():
         fail(*_first(Mout & ~(S | R)), "M_out[t,i] requires S_RAM[t,i] or R[t,i] (a page-out needs the tensor in RAM)")
     if (Min & ~A).any():
@@ -87,7 +88,8 @@ def check_schedule(graph: TrainingGraph, schedule: Schedule, mode: str = "poet",
         bad = S[t + 1] & ~(S[t] | R[t] | Min[t])
         if bad.any():
             fail(t + 1, int(np.argmax(bad)),
-                 "S_RAM[t,i] without S_RAM, R or M_in in stage t-1 (RAM residency only from staying, computing or paging in)")
+                 "S_RAM[t,i] without S_RAM, R or M_in in stage t-1 "
+                 "(RAM residency only from staying, computing or paging in)")
         bad = A[t + 1] & ~(A[t] | Mout[t])
         if bad.any():
             fail(t + 1, int(np.argmax(bad)),

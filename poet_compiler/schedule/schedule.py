@@ -21,12 +21,12 @@ class Schedule:
     M_out: np.ndarray
 
     @classmethod
-    def empty(cls, n: int) -> "Schedule":
+    def empty(cls, n: int) -> Schedule:
         z = lambda: np.zeros((n, n), dtype=bool)  # noqa: E731
         return cls(R=z(), S_RAM=z(), S_AUX=z(), M_in=z(), M_out=z())
 
     @classmethod
-    def checkpoint_all(cls, n: int) -> "Schedule":
+    def checkpoint_all(cls, n: int) -> Schedule:
         """Compute each node once and keep every tensor to the end of the step.
 
         An upper bound on memory, handy in tests; PyTorch's default (free after last
@@ -49,5 +49,5 @@ class Schedule:
             for k in ("R", "S_RAM", "S_AUX", "M_in", "M_out")
         )
 
-    def copy(self) -> "Schedule":
+    def copy(self) -> Schedule:
         return Schedule(*(getattr(self, k).copy() for k in ("R", "S_RAM", "S_AUX", "M_in", "M_out")))

@@ -158,8 +158,10 @@ def simulate(
             bytes_out += size[i]
             e_out += costs.page_out_j[i]
             transfer(costs.page_out_s[i])
-            if arena is not None and ins.offset is not None and arena.regions.get(("node", i), (ins.offset,))[0] != ins.offset:
-                fail(f"arena: PAGE_OUT carries offset {ins.offset} but the buffer is at {arena.regions[('node', i)][0]}")
+            if (arena is not None and ins.offset is not None
+                    and arena.regions.get(("node", i), (ins.offset,))[0] != ins.offset):
+                fail(f"arena: PAGE_OUT carries offset {ins.offset} "
+                     f"but the buffer is at {arena.regions[('node', i)][0]}")
         elif op is Op.PAGE_IN:
             if i not in flash:
                 fail("page-in without a flash copy (no completed PAGE_OUT of this tensor)")
@@ -185,7 +187,8 @@ def simulate(
                 fail("free of a tensor that is still being paged out (no FENCE since its PAGE_OUT)")
             if i in paging_in:
                 fail("free of a tensor that is still being paged in (no FENCE since its PAGE_IN)")
-            if arena is not None and ins.offset is not None and arena.regions.get(("node", i), (ins.offset,))[0] != ins.offset:
+            if (arena is not None and ins.offset is not None
+                    and arena.regions.get(("node", i), (ins.offset,))[0] != ins.offset):
                 fail(f"arena: FREE carries offset {ins.offset} but the buffer is at {arena.regions[('node', i)][0]}")
             ram.discard(i)
             freed_at[i] = idx
@@ -215,7 +218,8 @@ def simulate(
     if ram_budget_bytes is not None and peak > ram_budget_bytes:
         ins = program.instructions[peak_at]
         raise ScheduleError(
-            f"instruction {peak_at} ({ins.op.name} {ins.node} {graph.nodes[ins.node].name!r}): live bytes {peak} exceed the RAM budget {ram_budget_bytes} "
+            f"instruction {peak_at} ({ins.op.name} {ins.node} {graph.nodes[ins.node].name!r}): "
+            f"live bytes {peak} exceed the RAM budget {ram_budget_bytes} "
             f"by {peak - ram_budget_bytes} bytes"
         )
     if deadline_s is not None and runtime > deadline_s * (1 + _REL_TOL):

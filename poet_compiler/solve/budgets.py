@@ -64,4 +64,5 @@ def resolve_deadline(text: str | float | None, ref: Reference, costs: CostTable)
 
 
 def describe_ram(budget: int, ref: Reference) -> str:
-    return f"{format_bytes(budget)} ({100 * budget / max(ref.peak_bytes, 1):.0f}% of checkpoint-all peak {format_bytes(ref.peak_bytes)})"
+    share = 100 * budget / max(ref.peak_bytes, 1)
+    return f"{format_bytes(budget)} ({share:.0f}% of checkpoint-all peak {format_bytes(ref.peak_bytes)})"

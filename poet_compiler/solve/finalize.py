@@ -45,7 +45,9 @@ def finalize(
     graph, costs = problem.graph, problem.costs
     budget = problem.activation_budget
     schedule = plan if isinstance(plan, Schedule) else None
-    program = linearize(graph, plan, mode=problem.mode, dma=not problem.synchronous) if isinstance(plan, Schedule) else plan
+    program = (
+        linearize(graph, plan, mode=problem.mode, dma=not problem.synchronous) if isinstance(plan, Schedule) else plan
+    )
     raw = simulate(graph, costs, program)          # rule check before any rewriting
     program = remove_pointless_work(graph, program)
     # Budget and deadline are judged on the cleaned program (cleanup never makes it worse).

@@ -26,7 +26,7 @@ the gap limit of the cover bound, the full model is not needed at all.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

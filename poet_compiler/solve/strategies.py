@@ -8,8 +8,8 @@ figures come from the simulator, so they can be compared side by side.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from poet_compiler.errors import PoetError
 from poet_compiler.solve.problem import Problem

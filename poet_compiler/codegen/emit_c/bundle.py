@@ -61,7 +61,7 @@ run-qemu: build/step_m4.elf
 
 size: build/step_m4.elf
 \t$(ARM_SIZE) -A build/step_m4.elf
-"""
+"""  # noqa: E501 - the emitted Makefile's M4FLAGS line is one make assignment
 
 README = """\
 # {model}: one training step in C

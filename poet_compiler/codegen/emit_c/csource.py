@@ -52,7 +52,8 @@ def _values(arr: StaticArray, tensor: torch.Tensor | None) -> str:
 
 
 def _decl(arr: StaticArray, init: torch.Tensor | None) -> str:
-    return f"{arr.ctype} {arr.symbol}[{max(arr.numel, 1)}]{_values(arr, init)}; /* {arr.role} {arr.name} {list(arr.shape)} */"
+    comment = f"/* {arr.role} {arr.name} {list(arr.shape)} */"
+    return f"{arr.ctype} {arr.symbol}[{max(arr.numel, 1)}]{_values(arr, init)}; {comment}"
 
 
 def _copy_stmt(src: Ref, dst: StaticArray) -> str:
@@ -86,7 +87,7 @@ def _prelude_stmt(n: torch.fx.Node, res: Resolved) -> str:
     raise EmitError(f"no reference kernel for prelude op {n.target} ({n.name})")
 
 
-def generate(tm: "TracedModel", res: Resolved, schedule: bytes, *, arena_bytes: int,
+def generate(tm: TracedModel, res: Resolved, schedule: bytes, *, arena_bytes: int,
              flash_slots: list[int], model_name: str) -> Sources:
     graph = tm.graph
     by_name = {n.name: n for n in tm.gm.graph.nodes}
@@ -149,7 +150,7 @@ def generate(tm: "TracedModel", res: Resolved, schedule: bytes, *, arena_bytes: 
         "{\n    for (uint32_t k = 0; k < n; k++) dst[k] = src[k];\n}\n\n"
         + "\n".join(decls) + "\n\n"
         "/* The planned arena, exactly the schedule's arena_bytes, and the runtime's where table. */\n"
-        f"uint8_t model_arena[MODEL_ARENA_BYTES] POET_ALIGN8;\nuint32_t model_where[MODEL_N_NODES];\n\n"
+        "uint8_t model_arena[MODEL_ARENA_BYTES] POET_ALIGN8;\nuint32_t model_where[MODEL_N_NODES];\n\n"
         + "\n".join(structs) + "\n\n" + "\n".join(functions) + "\n"
         + "const model_node_fn model_nodes[MODEL_N_NODES] = {\n"
         + "".join(f"    node_{i},\n" for i in range(n)) + "};\n\n"
@@ -196,11 +197,11 @@ def _csize(ctype: str) -> int:
     return {"float": 4, "int32_t": 4, "int64_t": 8}[ctype]
 
 
-def _flash_total(graph: "TrainingGraph", flash_slots: list[int]) -> int:
+def _flash_total(graph: TrainingGraph, flash_slots: list[int]) -> int:
     return max((s + graph.nodes[i].output_bytes for i, s in enumerate(flash_slots) if s != 0xFFFFFFFF), default=0)
 
 
-def input_bytes(tm: "TracedModel", res: Resolved, inputs: tuple[torch.Tensor, ...], target: torch.Tensor) -> bytes:
+def input_bytes(tm: TracedModel, res: Resolved, inputs: tuple[torch.Tensor, ...], target: torch.Tensor) -> bytes:
     """The batch file (``input.bin``) the firmware reads: every input as float32, then the
     target as int32 class indices (or float32), little endian, in model_inputs order."""
     chunks = []

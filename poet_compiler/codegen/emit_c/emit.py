@@ -61,7 +61,7 @@ def _read_schedule(schedule: Path) -> tuple[bytes, Any]:
         raise EmitError(f"{schedule}: {exc}") from None
 
 
-def load_traced(model: str, schedule: Path) -> "TracedModel":
+def load_traced(model: str, schedule: Path) -> TracedModel:
     """The model traced the way the schedule was compiled (batch and ONNX options from the
     sidecar ``.json`` when there is one); op granularity, which the kernels need."""
     from poet_compiler.frontends import load_model

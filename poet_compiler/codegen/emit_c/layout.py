@@ -25,6 +25,7 @@ import torch.fx
 
 from poet_compiler.frontends.torch.opinfo import is_view
 
+
 @dataclass(frozen=True)
 class Ref:
     """A strided tensor on the device: ``base`` is ``arena:<node>`` or a C symbol."""
@@ -64,7 +65,7 @@ class Ref:
             base = self.base
         return f"{base} + {self.elem_offset}" if self.elem_offset else base
 
-    def view(self, val: torch.Tensor) -> "Ref":
+    def view(self, val: torch.Tensor) -> Ref:
         """The same storage seen through ``val``'s sizes, strides and storage offset."""
         return Ref(self.base, self.byte_offset, int(val.storage_offset()), tuple(val.shape),
                    tuple(val.stride()), val.dtype)

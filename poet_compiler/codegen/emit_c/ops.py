@@ -468,8 +468,10 @@ def emit_op(call: Call) -> list[str]:
     key = str(call.node.target)
     fn = EMITTERS.get(key)
     if fn is None:
-        raise EmitError(f"no reference kernel for op {key} (node {call.sched_id}, {call.node.name}); "
-                        f"emit-c supports {len({k.rsplit('.', 1)[0] for k in EMITTERS})} ops: see runtime/c/kernels/README.md")
+        raise EmitError(
+            f"no reference kernel for op {key} (node {call.sched_id}, {call.node.name}); "
+            f"emit-c supports {len({k.rsplit('.', 1)[0] for k in EMITTERS})} ops: see runtime/c/kernels/README.md"
+        )
     val = fx_val(call.node)
     for t in val if isinstance(val, (list, tuple)) else [val]:
         if isinstance(t, torch.Tensor) and t.dtype not in (torch.float32, torch.int64):

@@ -15,8 +15,15 @@ import torch
 import torch.fx
 
 from poet_compiler.codegen.emit_c.errors import EmitError
-from poet_compiler.codegen.emit_c.layout import (Ref, contiguous_strides, fx_val, held_elements, is_alias,
-                                                 out_elements, tensor_nbytes)
+from poet_compiler.codegen.emit_c.layout import (
+    Ref,
+    contiguous_strides,
+    fx_val,
+    held_elements,
+    is_alias,
+    out_elements,
+    tensor_nbytes,
+)
 
 if TYPE_CHECKING:
     from poet_compiler.frontends.torch.traced import TracedModel
@@ -67,7 +74,7 @@ def _static_ref(arr: StaticArray) -> Ref:
     return Ref(arr.symbol, 0, 0, arr.shape, contiguous_strides(arr.shape), _DTYPE[arr.ctype])
 
 
-def resolve(tm: "TracedModel") -> Resolved:
+def resolve(tm: TracedModel) -> Resolved:
     graph = tm.graph
     fx_nodes = list(tm.gm.graph.nodes)
     by_name = {n.name: n for n in fx_nodes}
@@ -77,7 +84,7 @@ def resolve(tm: "TracedModel") -> Resolved:
 
     # Placeholders: parameters, buffers, inputs, target (in that order).
     placeholders = [n for n in fx_nodes if n.op == "placeholder"]
-    P, B, I = len(tm.param_names), len(tm.buffer_names), tm.n_inputs
+    P, B, I = len(tm.param_names), len(tm.buffer_names), tm.n_inputs  # noqa: E741 - the P+B+I placeholder layout
     for k, ph in enumerate(placeholders):
         val = fx_val(ph)
         if not isinstance(val, torch.Tensor):
@@ -100,7 +107,6 @@ def resolve(tm: "TracedModel") -> Resolved:
     # Graph outputs: loss, gradients, buffer updates, each a static array out_<k>.
     out_node = next(n for n in fx_nodes if n.op == "output")
     out_names = [a.name if isinstance(a, torch.fx.Node) else None for a in out_node.args[0]]
-    roles = ["loss"] + ["grad"] * len(tm.grad_names) + ["update"] * len(tm.update_names)
     labels = ["loss", *tm.grad_names, *tm.update_names]
     out_arrays: list[StaticArray] = []
     for k, name in enumerate(out_names):

@@ -145,10 +145,12 @@ class Comparison:
 def rel_inf(dev: np.ndarray, ref: np.ndarray) -> float:
     """||dev - ref||_inf / max(||ref||_inf, 1e-12)."""
     ref = np.asarray(ref, dtype=np.float64)
-    return float(np.abs(np.asarray(dev, dtype=np.float64) - ref).max(initial=0.0) / max(np.abs(ref).max(initial=0.0), 1e-12))
+    return float(
+        np.abs(np.asarray(dev, dtype=np.float64) - ref).max(initial=0.0) / max(np.abs(ref).max(initial=0.0), 1e-12)
+    )
 
 
-def reference(tm: "TracedModel") -> list[np.ndarray]:
+def reference(tm: TracedModel) -> list[np.ndarray]:
     """PyTorch's outputs of the step (loss, grads, buffer updates) for the example batch."""
     import torch
 
@@ -160,7 +162,7 @@ def reference(tm: "TracedModel") -> list[np.ndarray]:
 FLOOR = 1e-3
 
 
-def float64_reference(tm: "TracedModel") -> list[np.ndarray]:
+def float64_reference(tm: TracedModel) -> list[np.ndarray]:
     """The same step's outputs in float64 (weights and batch converted exactly): how far
     PyTorch's float32 gradients are from the exact ones, for context."""
     import torch
@@ -171,7 +173,7 @@ def float64_reference(tm: "TracedModel") -> list[np.ndarray]:
     return [o.detach().cpu().numpy() for o in outs]
 
 
-def grad_diffs(tm: "TracedModel", outputs: dict[str, np.ndarray], ref: list[np.ndarray]) -> dict[str, float]:
+def grad_diffs(tm: TracedModel, outputs: dict[str, np.ndarray], ref: list[np.ndarray]) -> dict[str, float]:
     """Per parameter: ||dev - ref||_inf / max(||ref||_inf, FLOOR * G) (see the module docstring)."""
     names = list(outputs)
     g = len(tm.grad_names)
@@ -184,7 +186,7 @@ def grad_diffs(tm: "TracedModel", outputs: dict[str, np.ndarray], ref: list[np.n
     return out
 
 
-def compare(tm: "TracedModel", run: StepRun) -> Comparison:
+def compare(tm: TracedModel, run: StepRun) -> Comparison:
     ref = reference(tm)
     names = list(run.outputs)
     g = len(tm.grad_names)

@@ -74,7 +74,9 @@ class OnnxModule(nn.Module):
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
         if len(inputs) != len(self.input_names):
-            raise TypeError(f"expected {len(self.input_names)} inputs ({', '.join(self.input_names)}), got {len(inputs)}")
+            raise TypeError(
+                f"expected {len(self.input_names)} inputs ({', '.join(self.input_names)}), got {len(inputs)}"
+            )
         env: dict[str, torch.Tensor] = dict(zip(self.input_names, inputs))
         for onnx_name, attr in self.attr_of.items():
             env[onnx_name] = getattr(self, attr)

@@ -40,9 +40,13 @@ def export_bytes(
     """Serialized ONNX model of ``module`` on ``example_inputs`` (checked by onnx)."""
     if dynamo:
         if training:
-            raise FrontendError("--training needs the TorchScript exporter (the dynamo exporter exports eval semantics)")
+            raise FrontendError(
+                "--training needs the TorchScript exporter (the dynamo exporter exports eval semantics)"
+            )
         if opset < DYNAMO_MIN_OPSET:
-            raise FrontendError(f"opset {opset} is not supported by the dynamo exporter (use {DYNAMO_MIN_OPSET} or later)")
+            raise FrontendError(
+                f"opset {opset} is not supported by the dynamo exporter (use {DYNAMO_MIN_OPSET} or later)"
+            )
     elif opset not in LEGACY_OPSETS:
         raise FrontendError(f"opset {opset} is not supported (choose {LEGACY_OPSETS.start}..{LEGACY_OPSETS.stop - 1})")
     # Exporting runs forward; a copy keeps the caller's BatchNorm statistics untouched.
@@ -63,7 +67,9 @@ def export_bytes(
                     opset_version=opset,
                     training=torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL,
                     do_constant_folding=not training,
-                    input_names=[f"input{i}" if len(example_inputs) > 1 else "input" for i in range(len(example_inputs))],
+                    input_names=[
+                        f"input{i}" if len(example_inputs) > 1 else "input" for i in range(len(example_inputs))
+                    ],
                     output_names=["output"],
                 )
                 data = buf.getvalue()

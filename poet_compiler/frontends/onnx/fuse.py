@@ -181,7 +181,7 @@ def _fuse_linear(
     ix = _Index(graph, nodes)
     # Initializers read only as MatMul right operands may be stored transposed.
     direct_ok: set[str] = set()
-    for name, init in ix.inits.items():
+    for name in ix.inits:
         uses = ix.consumers.get(name, [])
         if (
             _float_matrix(ix.init(name))

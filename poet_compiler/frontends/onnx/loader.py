@@ -32,7 +32,9 @@ def parse_model(data: bytes, where: str) -> onnx.ModelProto:
     try:
         model.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError):
-        raise FrontendError(f"{where}: not an ONNX model (protobuf parse failed; truncated or another format)") from None
+        raise FrontendError(
+            f"{where}: not an ONNX model (protobuf parse failed; truncated or another format)"
+        ) from None
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise FrontendError(f"{where}: not an ONNX model (no IR version or no graph)")
     check_model(model, where)

@@ -153,7 +153,9 @@ def _input_shapes(
     names = {i.name for i in inputs}
     for k in given:
         if k not in names:
-            raise FrontendError(f"{where}: --input-shape names '{k}', which is not an input (inputs: {', '.join(sorted(names))})")
+            raise FrontendError(
+                f"{where}: --input-shape names '{k}', which is not an input (inputs: {', '.join(sorted(names))})"
+            )
     out: dict[str, tuple[int, ...]] = {}
     for vi in inputs:
         tt = vi.type.tensor_type
@@ -165,15 +167,22 @@ def _input_shapes(
             if any(d <= 0 for d in shape):
                 raise FrontendError(f"{where}: input shape {list(shape)} for '{vi.name}' has a non-positive dimension")
             if dims is not None and len(dims) != len(shape):
-                raise FrontendError(f"{where}: input '{vi.name}' has rank {len(dims)}, but its given shape {list(shape)} has rank {len(shape)}")
+                raise FrontendError(
+                    f"{where}: input '{vi.name}' has rank {len(dims)}, "
+                    f"but its given shape {list(shape)} has rank {len(shape)}"
+                )
             if dims is not None:
                 for k, (d, s) in enumerate(zip(dims, shape)):
                     if d.HasField("dim_value") and d.dim_value != s:
-                        raise FrontendError(f"{where}: input '{vi.name}' dim {k} is fixed to {d.dim_value} in the file, not {s}")
+                        raise FrontendError(
+                            f"{where}: input '{vi.name}' dim {k} is fixed to {d.dim_value} in the file, not {s}"
+                        )
             out[vi.name] = shape
             continue
         if dims is None:
-            raise FrontendError(f"{where}: input '{vi.name}' has no shape; give one with --input-shape {vi.name}=D0,D1,...")
+            raise FrontendError(
+                f"{where}: input '{vi.name}' has no shape; give one with --input-shape {vi.name}=D0,D1,..."
+            )
         shape_l: list[int] = []
         for k, d in enumerate(dims):
             if d.HasField("dim_value") and d.dim_value > 0:
@@ -181,7 +190,8 @@ def _input_shapes(
             else:
                 sym = f"'{d.dim_param}'" if d.HasField("dim_param") else "unknown"
                 raise FrontendError(
-                    f"{where}: input '{vi.name}' dim {k} is symbolic ({sym}); give a shape with --input-shape {vi.name}=D0,D1,..."
+                    f"{where}: input '{vi.name}' dim {k} is symbolic ({sym}); "
+                    f"give a shape with --input-shape {vi.name}=D0,D1,..."
                 )
         out[vi.name] = tuple(shape_l)
     return out
@@ -240,7 +250,9 @@ def _target(kind: str, out: torch.Tensor, where: str) -> torch.Tensor:
     g = torch.Generator().manual_seed(TARGET_SEED)
     if kind == "cross_entropy":
         if out.dim() < 2 or out.shape[-1] < 2:
-            raise FrontendError(f"{where}: cross_entropy needs class scores [N, C] with C > 1; the output is {list(out.shape)}")
+            raise FrontendError(
+                f"{where}: cross_entropy needs class scores [N, C] with C > 1; the output is {list(out.shape)}"
+            )
         return torch.randint(0, out.shape[-1], tuple(out.shape[:-1]), generator=g, dtype=torch.int64)
     if kind == "mse":
         return torch.randn(tuple(out.shape), generator=g, dtype=torch.float32).to(out.dtype)
@@ -270,7 +282,9 @@ def _check_against_shape_inference(
     try:
         inferred = onnx.shape_inference.infer_shapes(m, data_prop=True)
     except onnx.shape_inference.InferenceError as exc:
-        raise FrontendError(f"{where}: ONNX shape inference failed for these input shapes: {str(exc).splitlines()[0][:200]}") from None
+        raise FrontendError(
+            f"{where}: ONNX shape inference failed for these input shapes: {str(exc).splitlines()[0][:200]}"
+        ) from None
     for vi in inferred.graph.output:
         if vi.name != output_name:
             continue

@@ -26,7 +26,7 @@ def trace_onnx(
     batch: int | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     loss: str | None = None,
-) -> "TracedModel":
+) -> TracedModel:
     """Convert ``path`` (see :func:`load_onnx_module`) and trace one training step.
 
     ``batch`` is refused: an ONNX file's batch size is part of its input shapes, which

@@ -67,7 +67,9 @@ def lower(trace: JointTrace, name: str) -> Lowered:
         if n.op != "call_function":
             continue
         if opinfo.is_mutation(n):
-            raise FrontendError(f"op {n.name} ({opinfo.packet_name(n.target)}) mutates a tensor after functionalization")
+            raise FrontendError(
+                f"op {n.name} ({opinfo.packet_name(n.target)}) mutates a tensor after functionalization"
+            )
         if _is_getitem(n):
             parent = n.args[0]
             if parent in prelude or opinfo.is_view(parent):

@@ -58,7 +58,9 @@ def is_view(node: torch.fx.Node) -> bool:
 
 def is_mutation(node: torch.fx.Node) -> bool:
     schema = getattr(node.target, "_schema", None)
-    return bool(schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments))
+    return bool(
+        schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+    )
 
 
 def op_class(target: Any) -> str:

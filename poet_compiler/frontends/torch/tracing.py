@@ -97,7 +97,7 @@ def trace_joint(
     if not params:
         raise FrontendError(f"{type(module).__name__}: the module has no trainable parameters")
     inputs = tuple(example_inputs)
-    P, B, I = len(params), len(buffers), len(inputs)
+    P, B, I = len(params), len(buffers), len(inputs)  # noqa: E741 - the P+B+I placeholder layout
     pnames = tuple(n for n, _ in params)
     bnames = tuple(n for n, _ in buffers)
     paths = {id(m): name for name, m in module.named_modules()}
@@ -151,7 +151,9 @@ def trace_joint(
     except FrontendError:
         raise
     except Exception as exc:  # noqa: BLE001 - any tracing failure is the user's model
-        raise FrontendError(f"{type(module).__name__}: tracing failed ({type(exc).__name__}: {_first_line(exc)})") from None
+        raise FrontendError(
+            f"{type(module).__name__}: tracing failed ({type(exc).__name__}: {_first_line(exc)})"
+        ) from None
     finally:
         h1.remove()
         h2.remove()
@@ -161,7 +163,9 @@ def trace_joint(
         with fxtb.preserve_node_meta():
             gm2 = make_fx(functionalize(interp.run, remove="mutations"), tracing_mode="fake")(*flat_args)
     except Exception as exc:  # noqa: BLE001
-        raise FrontendError(f"{type(module).__name__}: functionalization failed ({type(exc).__name__}: {_first_line(exc)})") from None
+        raise FrontendError(
+            f"{type(module).__name__}: functionalization failed ({type(exc).__name__}: {_first_line(exc)})"
+        ) from None
     update_names = _mutations_to_outputs(gm2, bnames, P)
     return JointTrace(gm=gm2, param_names=pnames, buffer_names=bnames, n_inputs=I,
                       grad_names=tuple(grad_names), update_names=update_names)
@@ -209,7 +213,9 @@ def _mutations_to_outputs(gm: torch.fx.GraphModule, bnames: tuple[str, ...], P: 
         if n.op == "call_function" and n.target is aten.copy_.default and n.args[0] in placeholders:
             idx = placeholders.index(n.args[0])
             if not P <= idx < P + len(bnames):
-                raise FrontendError(f"the training step mutates its input {n.args[0].name} in place; only buffers may be updated")
+                raise FrontendError(
+                    f"the training step mutates its input {n.args[0].name} in place; only buffers may be updated"
+                )
             value = n.args[1]
             # functionalize turns ``buf.copy_(new)`` into ``copy(buf, new)``: a same-shape,
             # same-dtype copy is the value ``new`` itself, so read that instead.

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from poet_compiler.errors import SolverError
 from poet_compiler.solve.backends.base import BackendOptions, BackendResult

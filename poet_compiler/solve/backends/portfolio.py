@@ -25,7 +25,7 @@ import math
 import sys
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from poet_compiler.errors import SolverError
 from poet_compiler.solve.backends.base import (
@@ -89,8 +89,13 @@ class _Race:
         def f(x: float | None) -> str:
             return "-" if x is None else f"{x:.6g}"
 
-        if self.progress and _report("auto", self.incumbent(), self.bound, self.unit,
-                                     f"cpsat {f(self.cp_inc)}/{f(self.cp_bound)}  highs {f(self.hi_inc)}/{f(self.hi_bound)}"):
+        if self.progress and _report(
+            "auto",
+            self.incumbent(),
+            self.bound,
+            self.unit,
+            f"cpsat {f(self.cp_inc)}/{f(self.cp_bound)}  highs {f(self.hi_inc)}/{f(self.hi_bound)}",
+        ):
             return  # the compile's live status line shows it
         # A terminal line is rewritten in place; a log file gets a line every 5 s only.
         every = 0.5 if sys.stderr.isatty() else 5.0

@@ -100,7 +100,9 @@ def scale_model(model: LinearModel) -> Scaled:
         hi = None if not math.isfinite(r.hi) else r.hi
         if r.kind == "exact":
             terms = {v: int(round(c)) for v, c in r.terms.items()}
-            rows.append((terms, None if lo is None else math.ceil(lo - 1e-9), None if hi is None else math.floor(hi + 1e-9)))
+            rows.append(
+                (terms, None if lo is None else math.ceil(lo - 1e-9), None if hi is None else math.floor(hi + 1e-9))
+            )
         elif r.kind == "time":
             assert lo is None, "time rows are <= rows"
             terms = {v: (int(round(c)) if model.kind[v] == "time" else floor_t(c)) for v, c in r.terms.items()}
@@ -113,7 +115,9 @@ def scale_model(model: LinearModel) -> Scaled:
                 else:
                     terms[v] = int(round(c / u_e))
                     err += abs(terms[v] - c / u_e)
-            rows.append((terms, None if lo is None else math.ceil(lo / u_e), None if hi is None else math.floor(hi / u_e)))
+            rows.append(
+                (terms, None if lo is None else math.ceil(lo / u_e), None if hi is None else math.floor(hi / u_e))
+            )
     objective: dict[int, int] = {}
     unit = {"J": u_e, "s": u_t, "B": 1.0}[model.objective_unit]
     for v, c in model.objective.items():

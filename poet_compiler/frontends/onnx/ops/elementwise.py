@@ -178,7 +178,10 @@ def _elu(ctx: NodeContext) -> Runner:
 
 @converter("Selu")
 def _selu(ctx: NodeContext) -> Runner:
-    alpha, gamma = float(ctx.attr("alpha", 1.67326319217681884765625)), float(ctx.attr("gamma", 1.05070102214813232421875))
+    alpha, gamma = (
+        float(ctx.attr("alpha", 1.67326319217681884765625)),
+        float(ctx.attr("gamma", 1.05070102214813232421875)),
+    )
     return _unary(lambda x: gamma * torch.where(x > 0, x, alpha * (torch.exp(x) - 1)))
 
 

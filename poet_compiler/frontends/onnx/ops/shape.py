@@ -190,7 +190,9 @@ def _gather(ctx: NodeContext) -> Runner:
             return lambda xs: (xs[0].narrow(axis, start, n).reshape(out_shape),)
         size = shape[axis]
         return lambda xs: (
-            torch.index_select(xs[0], axis, torch.remainder(xs[1].reshape(-1).to(torch.int64), size)).reshape(out_shape),
+            torch.index_select(xs[0], axis, torch.remainder(xs[1].reshape(-1).to(torch.int64), size)).reshape(
+                out_shape
+            ),
         )
     if axis == 0 and len(shape) == 2:
         # nn.Embedding exports as Gather(weight, ids): F.embedding is aten.embedding.
