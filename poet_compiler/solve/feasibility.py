@@ -35,6 +35,9 @@ from poet_compiler.units import format_bytes
 _DEADLINE_TOL = 1e-9
 # Search for the smallest deadline when the RAM, not the deadline, is the reason.
 SIDE_NOTE_S = 5.0
+# Below a single node's working set, graphs larger than this are refused without
+# searching for the exact minimum RAM (a second or more on op-level graphs).
+EXACT_MIN_RAM_NODES = 40
 
 
 @dataclass(frozen=True)
@@ -250,7 +253,12 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
         if dl is not None and dl.upper is not None:
             msg += f"; at RAM {format_bytes(problem.ram_budget_bytes)} {_deadline_clause(dl)}"
         return Explanation(msg, extra)
-    req = ram_requirement(problem, time_limit_s=time_limit_s if ws_limited else half, threads=threads)
+    if ws_limited and problem.n > EXACT_MIN_RAM_NODES:
+        # Refused at once: one node's working set proves it. The exact minimum (a solve)
+        # is left to `min_ram` / a sweep; the message says "at least".
+        req = Requirement(lower=float(working_set(problem)[0] + _fixed(problem)), upper=None)
+    else:
+        req = ram_requirement(problem, time_limit_s=time_limit_s if ws_limited else half, threads=threads)
     extra["min_ram_bytes"] = int(req.lower) if req.exact else None
     extra["min_ram_lower_bytes"] = int(req.lower)
     ram = format_bytes(req.lower) if req.exact else f"at least {format_bytes(req.lower)}"

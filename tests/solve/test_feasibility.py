@@ -10,6 +10,7 @@ from poet_compiler.errors import InfeasibleError
 from tests.support.oracle import brute_force
 from poet_compiler.solve.feasibility import min_deadline, min_ram, working_set
 from poet_compiler.solve.milp import solve_milp
+from poet_compiler.units import format_bytes
 from tests.support.graphs import random_problem
 
 
@@ -62,3 +63,23 @@ def test_deadline_below_compute_only() -> None:
     assert res.extra["min_deadline_s"] == pytest.approx(min_deadline(problem))
     with pytest.raises(InfeasibleError):
         min_ram(short)
+
+
+def test_below_a_working_set_a_large_graph_is_refused_without_any_model(monkeypatch) -> None:
+    """Cheap proofs first: one node's working set above the budget decides it, before any
+    formulation, cover or solver is built (issue 18)."""
+    import poet_compiler.solve.feasibility as feas
+    import poet_compiler.solve.milp as milp
+
+    def no_model(*args, **kwargs):  # noqa: ANN002, ANN003
+        raise AssertionError("a model was built for a budget that one node already rules out")
+
+    for mod, name in ((feas, "build_fast"), (feas, "cover_min_budget"), (feas, "cover_bound"),
+                      (milp, "build"), (milp, "cover_bound"), (milp, "solve_model")):
+        monkeypatch.setattr(mod, name, no_model)
+    problem = random_problem(3, feas.EXACT_MIN_RAM_NODES + 20, "poet")
+    ws, node = feas.working_set(problem)
+    tight = dataclasses.replace(problem, ram_budget_bytes=ws - 1)
+    res = milp.solve_milp(tight, time_limit_s=30)
+    assert res.status == "infeasible"
+    assert f"at least {format_bytes(ws)}" in res.message and problem.graph.nodes[node].name in res.message
