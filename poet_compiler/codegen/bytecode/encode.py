@@ -1,0 +1,199 @@
+"""The encoder: a validated Program (and its graph) to .poet bytes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from poet_compiler.codegen.bytecode.format import (
+    C_COMPUTE_NEW, C_COMPUTE_SEQ, C_COMPUTE_X, C_FENCE, C_FREE_C, C_FREE_F, C_PAGE_IN, C_PAGE_OUT, E_COUNT,
+    E_OFFSET, E_OPCODE, F_ARENA, F_NODE_TABLE, F_OFFSETS, F_SIZES, F_WORKSPACE, MAGIC, MAX_ARENA, MAX_NODES,
+    PREFIX_BYTES, U32, VERSION, BytecodeFormatError, file_crc,
+)
+from poet_compiler.codegen.bytecode.machine import _Machine
+from poet_compiler.codegen.bytecode.palette import _palette, _size_section, _workspace_section
+from poet_compiler.codegen.bytecode.varint import _first_byte, _uvarint, _zz
+from poet_compiler.graph.ir import KINDS, OP_CLASSES, TrainingGraph
+from poet_compiler.schedule.program import Op, Program
+
+
+def _offsets_mode(program: Program) -> bool:
+    """True when every non-FENCE instruction has an offset, False when none has."""
+    have = [ins.offset is not None for ins in program if ins.op is not Op.FENCE]
+    if not any(have):
+        return False
+    if not all(have):
+        k = next(i for i, ins in enumerate(program) if ins.op is not Op.FENCE and ins.offset is None)
+        raise BytecodeFormatError(
+            E_OFFSET, f"cannot encode: instruction {k} ({program.instructions[k]}) has no arena offset but others do")
+    for k, ins in enumerate(program):
+        if ins.op is Op.FENCE and (ins.offset is not None or ins.node != -1):
+            raise BytecodeFormatError(E_OPCODE, f"cannot encode: instruction {k}: a FENCE carries no node or offset")
+    return True
+
+
+def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool = False,
+           report: dict[str, Any] | None = None) -> bytes:
+    """Encode ``program`` as .poet bytes (docs/bytecode.md). Deterministic.
+
+    ``graph`` supplies output/workspace sizes (needed by the device runtime) and the node
+    table; ``strip=True`` leaves the node table out. If ``report`` is a dict it receives
+    the size figures: bytes per section, total, bytes per instruction.
+    """
+    n = program.n_nodes
+    if not 0 <= n <= MAX_NODES:
+        raise BytecodeFormatError(E_COUNT, f"cannot encode: {n} nodes (the format allows 0..{MAX_NODES})")
+    if graph is not None and graph.n != n:
+        raise BytecodeFormatError(E_COUNT, f"cannot encode: program has {n} nodes but graph {graph.name!r} has {graph.n}")
+    if program.arena_bytes is not None and not 0 <= program.arena_bytes < MAX_ARENA:
+        raise BytecodeFormatError(E_OFFSET, f"cannot encode: arena of {program.arena_bytes} B is outside 0..{MAX_ARENA - 1}")
+    with_offsets = _offsets_mode(program)
+    sizes = tuple(nd.output_bytes for nd in graph.nodes) if graph is not None else None
+    workspace = tuple(nd.workspace_bytes for nd in graph.nodes) if graph is not None else None
+    if sizes is not None and any(not 0 <= s <= U32 for s in sizes):
+        raise BytecodeFormatError(E_COUNT, "cannot encode: a node's output_bytes does not fit 32 bits")
+    if workspace is not None and any(not 0 <= w <= U32 for w in workspace):
+        raise BytecodeFormatError(E_COUNT, "cannot encode: a node's workspace_bytes does not fit 32 bits")
+
+    flags = 0
+    if sizes is not None:
+        flags |= F_SIZES
+        if any(workspace or ()):
+            flags |= F_WORKSPACE
+    if with_offsets:
+        flags |= F_OFFSETS
+    if program.arena_bytes is not None:
+        flags |= F_ARENA
+    if graph is not None and not strip:
+        flags |= F_NODE_TABLE
+
+    # Validate the program with the decoder's own rules, so that what we write decodes.
+    machine = _Machine(n, sizes, program.arena_bytes, with_offsets, workspace)
+    places: dict[int, int | None] = {}   # allocation index -> placement code (None: offset table)
+    for k, ins in enumerate(program):
+        if ins.op is Op.FENCE:
+            if ins.node != -1 or ins.offset is not None:
+                raise BytecodeFormatError(E_OPCODE, f"cannot encode: instruction {k}: a FENCE carries no node or offset")
+        elif ins.op in (Op.COMPUTE, Op.PAGE_IN):
+            if with_offsets and not 0 <= ins.offset < MAX_ARENA:  # type: ignore[operator]
+                raise BytecodeFormatError(E_OFFSET, f"cannot encode: instruction {k}: offset {ins.offset} out of range")
+            if with_offsets:
+                machine._node(k, ins.node)
+                places[k] = machine.place_code(ins.op, ins.node, ins.offset)  # type: ignore[arg-type]
+            machine.alloc(k, ins.op, ins.node, ins.offset)
+        else:
+            at = machine.touch(k, ins.op, ins.node)
+            if at != ins.offset:
+                raise BytecodeFormatError(
+                    E_OFFSET, f"cannot encode: instruction {k} ({ins}) but node {ins.node} lives at @{at}")
+
+    # Only offsets that no placement code reaches go to the offset table.
+    offsets_pal = sorted({program.instructions[k].offset for k, v in places.items() if v is None})  # type: ignore[misc]
+    off_index = {v: k for k, v in enumerate(offsets_pal)}
+
+    # Instruction stream; predictor registers exactly as in the decoder.
+    code = bytearray()
+    prev_compute, frontier, far_free, last_io, prev_slot = -1, 0, 0, 0, 0
+
+    def place(k: int) -> bytes:
+        """Placement operand of allocation k: a code >= 1, or 0 plus an offset-table slot."""
+        nonlocal prev_slot
+        v = places[k]
+        if v is not None:
+            return _uvarint(v)
+        index = off_index[program.instructions[k].offset]  # type: ignore[index]
+        value, prev_slot = _zz(index - prev_slot), index
+        return b"\x00" + _uvarint(value)
+
+    for k, ins in enumerate(program):
+        node = ins.node
+        if ins.op is Op.COMPUTE:
+            op_code = C_COMPUTE_SEQ if node == prev_compute + 1 else C_COMPUTE_NEW if node == frontier else C_COMPUTE_X
+            if op_code == C_COMPUTE_X:
+                enc = _first_byte(C_COMPUTE_X, _zz(node - prev_compute - 1)) + (place(k) if with_offsets else b"")
+            elif with_offsets:
+                # The placement operand is the immediate; an explicit slot follows it.
+                operand = place(k)
+                v = places[k]
+                enc = _first_byte(op_code, v) if v is not None else _first_byte(op_code, 0) + operand[1:]
+            else:
+                enc = _first_byte(op_code, 0)
+            prev_compute = node
+            frontier = max(frontier, node + 1)
+        elif ins.op is Op.FREE:
+            a = _first_byte(C_FREE_C, _zz(node - prev_compute))
+            b = _first_byte(C_FREE_F, _zz(node - far_free))
+            if len(a) <= len(b):
+                enc = a
+            else:
+                enc, far_free = b, node
+        elif ins.op is Op.PAGE_OUT:
+            enc = _first_byte(C_PAGE_OUT, _zz(node - last_io))
+            last_io = node
+        elif ins.op is Op.PAGE_IN:
+            enc = _first_byte(C_PAGE_IN, _zz(node - last_io)) + (place(k) if with_offsets else b"")
+            last_io = node
+        else:
+            enc = _first_byte(C_FENCE, 0)
+        code += enc
+
+    sec_sizes = _size_section(list(sizes)) if sizes is not None else b""
+    sec_ws = _workspace_section(list(workspace)) if flags & F_WORKSPACE else b""  # type: ignore[arg-type]
+    size_pal = _palette(list(sizes)) if sizes is not None else []
+    sec_off = _offset_table(offsets_pal, size_pal) if with_offsets else b""
+    sec_table = _node_table(graph) if flags & F_NODE_TABLE else b""  # type: ignore[arg-type]
+
+    counts = _uvarint(n) + _uvarint(len(program))
+    if flags & F_ARENA:
+        counts += _uvarint(program.arena_bytes)  # type: ignore[arg-type]
+    rest = counts + sec_sizes + sec_ws + sec_off + bytes(code) + sec_table
+    # file_len counts itself; its own varint length depends on the total, so iterate.
+    total = PREFIX_BYTES + len(rest)
+    while PREFIX_BYTES + len(_uvarint(total)) + len(rest) != total:
+        total = PREFIX_BYTES + len(_uvarint(total)) + len(rest)
+    body = _uvarint(total) + rest
+    crc = file_crc(MAGIC + bytes([VERSION, flags, 0, 0, 0, 0]) + body)
+    data = MAGIC + bytes([VERSION, flags]) + crc.to_bytes(4, "little") + body
+    assert len(data) == total
+    if report is not None:
+        header = PREFIX_BYTES + len(_uvarint(total)) + len(counts)
+        report.update({
+            "total_bytes": total, "header_bytes": header, "sizes_bytes": len(sec_sizes),
+            "workspace_bytes": len(sec_ws), "offsets_bytes": len(sec_off), "code_bytes": len(code),
+            "node_table_bytes": len(sec_table), "instructions": len(program),
+            "bytes_per_instruction": (total / len(program)) if len(program) else 0.0,
+            "code_bytes_per_instruction": (len(code) / len(program)) if len(program) else 0.0,
+            "offset_table": len(offsets_pal),
+            "placed": sum(v is not None for v in places.values()), "allocations": len(places), "stripped": not flags & F_NODE_TABLE,
+        })
+    return data
+
+
+def _offset_table(offsets: list[int], size_pal: list[int]) -> bytes:
+    """Sorted distinct offsets as gaps: a gap equal to size-palette entry v is coded v,
+    any other gap g is coded len(size_pal) + g (a packing planner's gaps are sizes)."""
+    out = bytearray(_uvarint(len(offsets)))
+    index = {v: k for k, v in enumerate(size_pal)}
+    prev = 0
+    for off in offsets:
+        gap = off - prev
+        out += _uvarint(index[gap] if gap in index else len(size_pal) + gap)
+        prev = off
+    return bytes(out)
+
+
+def _string(text: str) -> bytes:
+    raw = text.encode("utf-8")
+    return _uvarint(len(raw)) + raw
+
+
+def _node_table(graph: TrainingGraph) -> bytes:
+    out = bytearray(_string(graph.name))
+    for nd in graph.nodes:
+        out += _string(nd.name)
+        out.append(KINDS.index(nd.kind))
+        out += _string(nd.op)
+        out.append(OP_CLASSES.index(nd.op_class))
+        out += _uvarint(len(nd.inputs))
+        for i in nd.inputs:
+            out += _uvarint(nd.id - 1 - i)
+    return bytes(out)
