@@ -129,7 +129,9 @@ def linearize(graph: TrainingGraph, schedule: Schedule, *, mode: str = "poet", d
     Min = np.asarray(schedule.M_in, dtype=bool)
     Mout = np.asarray(schedule.M_out, dtype=bool)
     out: list[Instruction] = []
+    starts: list[int] = []   # index of each stage's first instruction (viz)
     for t in range(n):
+        starts.append(len(out))
         computes = [int(k) for k in np.flatnonzero(R[t])]
         kept = S[t + 1] if t + 1 < n else np.zeros(n, dtype=bool)   # nothing is kept past the last stage
         transfer = Min[t] | Mout[t]
@@ -165,7 +167,7 @@ def linearize(graph: TrainingGraph, schedule: Schedule, *, mode: str = "poet", d
         if has_transfers:
             out.append(Instruction(Op.FENCE))
             out.extend(Instruction(Op.FREE, int(i)) for i in np.flatnonzero(transfer & ~kept))
-    return Program(n_nodes=n, instructions=tuple(out))
+    return Program(n_nodes=n, instructions=tuple(out), meta={"stage_starts": starts})
 
 
 def _linearize_sync(graph: TrainingGraph, schedule: Schedule) -> Program:
@@ -190,7 +192,9 @@ def _linearize_sync(graph: TrainingGraph, schedule: Schedule) -> Program:
     Mout = np.asarray(schedule.M_out, dtype=bool)
     out: list[Instruction] = []
     deferred: set[int] = set()   # "resident" by the matrices, still on flash in fact
+    starts: list[int] = []   # index of each stage's first instruction (viz)
     for t in range(n):
+        starts.append(len(out))
         computes = [int(k) for k in np.flatnonzero(R[t])]
         kept = S[t + 1] if t + 1 < n else np.zeros(n, dtype=bool)
         last_read = [-1] * n
@@ -232,4 +236,4 @@ def _linearize_sync(graph: TrainingGraph, schedule: Schedule) -> Program:
             out += [Instruction(Op.FREE, i) for i in done if not kept[i]]
         # Page-ins nothing read in this stage: made later, before a reader, if kept.
         deferred = {i for i in to_page_in - arrived if kept[i]}
-    return Program(n_nodes=n, instructions=tuple(out))
+    return Program(n_nodes=n, instructions=tuple(out), meta={"stage_starts": starts})

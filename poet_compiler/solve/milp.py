@@ -14,71 +14,26 @@ import dataclasses
 import time
 
 from poet_compiler.errors import PoetError, ScheduleError, SolverError
-from poet_compiler.schedule.from_program import schedule_from_program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.backends import SOLVERS, BackendOptions, solve_model
 from poet_compiler.solve.backends.base import is_large, within_gap
 from poet_compiler.solve.cover import CoverBound, cover_bound
+from poet_compiler.solve.feasibility import explain_infeasible, quick_infeasibility
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.formulation import FORMULATIONS, build
 from poet_compiler.solve.formulation.fast import canonical
 from poet_compiler.solve.guided import GuidedOutcome, cover_schedule, guided_search
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import Result
+from poet_compiler.solve.warm_start import warm_start_candidates, warm_start_schedule
 
 STRATEGY = "optimal"
-DTR_MAX_NODES = 80  # dtr's warm start costs seconds below this, tens of seconds above
-
-
-def warm_start_candidates(problem: Problem, given: Schedule | None = None) -> list[tuple[float, str, Schedule]]:
-    """Every known schedule that is valid in the problem's mode and meets both budgets
-    (live bytes; the arena is judged later by finalize), cheapest first:
-    ``(energy, name, schedule)``. Sources: ``given``, checkpoint-all and the quick
-    heuristics of :mod:`.baselines`."""
-    found: list[tuple[float, str, Schedule]] = []
-    for name, s in (("given", given), ("checkpoint_all", Schedule.checkpoint_all(problem.n))):
-        if s is not None:
-            e = feasible_energy(problem, s)
-            if e is not None:
-                found.append((e, name, s))
-    try:
-        from poet_compiler.solve.baselines import BASELINES
-    except ImportError:
-        BASELINES = {}
-    # Quick heuristics only: dtr takes tens of seconds on 100+ node graphs, so it joins
-    # on smaller ones (where it sometimes beats the others).
-    names = ("chen_greedy", "capuchin", "pofo", "chen_sqrt_n") + (("dtr",) if problem.n <= DTR_MAX_NODES else ())
-    for name in names:
-        fn = BASELINES.get(name)
-        if fn is None:
-            continue
-        try:
-            res = fn(problem)
-        except PoetError:
-            continue
-        schedule = res.schedule
-        if schedule is None and res.program is not None:  # dtr emits a Program
-            schedule = schedule_from_program(problem.graph, res.program, problem.mode, dma=not problem.synchronous)
-        # A baseline's own status may be "infeasible" for its arena only: judge live bytes here.
-        if schedule is not None:
-            e = feasible_energy(problem, schedule)
-            if e is not None:
-                found.append((e, name, schedule))
-    found.sort(key=lambda x: (x[0], x[1]))
-    return found
-
-
-def warm_start_schedule(problem: Problem, given: Schedule | None = None) -> Schedule | None:
-    """The cheapest feasible schedule among ``given``, checkpoint-all and the quick
-    heuristics of :mod:`.baselines` (when present), or None."""
-    found = warm_start_candidates(problem, given)
-    return found[0][2] if found else None
 
 
 def fallback_result(problem: Problem, candidates: list[tuple[float, str, Schedule]], *, solver: str,
                     formulation: str, started: float, tries: int = 4) -> Result | None:
     """The cheapest candidate that finalize accepts (arena included), as a Result."""
-    for energy, name, schedule in candidates[:tries]:
+    for _energy, name, schedule in candidates[:tries]:
         try:
             res = finalize(problem, schedule, strategy=STRATEGY, status="feasible", solver=solver,
                            formulation=formulation, solve_time_s=time.perf_counter() - started)
@@ -144,7 +99,9 @@ def solve_milp(
     kw = dict(solver=solver, formulation=formulation, threads=threads, progress=progress,
               gap_limit=gap_limit)
     if problem.synchronous:
-        return _solve_family(problem, time_limit_s=time_limit_s, warm_start=warm_start, **kw)  # type: ignore[arg-type]
+        res = _solve_family(problem, time_limit_s=time_limit_s, warm_start=warm_start, **kw)  # type: ignore[arg-type]
+        res.extra["transfers"] = "sync"
+        return res
     started = time.perf_counter()
     stage = _solve_family(problem, time_limit_s=time_limit_s * STAGE_FAMILY_SHARE, warm_start=warm_start,
                           **kw)  # type: ignore[arg-type]
@@ -204,8 +161,6 @@ def _solve_family(
     if formulation not in FORMULATIONS:
         raise PoetError(f"unknown formulation {formulation!r}; known: {', '.join(FORMULATIONS)}")
     started = time.perf_counter()
-    from poet_compiler.solve.feasibility import quick_infeasibility
-
     quick = quick_infeasibility(problem, time_limit_s=min(time_limit_s, QUICK_EXPLAIN_S), threads=threads)
     if quick is not None:
         res = _empty(problem, "infeasible", solver, formulation, started, quick.message)
@@ -329,8 +284,6 @@ def _infeasible(problem: Problem, reserve: int, *, solver: str, formulation: str
                 time_limit_s: float, threads: int, extra: dict[str, object], proof: str) -> Result:
     """Infeasible at the budget minus ``reserve``: an arena problem when the reserve made it
     so, otherwise proven infeasible, with the smallest RAM / deadline that would work."""
-    from poet_compiler.solve.feasibility import explain_infeasible
-
     if reserve:
         # Only the fragmentation reserve made it infeasible: report the arena problem.
         res = _empty(problem, "infeasible", solver, formulation, started,

@@ -22,7 +22,18 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def case():
     g = chain(4)
     s = remat_and_paging_schedule(g)
-    return g, s, linearize(g, s), costs_for(g, None)
+    # The DMA form: every transfer in the stage the matrices give it.
+    return g, s, linearize(g, s, dma=True), costs_for(g, None)
+
+
+def test_synchronous_program_draws_the_page_in_at_its_reader() -> None:
+    """Without DMA the schedule's prefetch (stage 4, kept into 5) is made right before
+    its reader in stage 5; the grid of the Program shows where it really happens."""
+    g = chain(4)
+    s = remat_and_paging_schedule(g)
+    cells = viz.program_cells(linearize(g, s))
+    assert cells[3, 1] == viz.PAGE_OUT and cells[4, 1] == viz.FLASH and cells[5, 1] == viz.PAGE_IN
+    assert viz.schedule_cells(s)[4, 1] == viz.PAGE_IN
 
 
 def test_program_cells_equal_schedule_cells(case):
