@@ -113,3 +113,28 @@ def test_the_oracle_sees_what_stage_semantics_miss() -> None:
             found += 1
             _agree(problem, solve_milp(problem, time_limit_s=30, gap_limit=0.0), best)
     assert found >= 3
+
+
+@pytest.mark.parametrize("seed, mode, dma", list(itertools.product(range(6), MODES, (False, True))))
+def test_the_oracles_programs_run_on_the_simulator(seed, mode, dma) -> None:
+    """The oracle is checked too: its best program, replayed by poetc's simulator (which
+    shares no code with it), is valid, fits the budget and costs what the oracle says."""
+    from poet_compiler.schedule.simulate import simulate
+
+    problem = training_problem(seed, 2 if dma else 3, mode, dma=dma, static_w=0.1 if dma else 0.0,
+                               deadline=seed % 2 == 0)
+    best = oracle.search(problem)
+    if best is None:
+        pytest.skip("no program at this budget")
+    sim = simulate(problem.graph, problem.costs, oracle.as_program(problem, best),
+                   ram_budget_bytes=problem.activation_budget, deadline_s=problem.deadline_s)
+    assert sim.energy_j == pytest.approx(best.energy_j, rel=1e-9)
+    assert sim.runtime_s == pytest.approx(best.time_s, rel=1e-9)
+
+
+def test_with_a_loose_budget_the_oracle_computes_everything_once() -> None:
+    problem = training_problem(0, 3, "poet", slack=10.0)
+    best = oracle.search(problem)
+    assert best is not None
+    assert [op for op, _ in best.program].count("COMPUTE") == problem.n
+    assert best.energy_j == pytest.approx(sum(problem.costs.compute_j), rel=1e-12)
