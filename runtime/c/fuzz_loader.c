@@ -19,17 +19,17 @@
 
 static uint8_t sink;
 
-static int f_compute(void *user, uint32_t node, uint8_t *arena, const uint32_t *where)
+static int f_compute(void *user, uint32_t node, uint8_t *arena, const poet_where_t *where)
 {
     poet_prog *p = user;
-    uint32_t off = POET_WHERE_OFFSET(where[node]);
-    memset(arena + off, (int)node, poet_node_bytes(p, node) + poet_node_workspace(p, node));
+    poet_size_t off = POET_WHERE_OFFSET(where[node]);
+    memset(arena + off, (int)node, (size_t)(poet_node_bytes(p, node) + poet_node_workspace(p, node)));
     return 0;
 }
 
-static int f_page(void *user, uint32_t node, uint8_t *arena, uint32_t offset, uint32_t bytes)
+static int f_page(void *user, uint32_t node, uint8_t *arena, poet_size_t offset, poet_size_t bytes)
 {
-    uint32_t j;
+    poet_size_t j;
     (void)user;
     (void)node;
     for (j = 0; j < bytes; j++)
@@ -39,19 +39,21 @@ static int f_page(void *user, uint32_t node, uint8_t *arena, uint32_t offset, ui
 
 static void try_one(const uint8_t *data, size_t size)
 {
-    static uint32_t where[MAX_NODES];
+    static poet_where_t where[MAX_NODES];
     static uint8_t fake;
     poet_prog p;
     poet_callbacks cb = {f_compute, f_page, f_page, f_page, NULL};
     uint8_t *arena;
-    /* Validate with a large claimed arena (never dereferenced by the runtime itself). */
-    int rc = poet_open(&p, data, size, &fake, POET_MAX_ARENA, where, MAX_NODES);
+    /* Validate with the largest arena this build addresses (never dereferenced by the
+     * runtime itself), so large-arena headers and offsets are checked too; execute only
+     * what fits a real allocation. */
+    int rc = poet_open(&p, data, size, &fake, (size_t)POET_MAX_ARENA, where, MAX_NODES);
     if (rc != POET_OK || poet_arena_bytes(&p) > MAX_ARENA)
         return;
-    arena = malloc(poet_arena_bytes(&p) ? poet_arena_bytes(&p) : 1u);
+    arena = malloc(poet_arena_bytes(&p) ? (size_t)poet_arena_bytes(&p) : 1u);
     if (!arena)
         return;
-    if (poet_open(&p, data, size, arena, poet_arena_bytes(&p), where, MAX_NODES) == POET_OK &&
+    if (poet_open(&p, data, size, arena, (size_t)poet_arena_bytes(&p), where, MAX_NODES) == POET_OK &&
         poet_run(&p, &cb, &p) != POET_OK)
         abort(); /* after a successful open, only callbacks may fail */
     free(arena);

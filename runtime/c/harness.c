@@ -2,7 +2,11 @@
  * harness.c - host test harness for the POET runtime.
  *
  *   harness [-q] FILE.poet      run it, print the trace and figures
- *   harness -c FILE.poet...     only validate: print "<status> <file>" per file
+ *   harness -c [-a BYTES] FILE.poet...
+ *                               only validate: print "<status> <file>" per file, offering
+ *                               an arena of BYTES (default: the most this build can
+ *                               address; never allocated, poet_open does not touch it);
+ *                               POET_E_RESOURCES lines add " needs arena_bytes=N n_nodes=M"
  *
  * Loads FILE.poet, runs it through poet_open/poet_step with simulated kernels and a
  * simulated flash, and prints the instruction trace (one line per instruction, in the
@@ -38,7 +42,8 @@ typedef struct {
     uint8_t *in_flight;      /* page-in issued, fence not yet reached */
     uint8_t *flash;          /* one slot per node */
     uint64_t *flash_at;
-    uint32_t *pend_node, *pend_off, *pend_len;
+    uint32_t *pend_node;
+    uint64_t *pend_off, *pend_len;
     uint8_t *pend_dir;       /* 0 out, 1 in */
     uint32_t n_pend;
     uint64_t live, peak_live, high_water, checked, flash_out, flash_in;
@@ -62,12 +67,12 @@ static void fail(sim_t *s, const char *what, uint32_t a, uint32_t b)
     s->failed = 1;
 }
 
-static int k_compute(void *user, uint32_t node, uint8_t *arena, const uint32_t *where)
+static int k_compute(void *user, uint32_t node, uint8_t *arena, const poet_where_t *where)
 {
     sim_t *s = user;
-    uint32_t h = mix(0x12345u, node), k, j, i, bytes;
+    uint32_t h = mix(0x12345u, node), k, i;
     uint8_t *out = arena + POET_WHERE_OFFSET(where[node]);
-    uint64_t end;
+    uint64_t end, j, bytes, work = poet_node_workspace(s->p, node);
     if (s->inputs) {
         for (k = 0; k < s->inputs[node].count; k++) {
             i = s->inputs[node].ids[k];
@@ -85,7 +90,7 @@ static int k_compute(void *user, uint32_t node, uint8_t *arena, const uint32_t *
             }
             bytes = poet_node_bytes(s->p, i);
             for (j = 0; j < bytes; j++)
-                if (arena[POET_WHERE_OFFSET(where[i]) + j] != pattern(s->sig[i], j)) {
+                if (arena[POET_WHERE_OFFSET(where[i]) + j] != pattern(s->sig[i], (uint32_t)j)) {
                     fail(s, "input buffer clobbered (input, consumer)", i, node);
                     break;
                 }
@@ -101,19 +106,19 @@ static int k_compute(void *user, uint32_t node, uint8_t *arena, const uint32_t *
     }
     bytes = poet_node_bytes(s->p, node);
     for (j = 0; j < bytes; j++)
-        out[j] = pattern(s->sig[node], j);
+        out[j] = pattern(s->sig[node], (uint32_t)j);
     /* The workspace follows the output: scribble on it, as a real kernel may. */
-    memset(out + bytes, 0xA5, poet_node_workspace(s->p, node));
+    memset(out + bytes, 0xA5, (size_t)work);
     s->live += bytes;
-    if (s->live + poet_node_workspace(s->p, node) > s->peak_live)
-        s->peak_live = s->live + poet_node_workspace(s->p, node);
-    end = (uint64_t)POET_WHERE_OFFSET(where[node]) + bytes + poet_node_workspace(s->p, node);
+    if (s->live + work > s->peak_live)
+        s->peak_live = s->live + work;
+    end = (uint64_t)POET_WHERE_OFFSET(where[node]) + bytes + work;
     if (end > s->high_water)
         s->high_water = end;
     return 0;
 }
 
-static void pend(sim_t *s, uint32_t node, uint32_t off, uint32_t len, uint8_t dir)
+static void pend(sim_t *s, uint32_t node, uint64_t off, uint64_t len, uint8_t dir)
 {
     s->pend_node[s->n_pend] = node;
     s->pend_off[s->n_pend] = off;
@@ -122,14 +127,14 @@ static void pend(sim_t *s, uint32_t node, uint32_t off, uint32_t len, uint8_t di
     s->n_pend++;
 }
 
-static int k_page_out(void *user, uint32_t node, uint8_t *arena, uint32_t offset, uint32_t bytes)
+static int k_page_out(void *user, uint32_t node, uint8_t *arena, poet_size_t offset, poet_size_t bytes)
 {
     (void)arena;
     pend(user, node, offset, bytes, 0);
     return 0;
 }
 
-static int k_page_in(void *user, uint32_t node, uint8_t *arena, uint32_t offset, uint32_t bytes)
+static int k_page_in(void *user, uint32_t node, uint8_t *arena, poet_size_t offset, poet_size_t bytes)
 {
     sim_t *s = user;
     uint64_t end = (uint64_t)offset + bytes;
@@ -144,7 +149,7 @@ static int k_page_in(void *user, uint32_t node, uint8_t *arena, uint32_t offset,
     return 0;
 }
 
-static int k_free(void *user, uint32_t node, uint8_t *arena, uint32_t offset, uint32_t bytes)
+static int k_free(void *user, uint32_t node, uint8_t *arena, poet_size_t offset, poet_size_t bytes)
 {
     sim_t *s = user;
     uint32_t k;
@@ -164,10 +169,10 @@ static int k_fence(void *user)
     for (k = 0; k < s->n_pend; k++) {
         node = s->pend_node[k];
         if (s->pend_dir[k] == 0) {
-            memcpy(s->flash + s->flash_at[node], s->p->arena + s->pend_off[k], s->pend_len[k]);
+            memcpy(s->flash + s->flash_at[node], s->p->arena + s->pend_off[k], (size_t)s->pend_len[k]);
             s->flash_out += s->pend_len[k];
         } else {
-            memcpy(s->p->arena + s->pend_off[k], s->flash + s->flash_at[node], s->pend_len[k]);
+            memcpy(s->p->arena + s->pend_off[k], s->flash + s->flash_at[node], (size_t)s->pend_len[k]);
             s->in_flight[node] = 0;
             s->flash_in += s->pend_len[k];
         }
@@ -229,10 +234,12 @@ bad:
     exit(2);
 }
 
-/* Validation only: the status poet_open gives each file (with ample resources). */
-static int check_files(int count, char **paths)
+/* Validation only: the status poet_open gives each file, with an arena of arena_len
+ * bytes (never dereferenced by poet_open: a one-byte stand-in is passed) and ample
+ * where entries. */
+static int check_files(int count, char **paths, size_t arena_len)
 {
-    static uint32_t where[1u << 16];
+    static poet_where_t where[1u << 16];
     static uint8_t fake;
     int k, rc;
     long size;
@@ -247,9 +254,12 @@ static int check_files(int count, char **paths)
         if (!buf || fread(buf, 1, (size_t)size, f) != (size_t)size)
             return 2;
         fclose(f);
-        /* The arena pointer is not dereferenced by poet_open: claim the maximum. */
-        rc = poet_open(&p, buf, (size_t)size, &fake, POET_MAX_ARENA, where, sizeof where / sizeof *where);
-        printf("%s %s\n", poet_strerror(rc), paths[k]);
+        rc = poet_open(&p, buf, (size_t)size, &fake, arena_len, where, sizeof where / sizeof *where);
+        if (rc == POET_E_RESOURCES)
+            printf("%s %s needs arena_bytes=%llu n_nodes=%lu\n", poet_strerror(rc), paths[k],
+                   (unsigned long long)poet_arena_bytes(&p), (unsigned long)poet_n_nodes(&p));
+        else
+            printf("%s %s\n", poet_strerror(rc), paths[k]);
         free(buf);
     }
     return 0;
@@ -262,7 +272,8 @@ int main(int argc, char **argv)
     FILE *f;
     long size;
     uint8_t *buf, *arena = NULL, dummy = 0;
-    uint32_t *where = NULL, i, table, n_instr;
+    poet_where_t *where = NULL, no_where = 0;
+    uint32_t i, table, n_instr;
     int status;
     uint64_t flash_total = 0;
     poet_prog p;
@@ -270,8 +281,18 @@ int main(int argc, char **argv)
     sim_t s;
     poet_callbacks cb = {k_compute, k_page_out, k_page_in, k_free, k_fence};
 
-    if (argc > 1 && !strcmp(argv[1], "-c"))
-        return check_files(argc - 2, argv + 2);
+    if (argc > 1 && !strcmp(argv[1], "-c")) {
+        if (argc > 3 && !strcmp(argv[2], "-a")) {
+            char *end;
+            unsigned long long claim = strtoull(argv[3], &end, 10);
+            if (*end || end == argv[3] || claim > (unsigned long long)POET_MAX_ARENA) {
+                fprintf(stderr, "error: -a wants a byte count up to %llu\n", (unsigned long long)POET_MAX_ARENA);
+                return 2;
+            }
+            return check_files(argc - 4, argv + 4, (size_t)claim);
+        }
+        return check_files(argc - 2, argv + 2, (size_t)POET_MAX_ARENA);
+    }
     for (a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "-q"))
             quiet = 1;
@@ -295,13 +316,22 @@ int main(int argc, char **argv)
     fclose(f);
 
     /* First open with no resources: POET_E_RESOURCES tells how much the file needs. */
-    rc = poet_open(&p, buf, (size_t)size, &dummy, 0, (uint32_t *)&dummy, 0);
+    rc = poet_open(&p, buf, (size_t)size, &dummy, 0, &no_where, 0);
+    if (rc == POET_E_RESOURCES && poet_arena_bytes(&p) > POET_MAX_ARENA) {
+        fprintf(stderr, "error: POET_E_RESOURCES: the file needs a %llu B arena, this build addresses at most %llu B\n",
+                (unsigned long long)poet_arena_bytes(&p), (unsigned long long)POET_MAX_ARENA);
+        printf("# status POET_E_RESOURCES\n# arena_bytes %llu\n", (unsigned long long)poet_arena_bytes(&p));
+        free(buf);
+        return 2;
+    }
     if (rc == POET_E_RESOURCES || (rc == POET_OK && poet_n_nodes(&p) == 0)) {
         where = calloc(poet_n_nodes(&p) + 1u, sizeof *where);
-        arena = calloc(poet_arena_bytes(&p) + 1u, 1);
-        if (!where || !arena)
+        arena = calloc((size_t)poet_arena_bytes(&p) + 1u, 1);
+        if (!where || !arena) {
+            fprintf(stderr, "error: cannot allocate a %llu B arena\n", (unsigned long long)poet_arena_bytes(&p));
             return 2;
-        rc = poet_open(&p, buf, (size_t)size, arena, poet_arena_bytes(&p), where, poet_n_nodes(&p));
+        }
+        rc = poet_open(&p, buf, (size_t)size, arena, (size_t)poet_arena_bytes(&p), where, poet_n_nodes(&p));
     }
     if (rc != POET_OK) {
         fprintf(stderr, "error: %s\n", poet_strerror(rc));
@@ -318,14 +348,14 @@ int main(int argc, char **argv)
     s.in_flight = calloc(s.n + 1u, 1);
     s.flash_at = calloc(s.n + 1u, sizeof *s.flash_at);
     s.pend_node = calloc(n_instr + 1u, sizeof(uint32_t));
-    s.pend_off = calloc(n_instr + 1u, sizeof(uint32_t));
-    s.pend_len = calloc(n_instr + 1u, sizeof(uint32_t));
+    s.pend_off = calloc(n_instr + 1u, sizeof(uint64_t));
+    s.pend_len = calloc(n_instr + 1u, sizeof(uint64_t));
     s.pend_dir = calloc(n_instr + 1u, 1);
     for (i = 0; i < s.n; i++) {
         s.flash_at[i] = flash_total;
         flash_total += poet_node_bytes(&p, i);
     }
-    s.flash = calloc(flash_total + 1u, 1);
+    s.flash = flash_total < SIZE_MAX ? calloc((size_t)flash_total + 1u, 1) : NULL;
     if (!s.sig || !s.known || !s.in_flight || !s.flash_at || !s.pend_node || !s.pend_off || !s.pend_len ||
         !s.pend_dir || !s.flash)
         return 2;
@@ -338,7 +368,7 @@ int main(int argc, char **argv)
         if (ins.op == POET_OP_FENCE)
             printf("FENCE\n");
         else
-            printf("%s %u @%u\n", OPS[ins.op], (unsigned)ins.node, (unsigned)ins.offset);
+            printf("%s %u @%llu\n", OPS[ins.op], (unsigned)ins.node, (unsigned long long)ins.offset);
     }
     if (rc != POET_DONE) {
         fprintf(stderr, "error: %s\n", poet_strerror(rc));
@@ -350,8 +380,8 @@ int main(int argc, char **argv)
     if (s.n_pend)
         fail(&s, "transfers still in flight at the end (count, 0)", s.n_pend, 0);
     printf("# status %s\n", s.failed ? "VERIFY_FAILED" : "POET_OK");
-    printf("# nodes %u\n# instructions %u\n# arena_bytes %u\n", (unsigned)s.n, (unsigned)n_instr,
-           (unsigned)poet_arena_bytes(&p));
+    printf("# nodes %u\n# instructions %u\n# arena_bytes %llu\n", (unsigned)s.n, (unsigned)n_instr,
+           (unsigned long long)poet_arena_bytes(&p));
     printf("# peak_live_bytes %llu\n# arena_high_water %llu\n", (unsigned long long)s.peak_live,
            (unsigned long long)s.high_water);
     printf("# inputs_checked %llu\n# node_table %d\n", (unsigned long long)s.checked, s.inputs != NULL);

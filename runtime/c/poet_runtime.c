@@ -3,7 +3,8 @@
  *
  * Every read goes through a bounds-checked cursor, every count is checked against the
  * bytes that are left before anything loops over it, and all arithmetic on untrusted
- * values is done in 64 bits, so no input can read out of bounds, overflow or hang.
+ * values is done in 64 bits on quantities below 2^59 (a palette entry's value is checked
+ * before it is formed), so no input can read out of bounds, overflow or hang.
  * The checks and their order mirror poet_compiler/codegen/bytecode.py, so the Python
  * decoder and this runtime report the same error class for the same file.
  */
@@ -12,6 +13,16 @@
 #define PREFIX 10u
 #define IMM_ESCAPE 31u
 #define U32MAX 0xFFFFFFFFu
+#define U64MAX 0xFFFFFFFFFFFFFFFFu
+
+/* Width limits of the file's version (docs/bytecode.md, "Versions"): version 2 is
+ * version 3's layout with 32-bit arena and gap varints, entry codes below 2^35,
+ * sizes below 2^32 and the arena and offsets below 2^30. */
+static int is_v2(const uint8_t *buf) { return buf[4] == 2u; }
+static uint64_t lim_wide(const uint8_t *buf) { return is_v2(buf) ? U32MAX : U64MAX; }       /* arena, gap codes */
+static uint64_t lim_code(const uint8_t *buf) { return is_v2(buf) ? 0x7FFFFFFFFu : U64MAX; }  /* entry codes */
+static uint64_t lim_bytes(const uint8_t *buf) { return is_v2(buf) ? 0x40000000u : POET_FORMAT_MAX_BYTES; }
+static uint64_t lim_value(const uint8_t *buf) { return is_v2(buf) ? 0x100000000u : POET_FORMAT_MAX_BYTES; }
 
 enum { C_SEQ, C_NEW, C_X, C_FREE_C, C_FREE_F, C_PAGE_OUT, C_PAGE_IN, C_FENCE };
 
@@ -37,17 +48,22 @@ static int rd_u8(const poet_prog *p, uint32_t *pos, uint32_t *out)
     return POET_OK;
 }
 
-/* Unsigned LEB128, at most 5 bytes, minimal encoding, value <= limit. */
+/* Unsigned LEB128, minimal encoding, value <= limit, at most ceil(bits(limit) / 7) bytes
+ * (5 for 32 and 35 bits, 10 for 64). */
 static int rd_var64(const poet_prog *p, uint32_t *pos, uint64_t *out, uint64_t limit)
 {
     uint64_t value = 0;
-    uint32_t start = *pos, shift, byte;
-    for (shift = 0; shift < 35u; shift += 7u) {
+    uint32_t start = *pos, shift, byte, longest = 1u, over = 0u;
+    while (longest < 10u && (limit >> (7u * longest)))
+        longest++;
+    for (shift = 0; shift < 7u * longest; shift += 7u) {
         if (rd_u8(p, pos, &byte) != POET_OK)
             return POET_E_TRUNCATED;
+        if (shift == 63u && (byte & 0x7Eu))
+            over = 1u; /* bits past 2^64 */
         value |= (uint64_t)(byte & 0x7Fu) << shift;
         if (!(byte & 0x80u)) {
-            if (value > limit || (byte == 0u && *pos - start > 1u))
+            if (over || value > limit || (byte == 0u && *pos - start > 1u))
                 return POET_E_MALFORMED;
             *out = value;
             return POET_OK;
@@ -92,8 +108,12 @@ static int rd_imm(const poet_prog *p, uint32_t *pos, uint32_t first, uint32_t *o
 static int64_t unzz(uint32_t v) { return (v & 1u) ? -(int64_t)((v >> 1) + 1u) : (int64_t)(v >> 1); }
 
 /* ---- size tables (docs/bytecode.md, "Size table and workspace table") ------------- */
-/* Palette entry code -> value: (code >> 5) << (code & 31); at most 2^61, checked < 2^32. */
+/* Palette entry code -> value: (code >> 5) << (code & 31), for a validated code. */
 static uint64_t entry_value(uint64_t code) { return (code >> 5) << (code & 31u); }
+
+/* Whether code's value is below limit, decided without forming the value (which may
+ * not fit 64 bits): m << t < limit  <=>  m <= (limit - 1) >> t. */
+static int entry_below(uint64_t code, uint64_t limit) { return (code >> 5) <= ((limit - 1u) >> (code & 31u)); }
 
 static uint32_t index_bits(uint32_t count)
 {
@@ -104,22 +124,22 @@ static uint32_t index_bits(uint32_t count)
 }
 
 /* Entry k of the palette whose entry codes start at pos (validated: k < count). */
-static uint32_t pal_entry(const poet_prog *p, uint32_t pos, uint32_t k)
+static uint64_t pal_entry(const poet_prog *p, uint32_t pos, uint32_t k)
 {
     uint64_t code = 0;
     for (;;) {
-        (void)rd_var64(p, &pos, &code, 0x7FFFFFFFFull);
+        (void)rd_var64(p, &pos, &code, lim_code(p->buf));
         if (!k--)
-            return (uint32_t)entry_value(code);
+            return entry_value(code);
     }
 }
 
-/* Position after `count` varints starting at pos (validated). */
+/* Position after `count` palette entry codes starting at pos (validated). */
 static uint32_t skip_vars(const poet_prog *p, uint32_t pos, uint32_t count)
 {
     uint64_t v;
     while (count--)
-        (void)rd_var64(p, &pos, &v, 0x7FFFFFFFFull);
+        (void)rd_var64(p, &pos, &v, lim_code(p->buf));
     return pos;
 }
 
@@ -134,7 +154,7 @@ static uint32_t packed(const poet_prog *p, uint32_t pos, uint32_t k, uint32_t bi
 
 static int has_work(const poet_prog *p) { return (p->buf[5] & POET_F_WORKSPACE) != 0u; }
 
-uint32_t poet_node_bytes(const poet_prog *p, uint32_t node)
+uint64_t poet_node_bytes(const poet_prog *p, uint32_t node)
 {
     uint32_t pos = p->sizes, count, pal;
     if (node >= p->n_nodes)
@@ -144,7 +164,7 @@ uint32_t poet_node_bytes(const poet_prog *p, uint32_t node)
     return pal_entry(p, pal, packed(p, skip_vars(p, pal, count), node, index_bits(count)));
 }
 
-uint32_t poet_node_workspace(const poet_prog *p, uint32_t node)
+uint64_t poet_node_workspace(const poet_prog *p, uint32_t node)
 {
     uint32_t pos = p->work, count, pal, map, rank = 0, i;
     if (node >= p->n_nodes || !has_work(p))
@@ -172,9 +192,9 @@ static int rd_palette(const poet_prog *p, uint32_t *pos, uint32_t *count)
     if (*count > p->len - *pos)
         return POET_E_TRUNCATED;
     for (k = 0; k < *count; k++) {
-        if ((rc = rd_var64(p, pos, &code, 0x7FFFFFFFFull)))
+        if ((rc = rd_var64(p, pos, &code, lim_code(p->buf))))
             return rc;
-        if (entry_value(code) > U32MAX)
+        if (!entry_below(code, lim_value(p->buf)))
             return POET_E_MALFORMED;
     }
     if (p->n_nodes && !*count)
@@ -224,28 +244,36 @@ static int rd_work(poet_prog *p, uint32_t *pos)
     return rd_indices(p, pos, nnz, count);
 }
 
-/* Size palette entry v as an offset-table gap code. */
-static uint64_t gap_of(const poet_prog *p, uint32_t v)
+/* Offset-table gap code v: size palette entry v, or v - (palette count). */
+static uint64_t gap_of(const poet_prog *p, uint64_t v)
 {
     uint32_t pos = p->sizes, count = var_at(p, &pos);
-    return v < count ? pal_entry(p, pos, v) : (uint64_t)v - count;
+    return v < count ? pal_entry(p, pos, (uint32_t)v) : v - count;
 }
 
-/* Offset of entry `index` of the offset table (validated at open). */
-static uint32_t offset_entry(const poet_prog *p, uint32_t index)
+/* A gap code of the (validated) offset table. */
+static uint64_t gap_at(const poet_prog *p, uint32_t *pos)
+{
+    uint64_t v = 0;
+    (void)rd_var64(p, pos, &v, lim_wide(p->buf));
+    return gap_of(p, v);
+}
+
+/* Offset of entry `index` of the offset table (validated at open: below the arena). */
+static uint64_t offset_entry(const poet_prog *p, uint32_t index)
 {
     uint32_t pos = p->off_tab, j;
     uint64_t acc = 0;
     (void)var_at(p, &pos);
     for (j = 0; j <= index; j++)
-        acc += gap_of(p, var_at(p, &pos));
-    return (uint32_t)acc;
+        acc += gap_at(p, &pos);
+    return acc;
 }
 
 static int rd_offsets(poet_prog *p, uint32_t *pos)
 {
-    uint32_t count, j, v;
-    uint64_t acc = 0, gap;
+    uint32_t count, j;
+    uint64_t acc = 0, gap, v;
     int rc;
     p->off_tab = *pos;
     if ((rc = rd_var(p, pos, &count)))
@@ -255,14 +283,14 @@ static int rd_offsets(poet_prog *p, uint32_t *pos)
     if (count > p->len - *pos)
         return POET_E_TRUNCATED;
     for (j = 0; j < count; j++) {
-        if ((rc = rd_var(p, pos, &v)))
+        if ((rc = rd_var64(p, pos, &v, lim_wide(p->buf))))
             return rc;
         gap = gap_of(p, v);
         if (j && gap == 0u)
             return POET_E_MALFORMED;
-        acc += gap;
-        if (acc >= POET_MAX_ARENA)
+        if (gap >= lim_bytes(p->buf) - acc) /* acc + gap >= the limit, without overflow */
             return POET_E_OFFSET;
+        acc += gap;
     }
     if (count && acc > p->arena_bytes)
         return POET_E_OFFSET;
@@ -271,7 +299,7 @@ static int rd_offsets(poet_prog *p, uint32_t *pos)
 
 /* ---- one instruction ------------------------------------------------------------ */
 /* Offset-table slot: entry prev_slot + unzz(code). */
-static int take_slot(poet_prog *p, uint32_t code, uint32_t *offset)
+static int take_slot(poet_prog *p, uint32_t code, uint64_t *offset)
 {
     uint32_t pos = p->off_tab, n_off = var_at(p, &pos);
     int64_t index = (int64_t)p->prev_slot + unzz(code);
@@ -286,9 +314,10 @@ static int take_slot(poet_prog *p, uint32_t code, uint32_t *offset)
  * smallest of {0} and the end of every resident buffer; even v = 2r+2 puts the buffer
  * right below the r-th largest of {arena end} and the start of every resident buffer.
  * Needs no memory: each rank step is one scan of the where table. */
-static int place(const poet_prog *p, uint32_t node, uint32_t v, int compute, uint32_t *offset)
+static int place(const poet_prog *p, uint32_t node, uint32_t v, int compute, uint64_t *offset)
 {
-    uint32_t rank = (v - 1u) / 2u, r, j, w;
+    uint32_t rank = (v - 1u) / 2u, r, j;
+    poet_where_t w;
     uint64_t cur = (v & 1u) ? 0u : p->arena_bytes, best, e, extent;
     int found;
     for (r = 0; r < rank; r++) {
@@ -312,27 +341,28 @@ static int place(const poet_prog *p, uint32_t node, uint32_t v, int compute, uin
         cur = best;
     }
     if (!(v & 1u)) {
-        extent = (uint64_t)poet_node_bytes(p, node) + (compute ? poet_node_workspace(p, node) : 0u);
+        extent = poet_node_bytes(p, node) + (compute ? poet_node_workspace(p, node) : 0u);
         if (extent > cur)
             return POET_E_OFFSET;
         cur -= extent;
     }
-    *offset = (uint32_t)cur;
+    *offset = cur;
     return POET_OK;
 }
 
 /* Allocation checks after placement (state, arena bounds, overlap), as the Python _Machine. */
-static int check_alloc(const poet_prog *p, uint32_t node, uint32_t offset, int page_in, int full)
+static int check_alloc(const poet_prog *p, uint32_t node, uint64_t offset, int page_in, int full)
 {
-    uint32_t w, j, size, osize, at;
-    uint64_t end;
+    poet_where_t w;
+    uint32_t j;
+    uint64_t end, size, osize, at;
     w = p->where[node];
     if (POET_WHERE_RESIDENT(w))
         return POET_E_STATE;
     if (page_in && !(w & POET_WHERE_FLASH))
         return POET_E_STATE;
-    size = poet_node_bytes(p, node);
-    end = (uint64_t)offset + size + (page_in ? 0u : poet_node_workspace(p, node));
+    size = poet_node_bytes(p, node); /* sizes, workspace and offsets < 2^59: no overflow */
+    end = offset + size + (page_in ? 0u : poet_node_workspace(p, node));
     if (end > p->arena_bytes)
         return POET_E_OFFSET;
     if (full && end > offset) {
@@ -342,7 +372,7 @@ static int check_alloc(const poet_prog *p, uint32_t node, uint32_t offset, int p
                 continue;
             osize = poet_node_bytes(p, j);
             at = POET_WHERE_OFFSET(w);
-            if (osize && offset < (uint64_t)at + osize && at < end)
+            if (osize && offset < at + osize && at < end)
                 return POET_E_OVERLAP;
         }
     }
@@ -350,7 +380,7 @@ static int check_alloc(const poet_prog *p, uint32_t node, uint32_t offset, int p
 }
 
 /* Range check, placement operand (and slot), then the allocation checks. */
-static int alloc(poet_prog *p, uint32_t *pos, int64_t node, uint32_t v, int page_in, int full, uint32_t *off)
+static int alloc(poet_prog *p, uint32_t *pos, int64_t node, uint32_t v, int page_in, int full, uint64_t *off)
 {
     uint32_t slot;
     int rc;
@@ -369,7 +399,9 @@ static int alloc(poet_prog *p, uint32_t *pos, int64_t node, uint32_t v, int page
 static int exec_one(poet_prog *p, const poet_callbacks *cb, void *user, poet_instr *ins, int full)
 {
     poet_prog save = *p;
-    uint32_t pos = p->pc, first, imm, code, off = 0, v, w;
+    uint32_t pos = p->pc, first, imm, code, v;
+    uint64_t off = 0;
+    poet_where_t w;
     int64_t node = 0;
     int rc;
     if (p->index >= p->n_instr)
@@ -436,33 +468,35 @@ static int exec_one(poet_prog *p, const poet_callbacks *cb, void *user, poet_ins
         break;
     }
     if (ins->op != POET_OP_FENCE) {
+        /* Fits poet_size_t: the buffer lies inside the arena, and poet_open refused any
+         * arena above POET_MAX_ARENA. */
         ins->node = (uint32_t)node;
-        ins->offset = off;
-        ins->bytes = poet_node_bytes(p, (uint32_t)node);
+        ins->offset = (poet_size_t)off;
+        ins->bytes = (poet_size_t)poet_node_bytes(p, (uint32_t)node);
         if (ins->op == POET_OP_COMPUTE)
-            ins->workspace = poet_node_workspace(p, (uint32_t)node);
+            ins->workspace = (poet_size_t)poet_node_workspace(p, (uint32_t)node);
     }
     /* Apply: callbacks first where they need the old state, then the where table. */
     w = ins->op == POET_OP_FENCE ? 0u : p->where[node];
     rc = POET_OK;
     switch (ins->op) {
     case POET_OP_COMPUTE:
-        p->where[node] = off | (w & POET_WHERE_FLASH);
+        p->where[node] = (poet_where_t)off | (w & POET_WHERE_FLASH);
         if (cb && cb->compute && cb->compute(user, (uint32_t)node, p->arena, p->where))
             rc = POET_E_CALLBACK;
         break;
     case POET_OP_PAGE_IN:
-        if (cb && cb->page_in && cb->page_in(user, (uint32_t)node, p->arena, off, ins->bytes))
+        if (cb && cb->page_in && cb->page_in(user, (uint32_t)node, p->arena, ins->offset, ins->bytes))
             rc = POET_E_CALLBACK;
-        p->where[node] = off | POET_WHERE_FLASH;
+        p->where[node] = (poet_where_t)off | POET_WHERE_FLASH;
         break;
     case POET_OP_PAGE_OUT:
-        if (cb && cb->page_out && cb->page_out(user, (uint32_t)node, p->arena, off, ins->bytes))
+        if (cb && cb->page_out && cb->page_out(user, (uint32_t)node, p->arena, ins->offset, ins->bytes))
             rc = POET_E_CALLBACK;
         p->where[node] = w | POET_WHERE_FLASH;
         break;
     case POET_OP_FREE:
-        if (cb && cb->free && cb->free(user, (uint32_t)node, p->arena, off, ins->bytes))
+        if (cb && cb->free && cb->free(user, (uint32_t)node, p->arena, ins->offset, ins->bytes))
             rc = POET_E_CALLBACK;
         p->where[node] = w | POET_WHERE_GONE;
         break;
@@ -498,7 +532,7 @@ static void rewind_state(poet_prog *p)
 }
 
 int poet_open(poet_prog *p, const uint8_t *buf, size_t len, uint8_t *arena, size_t arena_len,
-              uint32_t *where, size_t n_where)
+              poet_where_t *where, size_t n_where)
 {
     uint32_t pos = PREFIX, declared, flags, i;
     poet_instr ins;
@@ -518,7 +552,7 @@ int poet_open(poet_prog *p, const uint8_t *buf, size_t len, uint8_t *arena, size
     }
     if (buf[0] != 'P' || buf[1] != 'O' || buf[2] != 'E' || buf[3] != 'T')
         return POET_E_MAGIC;
-    if (buf[4] != POET_VERSION)
+    if (buf[4] < POET_VERSION_MIN || buf[4] > POET_VERSION)
         return POET_E_VERSION;
     flags = buf[5];
     if ((flags & ~0x1Fu) || ((flags & POET_F_WORKSPACE) && !(flags & POET_F_SIZES)))
@@ -535,9 +569,9 @@ int poet_open(poet_prog *p, const uint8_t *buf, size_t len, uint8_t *arena, size
         poet_crc32(poet_crc32(0, buf, 6), buf + PREFIX, len - PREFIX))
         return POET_E_CRC;
     if ((rc = rd_var(p, &pos, &p->n_nodes)) || (rc = rd_var(p, &pos, &p->n_instr)) ||
-        (rc = rd_var(p, &pos, &p->arena_bytes)))
+        (rc = rd_var64(p, &pos, &p->arena_bytes, lim_wide(buf))))
         return rc;
-    if (p->arena_bytes >= POET_MAX_ARENA)
+    if (p->arena_bytes >= lim_bytes(buf))
         return POET_E_OFFSET;
     if (p->n_nodes > POET_MAX_NODES)
         return POET_E_COUNT;
@@ -551,7 +585,9 @@ int poet_open(poet_prog *p, const uint8_t *buf, size_t len, uint8_t *arena, size
         return rc;
     if (p->n_instr > p->len - pos)
         return POET_E_COUNT;
-    if (arena_len < p->arena_bytes || n_where < p->n_nodes)
+    /* An arena this build cannot address (size_t, where word), or more than the caller
+     * has: poet_arena_bytes() and poet_n_nodes() now say what the file needs. */
+    if (p->arena_bytes > POET_MAX_ARENA || (uint64_t)arena_len < p->arena_bytes || n_where < p->n_nodes)
         return POET_E_RESOURCES;
     p->code = pos;
     /* Dry run: decode and check every instruction with the where table, no callbacks. */
@@ -591,7 +627,7 @@ int poet_run(poet_prog *p, const poet_callbacks *cb, void *user)
 
 uint32_t poet_n_nodes(const poet_prog *p) { return p->n_nodes; }
 uint32_t poet_n_instructions(const poet_prog *p) { return p->n_instr; }
-uint32_t poet_arena_bytes(const poet_prog *p) { return p->arena_bytes; }
+uint64_t poet_arena_bytes(const poet_prog *p) { return p->arena_bytes; }
 uint32_t poet_pc(const poet_prog *p) { return p->index; }
 
 int poet_node_table(const poet_prog *p, uint32_t *pos)

@@ -193,17 +193,20 @@ def checkpoint_all_peak(graph: TrainingGraph) -> int:
 def assemble(*, sizes: list[int], arena: int | None, offsets: list[int] | None, code: bytes,
              n_instr: int, flags: int | None = None, n_nodes: int | None = None,
              tail: bytes = b"", version: int | None = None, magic: bytes = b"POET",
-             size_section: bytes | None = None, workspace_section: bytes | None = None) -> bytes:
+             size_section: bytes | None = None, workspace_section: bytes | None = None,
+             arena_raw: bytes | None = None) -> bytes:
     """Hand-assemble a .poet file (valid length and CRC) around a raw instruction stream,
     to build files the encoder would refuse to write. ``size_section`` /
-    ``workspace_section`` replace the generated tables with raw bytes."""
+    ``workspace_section`` (and ``arena_raw``, the arena varint) replace the generated
+    tables with raw bytes."""
     from poet_compiler.codegen import bytecode as bc
 
     f = bc.F_SIZES | bc.F_OFFSETS | (bc.F_ARENA if arena is not None else 0)
     f |= bc.F_WORKSPACE if workspace_section is not None else 0
     f = f if flags is None else flags
     n = len(sizes) if n_nodes is None else n_nodes
-    rest = bc._uvarint(n) + bc._uvarint(n_instr) + (bc._uvarint(arena) if arena is not None else b"")
+    rest = bc._uvarint(n) + bc._uvarint(n_instr) + (bc._leb128(arena) if arena is not None else b"")
+    rest = rest if arena_raw is None else bc._uvarint(n) + bc._uvarint(n_instr) + arena_raw
     if f & bc.F_SIZES:
         rest += bc._size_section(sizes) if size_section is None else size_section
     rest += workspace_section or b""
@@ -239,6 +242,8 @@ def corruption_cases() -> dict[str, tuple[bytes, str]]:
 
     Base: three 16-byte nodes, a 48-byte arena, offsets 0/16/32.
     """
+    from poet_compiler.codegen import bytecode as bc
+
     sizes, offs = [16, 16, 16], [0, 16, 32]
     # Allocations: opcode 0 (COMPUTE_SEQ) with placement 0 = explicit, then the slot zz(delta).
     # COMPUTE 0 @0 ; COMPUTE 1 @16 ; FREE 0 ; COMPUTE 2 @32   (opcode 3 = FREE_C)
@@ -253,8 +258,10 @@ def corruption_cases() -> dict[str, tuple[bytes, str]]:
 
     flipped = bytearray(good)
     flipped[-1] ^= 0x40
-    # Size palette: one entry whose code (2^29 << 5 | 3) means 2^32 (overflow).
-    overflow = b"\x01" + bytes([0x83, 0x80, 0x80, 0x80, 0x40])
+    # Size palette: one entry whose code (2^28 << 5 | 31) means 2^59, one past version 3's
+    # limit; and one whose 10-byte code runs past 64 bits.
+    overflow = b"\x01" + bc._leb128((1 << 28) << 5 | 31)
+    code65 = b"\x01" + b"\xff" * 9 + b"\x02"
     # Workspace: palette [8], bitmap with bit 3 set although there are only 3 nodes.
     stray = b"\x01\x23\x09\x00"
     return {
@@ -268,6 +275,14 @@ def corruption_cases() -> dict[str, tuple[bytes, str]]:
         "crc": (bytes(flipped), "POET_E_CRC"),
         "varint": (with_code(op(7, 31)[:1] + b"\x80\x00", 1), "POET_E_MALFORMED"),
         "palette_overflow": (with_code(op(7, 0), 1, size_section=overflow + b"\x00"), "POET_E_MALFORMED"),
+        "palette_code_65_bits": (with_code(op(7, 0), 1, size_section=code65 + b"\x00"), "POET_E_MALFORMED"),
+        "arena_limit": (with_code(op(7, 0), 1, arena=1 << 59), "POET_E_OFFSET"),
+        "arena_varint_65_bits": (with_code(op(7, 0), 1, arena_raw=b"\xb0" + b"\x80" * 8 + b"\x02"),
+                                 "POET_E_MALFORMED"),
+        "v2_ok": (assemble(sizes=sizes, arena=48, offsets=offs, code=good_code, n_instr=4, version=2), "POET_OK"),
+        "v2_arena_limit": (with_code(op(7, 0), 1, arena=1 << 30, version=2), "POET_E_OFFSET"),
+        "v2_palette_overflow": (with_code(op(7, 0), 1, size_section=b"\x01\x83\x80\x80\x80\x40\x00", version=2),
+                                "POET_E_MALFORMED"),
         "workspace_bitmap": (with_code(op(7, 0), 1, workspace_section=stray), "POET_E_MALFORMED"),
         "huge_instr_count": (with_code(good_code, 1_000_000), "POET_E_COUNT"),
         "offset_table_count": (assemble(sizes=sizes, arena=48, offsets=offs, code=op(7, 0), n_instr=1),

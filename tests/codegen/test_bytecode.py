@@ -112,7 +112,7 @@ def test_resnet18_size_target():
     (Program(2, (Instruction(Op.COMPUTE, 0), Instruction(Op.COMPUTE, 0))), "POET_E_STATE"),
     (Program(2, (Instruction(Op.COMPUTE, 0), Instruction(Op.PAGE_IN, 1))), "POET_E_STATE"),
     (Program(2, (Instruction(Op.COMPUTE, 2),)), "POET_E_NODE"),
-    (Program(2, (Instruction(Op.COMPUTE, 0, 0),), arena_bytes=1 << 31), "POET_E_OFFSET"),
+    (Program(2, (Instruction(Op.COMPUTE, 0, 0),), arena_bytes=1 << 59), "POET_E_OFFSET"),
 ])
 def test_encode_refuses_inconsistent_programs(bad, code):
     with pytest.raises(BytecodeFormatError) as err:
@@ -152,3 +152,78 @@ def test_disassemble_lists_every_instruction():
         assert str(ins) in ln
     assert "graph 'chain6'" in text and "NODE_TABLE" in text
     assert "l0_bwd" in text
+
+
+# --------------------------------------------------------------------------- any RAM size (version 3)
+GIB = 1 << 30
+BIG = training_graph([("c0", "conv", [], 3 * GIB + 12), ("r0", "elementwise", [0], 3 * GIB),
+                      ("c1", "conv", [1], 5 * GIB + 4), ("fc", "matmul", [2], 96)], name="big", workspace=GIB + 8)
+
+
+def test_roundtrip_arena_of_8_gib_and_more():
+    """Version 3: an arena, offsets and node sizes beyond 32 bits round-trip exactly
+    (issue 18: a Jetson-class budget used to be refused at 1 GiB)."""
+    for frac in (None, 0.6):
+        budget = None if frac is None else int(checkpoint_all_peak(BIG) * frac)
+        program = budget_program(BIG, budget, seed=2)
+        assert program.arena_bytes >= 8 * GIB
+        assert max(i.offset for i in program if i.offset is not None) >= 1 << 32
+        for strip in (True, False):
+            report: dict = {}
+            data = encode(program, BIG, strip=strip, report=report)
+            d = decode(data)
+            assert d.version == 3 and d.program == program
+            assert d.sizes == tuple(n.output_bytes for n in BIG.nodes)
+            assert d.workspace == tuple(n.workspace_bytes for n in BIG.nodes)
+            assert d.program.arena_bytes == program.arena_bytes
+            assert len(data) == report["total_bytes"]
+            # prefix 10, file length 1 (2 with the node table), nodes 1, instructions 1, arena 5
+            assert report["header_bytes"] == (18 if strip else 19)
+        text = disassemble(encode(program, BIG))
+        assert f"arena {program.arena_bytes} B" in text
+
+
+def test_version_2_is_version_3_with_narrower_limits():
+    """encode(version=2) writes the previous format; the bytes differ from version 3's only
+    in the version byte and the CRC, and both decode to the same program."""
+    for graph, program in ((RESNET, budget_program(RESNET, RESNET_CA // 2)),
+                           (chain_graph(7), budget_program(chain_graph(7), 2600, seed=3))):
+        v2, v3 = encode(program, graph, version=2), encode(program, graph)
+        assert (v2[4], v3[4]) == (2, 3)
+        assert v2[:4] + v2[5:6] + v2[10:] == v3[:4] + v3[5:6] + v3[10:] and v2[6:10] != v3[6:10]
+        assert decode(v2).program == decode(v3).program == program
+        assert decode(v2).version == 2
+    big = budget_program(BIG, None)
+    with pytest.raises(BytecodeFormatError, match="format version 2") as err:
+        encode(big, BIG, version=2)
+    assert err.value.code == "POET_E_OFFSET"
+    with pytest.raises(BytecodeFormatError) as err:
+        encode(big, BIG, version=1)
+    assert err.value.code == "POET_E_VERSION"
+
+
+# chain_graph(3) at a 2600 B budget (2 recomputes, 2 page-outs, 2 page-ins, 4 fences),
+# stripped: 53 B. Version 2 wrote the same bytes but for byte 4 (02) and the CRC
+# (bytes 6-9: 52ad65b1); the version-2 writer of commit 3a20652 gives GOLDEN_V2 exactly.
+GOLDEN_V3 = ("504f4554030d1e85f31235071b9030042a2b6a22e4060008180b180b250703060107180b3a0118112b0b"
+             "250703060307284b0b080b")
+GOLDEN_V2 = ("504f4554020d52ad65b135071b9030042a2b6a22e4060008180b180b250703060107180b3a0118112b0b"
+             "250703060307284b0b080b")
+
+
+def test_golden_bytes_of_a_small_file():
+    """Byte-exact: any change to these bytes is a format change and needs a version bump
+    (docs/bytecode.md)."""
+    g = chain_graph(3)
+    program = budget_program(g, 2600, seed=0)
+    assert encode(program, g, strip=True).hex() == GOLDEN_V3
+    assert encode(program, g, strip=True, version=2).hex() == GOLDEN_V2
+    assert decode(bytes.fromhex(GOLDEN_V2)).program == decode(bytes.fromhex(GOLDEN_V3)).program == program
+
+
+def test_sizes_past_the_format_limit_are_refused():
+    huge = training_graph([("a", "elementwise", [], 1 << 59)], name="huge")
+    with pytest.raises(BytecodeFormatError, match="59 bits") as err:
+        encode(budget_program(huge, None, offsets=False), huge)
+    assert err.value.code == "POET_E_COUNT"
+

@@ -66,8 +66,35 @@ def test_wrong_magic_or_version(magic_byte, version):
     data = FILES[0]
     if magic_byte != data[0]:
         assert _decode_or_code(bytes([magic_byte]) + data[1:]) == "POET_E_MAGIC"
-    if version != bc.VERSION:
-        assert _decode_or_code(data[:4] + bytes([version]) + data[5:]) == "POET_E_VERSION"
+    changed = data[:4] + bytes([version]) + data[5:]
+    if version not in bc.READ_VERSIONS:
+        assert _decode_or_code(changed) == "POET_E_VERSION"
+    else:  # version 2 reads as version 3 (same layout); the CRC covers the version byte
+        assert _decode_or_code(changed) == ("POET_OK" if version == data[4] else "POET_E_CRC")
+        assert decode(fix_crc(changed)).program == decode(data).program
+
+
+@FAST
+@given(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1), st.sampled_from([2, 3]))
+def test_wide_arena_and_offsets(arena, offset, version):
+    """Arena and offset-table varints of up to 64 bits: accepted below the version's limit,
+    POET_E_OFFSET at or above it, never another outcome."""
+    data = assemble(sizes=[16], arena=arena, offsets=[offset], code=bc._first_byte(0, 0) + b"\x00",
+                    n_instr=1, version=version)
+    lim = bc.LIMITS[version]
+    gap_code = 0 if offset == 16 else offset + 1     # palette entry 0 is 16; else 1 + gap
+    code = _decode_or_code(data)
+    if arena > lim.max_wide:
+        assert code == "POET_E_MALFORMED"      # version 2: a 32-bit arena varint
+    elif arena >= lim.max_bytes:
+        assert code == "POET_E_OFFSET"
+    elif gap_code > lim.max_wide:
+        assert code == "POET_E_MALFORMED"
+    elif offset >= lim.max_bytes or offset + 16 > arena:
+        assert code == "POET_E_OFFSET"
+    else:
+        assert code == "POET_OK"
+        assert decode(data).program.instructions[0].offset == offset
 
 
 @FAST

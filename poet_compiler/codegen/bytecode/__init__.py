@@ -34,8 +34,8 @@ from poet_compiler.codegen.bytecode.format import (
     C_COMPUTE_NEW, C_COMPUTE_SEQ, C_COMPUTE_X, C_FENCE, C_FREE_C, C_FREE_F, C_PAGE_IN, C_PAGE_OUT, CODE_NAMES,
     E_COUNT, E_CRC, E_FLAGS, E_LENGTH, E_MAGIC, E_MALFORMED, E_NODE, E_OFFSET, E_OPCODE, E_OVERLAP, E_STATE,
     E_TRUNCATED, E_VERSION, F_ARENA, F_KNOWN, F_NODE_TABLE, F_OFFSETS, F_SIZES, F_WORKSPACE, FLAG_NAMES,
-    IMM_ESCAPE, MAGIC, MAX_ARENA, MAX_NODES, PREFIX_BYTES, U32, VERSION, BytecodeFormatError, DecodedProgram,
-    NodeEntry, file_crc,
+    IMM_ESCAPE, LIMITS, MAGIC, MAX_ARENA, MAX_NODES, MAX_VALUE, PREFIX_BYTES, READ_VERSIONS, U32, U64, VERSION,
+    BytecodeFormatError, DecodedProgram, Limits, NodeEntry, file_crc,
 )
 from poet_compiler.codegen.bytecode.palette import (
     _entry_code, _entry_value, _index_bits, _pack, _palette, _palette_bytes, _size_section, _workspace_section,
@@ -46,8 +46,9 @@ __all__ = [
     "C_COMPUTE_NEW", "C_COMPUTE_SEQ", "C_COMPUTE_X", "C_FENCE", "C_FREE_C", "C_FREE_F", "C_PAGE_IN", "C_PAGE_OUT",
     "CODE_NAMES", "E_COUNT", "E_CRC", "E_FLAGS", "E_LENGTH", "E_MAGIC", "E_MALFORMED", "E_NODE", "E_OFFSET",
     "E_OPCODE", "E_OVERLAP", "E_STATE", "E_TRUNCATED", "E_VERSION", "F_ARENA", "F_KNOWN", "F_NODE_TABLE",
-    "F_OFFSETS", "F_SIZES", "F_WORKSPACE", "FLAG_NAMES", "IMM_ESCAPE", "MAGIC", "MAX_ARENA", "MAX_NODES",
-    "PREFIX_BYTES", "U32", "VERSION", "BytecodeFormatError", "DecodedProgram", "NodeEntry", "decode",
+    "F_OFFSETS", "F_SIZES", "F_WORKSPACE", "FLAG_NAMES", "IMM_ESCAPE", "LIMITS", "MAGIC", "MAX_ARENA", "MAX_NODES",
+    "MAX_VALUE", "PREFIX_BYTES", "READ_VERSIONS", "U32", "U64", "VERSION", "BytecodeFormatError", "DecodedProgram",
+    "Limits", "NodeEntry", "decode",
     "disassemble", "encode", "file_crc", "header_figures",
     # Internals the tests use to hand-assemble files the encoder refuses to write.
     "_entry_code", "_entry_value", "_first_byte", "_index_bits", "_leb128", "_node_table", "_offset_table",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from poet_compiler.codegen.bytecode.format import (
     C_COMPUTE_NEW, C_COMPUTE_SEQ, C_COMPUTE_X, C_FREE_C, C_FREE_F, C_PAGE_IN, C_PAGE_OUT, E_COUNT, E_CRC,
     E_FLAGS, E_LENGTH, E_MAGIC, E_MALFORMED, E_NODE, E_OFFSET, E_OPCODE, E_TRUNCATED, E_VERSION, F_ARENA,
-    F_KNOWN, F_NODE_TABLE, F_OFFSETS, F_SIZES, F_WORKSPACE, IMM_ESCAPE, MAGIC, MAX_ARENA, MAX_NODES,
-    PREFIX_BYTES, U32, VERSION, BytecodeFormatError, DecodedProgram, NodeEntry, file_crc,
+    F_KNOWN, F_NODE_TABLE, F_OFFSETS, F_SIZES, F_WORKSPACE, IMM_ESCAPE, LIMITS, MAGIC, MAX_NODES, PREFIX_BYTES,
+    READ_VERSIONS, U32, VERSION, BytecodeFormatError, DecodedProgram, Limits, NodeEntry, file_crc,
 )
 from poet_compiler.codegen.bytecode.machine import _Machine
 from poet_compiler.codegen.bytecode.palette import _entry_value, _index_bits
@@ -18,8 +18,8 @@ from poet_compiler.schedule.program import Instruction, Op, Program
 class _Reader:
     """Bounds-checked cursor; every read past the end is a TRUNCATED error."""
 
-    def __init__(self, data: bytes, pos: int, end: int) -> None:
-        self.data, self.pos, self.end = data, pos, end
+    def __init__(self, data: bytes, pos: int, end: int, lim: Limits = LIMITS[VERSION]) -> None:
+        self.data, self.pos, self.end, self.lim = data, pos, end, lim
 
     def need(self, count: int, what: str) -> None:
         if count > self.end - self.pos:
@@ -36,18 +36,21 @@ class _Reader:
         self.pos += count
         return self.data[self.pos - count:self.pos]
 
-    def varint(self, what: str, wide: bool = False) -> int:
-        """LEB128, minimal, at most 5 bytes; below 2**32 unless ``wide`` (palette entries)."""
+    def varint(self, what: str, limit: int = U32) -> int:
+        """LEB128, minimal, value <= ``limit``, at most ceil(bits(limit) / 7) bytes (5 for
+        the default 2**32 - 1; 10 for version 3's 64-bit byte quantities)."""
         start, value = self.pos, 0
-        for shift in range(0, 35, 7):
+        longest = (limit.bit_length() + 6) // 7
+        for shift in range(0, 7 * longest, 7):
             byte = self.u8(what)
             value |= (byte & 0x7F) << shift
             if not byte & 0x80:
-                if (value > U32 and not wide) or (byte == 0 and self.pos - start > 1):
+                if value > limit or (byte == 0 and self.pos - start > 1):
                     raise BytecodeFormatError(E_MALFORMED, f"bad varint for {what} at byte {start} "
                                                            "(overflow or not minimal)")
                 return value
-        raise BytecodeFormatError(E_MALFORMED, f"bad varint for {what} at byte {start} (longer than 5 bytes)")
+        raise BytecodeFormatError(E_MALFORMED, f"bad varint for {what} at byte {start} "
+                                               f"(longer than {longest} bytes)")
 
     def imm(self, first: int, what: str) -> int:
         value = first >> 3
@@ -72,9 +75,10 @@ def _read_palette(r: _Reader, limit: int, what: str) -> list[int]:
     r.need(count, f"{what} entries")
     out = []
     for k in range(count):
-        value = _entry_value(r.varint(f"{what} entry {k}", wide=True))
-        if value > U32:
-            raise BytecodeFormatError(E_MALFORMED, f"{what}: entry {k} ({value}) overflows 32 bits")
+        value = _entry_value(r.varint(f"{what} entry {k}", r.lim.max_entry_code))
+        if value >= r.lim.max_value:
+            raise BytecodeFormatError(E_MALFORMED, f"{what}: entry {k} ({value}) overflows "
+                                                   f"{(r.lim.max_value - 1).bit_length()} bits")
         out.append(value)
     if limit and not out:
         raise BytecodeFormatError(E_COUNT, f"{what}: empty palette for {limit} nodes")
@@ -117,18 +121,19 @@ def _read_offset_table(r: _Reader, limit: int, size_pal: list[int]) -> list[int]
     out: list[int] = []
     prev = 0
     for j in range(count):
-        v = r.varint(f"offset table entry {j}")
+        v = r.varint(f"offset table entry {j}", r.lim.max_wide)
         gap = size_pal[v] if v < len(size_pal) else v - len(size_pal)
         if j and gap == 0:
             raise BytecodeFormatError(E_MALFORMED, f"offset table: entry {j} repeats the previous offset")
         prev += gap
-        if prev >= MAX_ARENA:
-            raise BytecodeFormatError(E_OFFSET, f"offset table: entry {j} ({prev}) exceeds the {MAX_ARENA} B limit")
+        if prev >= r.lim.max_bytes:
+            raise BytecodeFormatError(E_OFFSET, f"offset table: entry {j} ({prev}) exceeds the {r.lim.max_bytes} B "
+                                                f"limit of format version {r.lim.version}")
         out.append(prev)
     return out
 
 
-def _check_prefix(data: bytes) -> tuple[int, int, int]:
+def _check_prefix(data: bytes) -> tuple[int, int, int, int]:
     """Magic, version, flags, declared length, CRC: the checks the runtime does first."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise BytecodeFormatError(E_MALFORMED, f"expected bytes, got {type(data).__name__}")
@@ -140,8 +145,9 @@ def _check_prefix(data: bytes) -> tuple[int, int, int]:
     if data[:4] != MAGIC:
         raise BytecodeFormatError(E_MAGIC, f"not a .poet file (magic {data[:4]!r}, expected {MAGIC!r})")
     version, flags = data[4], data[5]
-    if version != VERSION:
-        raise BytecodeFormatError(E_VERSION, f"unsupported .poet version {version} (this poetc reads version {VERSION})")
+    if version not in READ_VERSIONS:
+        raise BytecodeFormatError(E_VERSION, f"unsupported .poet version {version} (this poetc reads versions "
+                                             f"{' and '.join(map(str, READ_VERSIONS))}: compile the schedule again)")
     if flags & ~F_KNOWN or (flags & F_WORKSPACE and not flags & F_SIZES):
         raise BytecodeFormatError(E_FLAGS, f"unknown or inconsistent flags 0x{flags:02x}")
     r = _Reader(data, PREFIX_BYTES, len(data))
@@ -155,19 +161,20 @@ def _check_prefix(data: bytes) -> tuple[int, int, int]:
     actual = file_crc(data)
     if crc != actual:
         raise BytecodeFormatError(E_CRC, f"CRC mismatch: header says 0x{crc:08x}, content is 0x{actual:08x}")
-    return flags, crc, r.pos
+    return version, flags, crc, r.pos
 
 
 def decode(data: bytes) -> DecodedProgram:
     """Parse and validate .poet bytes; any defect raises :class:`BytecodeFormatError`."""
-    flags, crc, pos = _check_prefix(data)
+    version, flags, crc, pos = _check_prefix(data)
     data = bytes(data)
-    r = _Reader(data, pos, len(data))
+    r = _Reader(data, pos, len(data), LIMITS[version])
     n = r.varint("node count")
     n_instr = r.varint("instruction count")
-    arena = r.varint("arena size") if flags & F_ARENA else None
-    if arena is not None and arena >= MAX_ARENA:
-        raise BytecodeFormatError(E_OFFSET, f"arena of {arena} B exceeds the {MAX_ARENA} B limit")
+    arena = r.varint("arena size", r.lim.max_wide) if flags & F_ARENA else None
+    if arena is not None and arena >= r.lim.max_bytes:
+        raise BytecodeFormatError(E_OFFSET, f"arena of {arena} B exceeds the {r.lim.max_bytes} B limit of "
+                                            f"format version {version}")
     if n > MAX_NODES:
         raise BytecodeFormatError(E_COUNT, f"{n} nodes exceed the format's limit of {MAX_NODES}")
     header_end = r.pos
@@ -257,7 +264,7 @@ def decode(data: bytes) -> DecodedProgram:
                 "offsets": off_end - ws_end, "code": code_end - off_end, "node_table": r.end - code_end,
                 "total": r.end}
     program = Program(n_nodes=n, instructions=tuple(instrs), arena_bytes=arena)
-    return DecodedProgram(program=program, version=VERSION, flags=flags, sizes=sizes, workspace=workspace,
+    return DecodedProgram(program=program, version=version, flags=flags, sizes=sizes, workspace=workspace,
                           graph_name=graph_name, nodes=nodes, crc=crc, sections=sections)
 
 

@@ -6,12 +6,12 @@ from typing import Any
 
 from poet_compiler.codegen.bytecode.format import (
     C_COMPUTE_NEW, C_COMPUTE_SEQ, C_COMPUTE_X, C_FENCE, C_FREE_C, C_FREE_F, C_PAGE_IN, C_PAGE_OUT, E_COUNT,
-    E_OFFSET, E_OPCODE, F_ARENA, F_NODE_TABLE, F_OFFSETS, F_SIZES, F_WORKSPACE, MAGIC, MAX_ARENA, MAX_NODES,
-    PREFIX_BYTES, U32, VERSION, BytecodeFormatError, file_crc,
+    E_OFFSET, E_OPCODE, E_VERSION, F_ARENA, F_NODE_TABLE, F_OFFSETS, F_SIZES, F_WORKSPACE, LIMITS, MAGIC,
+    MAX_NODES, PREFIX_BYTES, READ_VERSIONS, VERSION, BytecodeFormatError, file_crc,
 )
 from poet_compiler.codegen.bytecode.machine import _Machine
 from poet_compiler.codegen.bytecode.palette import _palette, _size_section, _workspace_section
-from poet_compiler.codegen.bytecode.varint import _first_byte, _uvarint, _zz
+from poet_compiler.codegen.bytecode.varint import _first_byte, _leb128, _uvarint, _zz
 from poet_compiler.graph.ir import KINDS, OP_CLASSES, TrainingGraph
 from poet_compiler.schedule.program import Op, Program
 
@@ -32,27 +32,38 @@ def _offsets_mode(program: Program) -> bool:
 
 
 def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool = False,
-           report: dict[str, Any] | None = None) -> bytes:
+           report: dict[str, Any] | None = None, version: int = VERSION) -> bytes:
     """Encode ``program`` as .poet bytes (docs/bytecode.md). Deterministic.
 
     ``graph`` supplies output/workspace sizes (needed by the device runtime) and the node
     table; ``strip=True`` leaves the node table out. If ``report`` is a dict it receives
-    the size figures: bytes per section, total, bytes per instruction.
+    the size figures: bytes per section, total, bytes per instruction. ``version=2``
+    writes the previous format (same layout, offsets and arena below 1 GiB) for runtimes
+    that predate version 3; the bytes differ from version 3's only in the version byte
+    and the CRC.
     """
+    if version not in READ_VERSIONS:
+        raise BytecodeFormatError(E_VERSION, f"cannot encode: format version {version} (this poetc writes "
+                                             f"{', '.join(map(str, READ_VERSIONS))})")
+    lim = LIMITS[version]
     n = program.n_nodes
     if not 0 <= n <= MAX_NODES:
         raise BytecodeFormatError(E_COUNT, f"cannot encode: {n} nodes (the format allows 0..{MAX_NODES})")
     if graph is not None and graph.n != n:
         raise BytecodeFormatError(E_COUNT, f"cannot encode: program has {n} nodes but graph {graph.name!r} has {graph.n}")
-    if program.arena_bytes is not None and not 0 <= program.arena_bytes < MAX_ARENA:
-        raise BytecodeFormatError(E_OFFSET, f"cannot encode: arena of {program.arena_bytes} B is outside 0..{MAX_ARENA - 1}")
+    if program.arena_bytes is not None and not 0 <= program.arena_bytes < lim.max_bytes:
+        raise BytecodeFormatError(E_OFFSET, f"cannot encode: arena of {program.arena_bytes} B is outside "
+                                            f"0..{lim.max_bytes - 1} (format version {version})")
     with_offsets = _offsets_mode(program)
     sizes = tuple(nd.output_bytes for nd in graph.nodes) if graph is not None else None
     workspace = tuple(nd.workspace_bytes for nd in graph.nodes) if graph is not None else None
-    if sizes is not None and any(not 0 <= s <= U32 for s in sizes):
-        raise BytecodeFormatError(E_COUNT, "cannot encode: a node's output_bytes does not fit 32 bits")
-    if workspace is not None and any(not 0 <= w <= U32 for w in workspace):
-        raise BytecodeFormatError(E_COUNT, "cannot encode: a node's workspace_bytes does not fit 32 bits")
+    bits = (lim.max_value - 1).bit_length()
+    if sizes is not None and any(not 0 <= s < lim.max_value for s in sizes):
+        raise BytecodeFormatError(E_COUNT, f"cannot encode: a node's output_bytes does not fit {bits} bits "
+                                           f"(format version {version})")
+    if workspace is not None and any(not 0 <= w < lim.max_value for w in workspace):
+        raise BytecodeFormatError(E_COUNT, f"cannot encode: a node's workspace_bytes does not fit {bits} bits "
+                                           f"(format version {version})")
 
     flags = 0
     if sizes is not None:
@@ -74,7 +85,7 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
             if ins.node != -1 or ins.offset is not None:
                 raise BytecodeFormatError(E_OPCODE, f"cannot encode: instruction {k}: a FENCE carries no node or offset")
         elif ins.op in (Op.COMPUTE, Op.PAGE_IN):
-            if with_offsets and not 0 <= ins.offset < MAX_ARENA:  # type: ignore[operator]
+            if with_offsets and not 0 <= ins.offset < lim.max_bytes:  # type: ignore[operator]
                 raise BytecodeFormatError(E_OFFSET, f"cannot encode: instruction {k}: offset {ins.offset} out of range")
             if with_offsets:
                 machine._node(k, ins.node)
@@ -144,15 +155,15 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
 
     counts = _uvarint(n) + _uvarint(len(program))
     if flags & F_ARENA:
-        counts += _uvarint(program.arena_bytes)  # type: ignore[arg-type]
+        counts += _leb128(program.arena_bytes)  # type: ignore[arg-type]  # < lim.max_bytes
     rest = counts + sec_sizes + sec_ws + sec_off + bytes(code) + sec_table
     # file_len counts itself; its own varint length depends on the total, so iterate.
     total = PREFIX_BYTES + len(rest)
     while PREFIX_BYTES + len(_uvarint(total)) + len(rest) != total:
         total = PREFIX_BYTES + len(_uvarint(total)) + len(rest)
     body = _uvarint(total) + rest
-    crc = file_crc(MAGIC + bytes([VERSION, flags, 0, 0, 0, 0]) + body)
-    data = MAGIC + bytes([VERSION, flags]) + crc.to_bytes(4, "little") + body
+    crc = file_crc(MAGIC + bytes([version, flags, 0, 0, 0, 0]) + body)
+    data = MAGIC + bytes([version, flags]) + crc.to_bytes(4, "little") + body
     assert len(data) == total
     if report is not None:
         header = PREFIX_BYTES + len(_uvarint(total)) + len(counts)
@@ -176,7 +187,8 @@ def _offset_table(offsets: list[int], size_pal: list[int]) -> bytes:
     prev = 0
     for off in offsets:
         gap = off - prev
-        out += _uvarint(index[gap] if gap in index else len(size_pal) + gap)
+        # Offsets are below the version's max_bytes, so a gap code fits its max_gap_code.
+        out += _leb128(index[gap] if gap in index else len(size_pal) + gap)
         prev = off
     return bytes(out)
 

@@ -9,7 +9,8 @@ from poet_compiler.errors import BytecodeError
 from poet_compiler.schedule.program import Program
 
 MAGIC = b"POET"
-VERSION = 2
+VERSION = 3            # what encode() writes
+READ_VERSIONS = (2, 3)  # what decode() reads (docs/bytecode.md, "Versions")
 PREFIX_BYTES = 10  # magic(4) version(1) flags(1) crc32(4)
 
 # Header flag bits (docs/bytecode.md, "Flags").
@@ -39,8 +40,39 @@ CODE_NAMES = ("COMPUTE_SEQ", "COMPUTE_NEW", "COMPUTE_X", "FREE_C", "FREE_F",
 
 IMM_ESCAPE = 31
 U32 = 0xFFFFFFFF
-MAX_ARENA = 1 << 30   # offsets share a 32-bit word with two state bits on the device
+U64 = (1 << 64) - 1
 MAX_NODES = 1 << 20     # far above any real graph; bounds the decoder's work
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The width limits of one format version; the layout is the same in versions 2 and 3.
+
+    ``max_bytes``: the arena and every offset are below it (``POET_E_OFFSET``);
+    ``max_value``: every size / workspace palette value is below it (``POET_E_MALFORMED``);
+    ``max_entry_code``: the largest palette entry code; ``max_wide``: the largest arena
+    varint and offset-table gap code. A varint is at most ``ceil(bits(limit) / 7)``
+    bytes long and at most its limit (``POET_E_MALFORMED``); every other varint (counts,
+    lengths, immediates, placement codes, slots) is at most 2^32 - 1.
+    """
+
+    version: int
+    max_bytes: int
+    max_value: int
+    max_entry_code: int
+    max_wide: int
+
+
+# Version 2: offsets share a 32-bit word with two state bits on the device (< 1 GiB).
+# Version 3: any RAM size. Byte quantities are below 2^59 (512 PiB), so that a palette
+# entry code ((v >> t) << 5 | t) fits 64 bits and offset + size + workspace never
+# overflows 64-bit arithmetic; varints of those quantities take up to 10 bytes.
+LIMITS = {
+    2: Limits(2, max_bytes=1 << 30, max_value=1 << 32, max_entry_code=(1 << 35) - 1, max_wide=U32),
+    3: Limits(3, max_bytes=1 << 59, max_value=1 << 59, max_entry_code=U64, max_wide=U64),
+}
+MAX_ARENA = LIMITS[VERSION].max_bytes   # arena and offsets: < MAX_ARENA (this version)
+MAX_VALUE = LIMITS[VERSION].max_value   # output and workspace bytes of a node: < MAX_VALUE
 
 # Error classes: the names are the C runtime's error codes (poet_runtime.h).
 E_TRUNCATED = "POET_E_TRUNCATED"

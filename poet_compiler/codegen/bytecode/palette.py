@@ -20,7 +20,7 @@ def _entry_value(code: int) -> int:
 
 
 def _uvarint_wide(value: int) -> bytes:
-    """LEB128 of up to 35 bits (palette entry codes only)."""
+    """LEB128 of a palette entry code (up to 64 bits; 35 in version 2)."""
     return _leb128(value)
 
 
@@ -33,7 +33,7 @@ def _palette(values: list[int]) -> list[int]:
 
 
 def _palette_bytes(palette: list[int]) -> bytes:
-    """count (varint), then one entry code (varint, up to 35 bits) per entry."""
+    """count (varint), then one entry code (varint, up to 64 bits) per entry."""
     out = bytearray(_uvarint(len(palette)))
     for v in palette:
         out += _uvarint_wide(_entry_code(v))

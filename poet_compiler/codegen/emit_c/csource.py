@@ -124,7 +124,7 @@ def generate(tm: TracedModel, res: Resolved, schedule: bytes, *, arena_bytes: in
         ins = ", ".join(str(i) for i in node.inputs) or "none"
         used = sorted(set(_SYMBOL.findall("\n".join(body))), key=lambda sym: names_of[sym][0])
         title += f"\n * reads nodes {ins}" + "".join(f"\n * {sym} = {names_of[sym][1]}" for sym in used)
-        functions.append(f"/* {title} */\nstatic void node_{node.id}(uint8_t *arena, const uint32_t *where)\n{{\n"
+        functions.append(f"/* {title} */\nstatic void node_{node.id}(uint8_t *arena, const poet_where_t *where)\n{{\n"
                          f"    (void)arena;\n    (void)where;\n"
                          + "".join(f"    {line}\n" for line in body) + "}\n")
 
@@ -150,7 +150,7 @@ def generate(tm: TracedModel, res: Resolved, schedule: bytes, *, arena_bytes: in
         "{\n    for (uint32_t k = 0; k < n; k++) dst[k] = src[k];\n}\n\n"
         + "\n".join(decls) + "\n\n"
         "/* The planned arena, exactly the schedule's arena_bytes, and the runtime's where table. */\n"
-        "uint8_t model_arena[MODEL_ARENA_BYTES] POET_ALIGN8;\nuint32_t model_where[MODEL_N_NODES];\n\n"
+        "uint8_t model_arena[MODEL_ARENA_BYTES] POET_ALIGN8;\npoet_where_t model_where[MODEL_N_NODES];\n\n"
         + "\n".join(structs) + "\n\n" + "\n".join(functions) + "\n"
         + "const model_node_fn model_nodes[MODEL_N_NODES] = {\n"
         + "".join(f"    node_{i},\n" for i in range(n)) + "};\n\n"
@@ -160,20 +160,20 @@ def generate(tm: TracedModel, res: Resolved, schedule: bytes, *, arena_bytes: in
         + f"const uint32_t model_flash_slot[MODEL_N_NODES] = {{{slots}}};\n"
     )
     model_h = (
-        HEADER + "#ifndef MODEL_H\n#define MODEL_H\n\n#include <stdint.h>\n\n"
+        HEADER + "#ifndef MODEL_H\n#define MODEL_H\n\n#include <stdint.h>\n\n#include \"poet_runtime.h\"\n\n"
         f'#define MODEL_NAME "{model_name}"\n#define MODEL_N_NODES {n}u\n#define MODEL_ARENA_BYTES {arena_bytes}u\n'
         f"#define MODEL_N_INPUTS {len(ins)}u\n#define MODEL_N_OUTPUTS {len(outs)}u\n"
         f"#define MODEL_FLASH_BYTES {_flash_total(graph, flash_slots)}u\n\n"
         "#if defined(__GNUC__)\n#define POET_ALIGN8 __attribute__((aligned(8)))\n#else\n#define POET_ALIGN8\n#endif\n\n"
         "#define POET_NO_SLOT 0xFFFFFFFFu\n\n"
-        "typedef void (*model_node_fn)(uint8_t *arena, const uint32_t *where);\n"
+        "typedef void (*model_node_fn)(uint8_t *arena, const poet_where_t *where);\n"
         "typedef struct model_io { const char *name; void *data; uint32_t bytes; } model_io;\n\n"
         "extern const model_node_fn model_nodes[MODEL_N_NODES];\n"
         "extern const model_io model_inputs[MODEL_N_INPUTS];\n"
         "extern const model_io model_outputs[MODEL_N_OUTPUTS];\n"
         "extern const uint32_t model_flash_slot[MODEL_N_NODES];\n"
         "extern uint8_t model_arena[MODEL_ARENA_BYTES];\n"
-        "extern uint32_t model_where[MODEL_N_NODES];\n"
+        "extern poet_where_t model_where[MODEL_N_NODES];\n"
         "extern const uint8_t model_schedule[];\nextern const uint32_t model_schedule_len;\n\n"
         "/* Values computed once before the step (BatchNorm's num_batches_tracked + 1). */\n"
         "void model_prelude(void);\n\n#endif\n"

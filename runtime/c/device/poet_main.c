@@ -42,7 +42,7 @@ static uint32_t tick(step_ctx *c)
     return now;
 }
 
-static int cb_compute(void *user, uint32_t node, uint8_t *arena, const uint32_t *where)
+static int cb_compute(void *user, uint32_t node, uint8_t *arena, const poet_where_t *where)
 {
     step_ctx *c = (step_ctx *)user;
     if (POET_WHERE_OFFSET(where[node]) & 3u) return 1; /* kernels read float32: 4-byte alignment */
@@ -54,7 +54,7 @@ static int cb_compute(void *user, uint32_t node, uint8_t *arena, const uint32_t 
     return 0;
 }
 
-static int cb_page_out(void *user, uint32_t node, uint8_t *arena, uint32_t offset, uint32_t bytes)
+static int cb_page_out(void *user, uint32_t node, uint8_t *arena, poet_size_t offset, poet_size_t bytes)
 {
     step_ctx *c = (step_ctx *)user;
     tick(c);
@@ -65,7 +65,7 @@ static int cb_page_out(void *user, uint32_t node, uint8_t *arena, uint32_t offse
     return 0;
 }
 
-static int cb_page_in(void *user, uint32_t node, uint8_t *arena, uint32_t offset, uint32_t bytes)
+static int cb_page_in(void *user, uint32_t node, uint8_t *arena, poet_size_t offset, poet_size_t bytes)
 {
     step_ctx *c = (step_ctx *)user;
     tick(c);
