@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 POETC  := $(VENV)/bin/poetc
 
-.PHONY: setup demo test bench clean device-demo
+.PHONY: setup demo lint test bench clean device-demo
 
 setup: $(VENV)/.installed
 
@@ -37,6 +37,11 @@ $(DEVICE_PAGING): | setup
 device-demo: setup schedules/kws_dscnn_m4.poet $(DEVICE_PAGING)
 	$(PY) -m poet_compiler.codegen.emit_c.demo models/kws_dscnn.onnx $(DEVICE_PAGING) --require-paging-and-remat
 	$(PY) -m poet_compiler.codegen.emit_c.demo models/kws_dscnn.onnx schedules/kws_dscnn_m4.poet
+
+# Lint and types (run by CI before the tests): configured in pyproject.toml.
+lint: setup
+	$(VENV)/bin/ruff check poet_compiler/
+	$(VENV)/bin/mypy poet_compiler/
 
 test: setup
 	$(PY) -m pytest -n 2 -q

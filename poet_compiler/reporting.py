@@ -127,7 +127,7 @@ def render_html(c: Compilation) -> str:
         parts += [f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rest]
         parts.append("</table>")
     listing = _listing(c)
-    if listing:
+    if listing and c.result.program is not None:
         parts.append(f"<h2>Program</h2><details><summary>{len(c.result.program)} instructions</summary>"
                      f"<pre>{esc(listing)}</pre></details>")
     parts.append("</body></html>")

@@ -18,7 +18,7 @@ _TIME_RE = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(s|ms|us|µs|ns|min)?\s*$", 
 _TIME_MULT = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "min": 60.0}
 
 
-def parse_size(text: str | int, what: str = "size") -> int:
+def parse_size(text: str | int | float, what: str = "size") -> int:
     """Parse ``256k``/``256KiB``/``1.5M``/``4096`` into a positive number of bytes."""
     if isinstance(text, int) and not isinstance(text, bool):
         if text <= 0:

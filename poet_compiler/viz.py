@@ -165,7 +165,9 @@ def grid_cells(graph: TrainingGraph | None, program_or_schedule: Program | Sched
 
 def _figure(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]:
     if ax is not None:
-        return ax.figure, ax
+        fig = ax.figure
+        assert isinstance(fig, Figure), "plots go on the axes of a top-level Figure (tight_layout)"
+        return fig, ax
     fig = Figure(figsize=size, dpi=100)  # no pyplot: no global state, no GUI
     return fig, fig.add_subplot(1, 1, 1)
 
@@ -372,9 +374,9 @@ def graph_from_decoded(decoded: Any, name: str = "schedule") -> TrainingGraph:
         nodes.append(Node(
             id=i,
             name=entry.name if entry is not None else f"n{i}",
-            kind=entry.kind if entry is not None and entry.kind in KINDS else "forward",  # type: ignore[arg-type]
+            kind=entry.kind if entry is not None and entry.kind in KINDS else "forward",
             op=entry.op if entry is not None else "?",
-            op_class=entry.op_class if entry is not None and entry.op_class in OP_CLASSES else "other",  # type: ignore[arg-type]
+            op_class=entry.op_class if entry is not None and entry.op_class in OP_CLASSES else "other",
             inputs=tuple(entry.inputs) if entry is not None else (),
             output_bytes=int(sizes[i]),
             workspace_bytes=int(work[i]),

@@ -106,7 +106,7 @@ class PageFile:
             if key not in index:
                 index[key] = len(storages)
                 storages.append(s)
-            return _TensorLayout(index[key], t.dtype, tuple(t.shape), tuple(t.stride()), t.storage_offset())
+            return _TensorLayout(index[key], t.dtype, tuple(t.shape), tuple(t.stride()), int(t.storage_offset()))
 
         layout: dict[str, Any] = {}
         for name, value in values.items():

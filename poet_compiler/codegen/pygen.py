@@ -82,7 +82,7 @@ def _call(node: torch.fx.Node) -> str:
         ns, op = target.name().split("::", 1)
         op = op.split(".", 1)[0]
         fn = f"torch.ops.{ns}.{op}.{target._overloadname}"
-    elif getattr(target, "__module__", None) in ("_operator", "operator"):
+    elif not isinstance(target, str) and getattr(target, "__module__", None) in ("_operator", "operator"):
         fn = f"_operator.{target.__name__}"
     else:
         raise FrontendError(f"FX node {node.name}: cannot write target {target!r} as Python")

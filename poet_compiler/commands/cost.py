@@ -10,6 +10,7 @@ the 100% of ``--ram 50%``.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -29,11 +30,11 @@ def load_any_graph(source: str, batch: int | None = None) -> TrainingGraph:
         from poet_compiler.graph.io import read_graph
 
         return read_graph(source)
-    kwargs = {"batch": batch} if batch is not None else {}
+    kwargs: dict[str, Any] = {"batch": batch} if batch is not None else {}
     return load_graph(source, **kwargs)
 
 
-def step_report(graph: TrainingGraph, device: str) -> dict[str, object]:
+def step_report(graph: TrainingGraph, device: str) -> dict[str, Any]:
     """The per-step figures of ``graph`` on ``device`` (a profile name or path)."""
     from poet_compiler.solve.budgets import reference
 

@@ -9,22 +9,30 @@ one, so Ctrl-C loses nothing that finished.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal, overload
 
 import typer
 
 from poet_compiler.errors import PoetError
 
 
-def split_list(text: str | None, what: str, allow_none: bool = False) -> list[str | None]:
+@overload
+def split_list(text: str | None, what: str, allow_none: Literal[False] = False) -> list[str]: ...
+@overload
+def split_list(text: str | None, what: str, allow_none: bool) -> list[str | None]: ...
+
+
+def split_list(text: str | None, what: str, allow_none: bool = False) -> list[str] | list[str | None]:
     """``"30%,50%"`` -> ``["30%", "50%"]``; an option not given -> ``[None]`` when allowed."""
     if text is None:
         if allow_none:
-            return [None]
+            not_given: list[str | None] = [None]
+            return not_given
         raise PoetError(f"empty grid: no {what} given")
     items = [s.strip() for s in text.split(",") if s.strip()]
     if not items:
         raise PoetError(f"empty grid: --{what} {text!r} lists nothing")
-    return items  # type: ignore[return-value]
+    return items
 
 
 def register(app: typer.Typer) -> None:

@@ -248,10 +248,10 @@ def _describe(exc: ValidationError) -> str:
     if kind == "missing":
         return f"{path}: required field is missing"
     if kind in ("float_type", "int_type", "int_from_float", "bool_type") and isinstance(err.get("input"), str):
-        unit = _unit_of(last)
+        field_unit = _unit_of(last)
         return (
             f"{path}: expected a number"
-            + (f" in {unit} (the unit is in the field name)" if unit else "")
+            + (f" in {field_unit} (the unit is in the field name)" if field_unit else "")
             + f", got the string {err['input']!r}"
         )
     if kind in ("greater_than", "greater_than_equal"):
@@ -312,7 +312,8 @@ def load_profile(name_or_path: str | Path) -> DeviceProfile:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"{path}: cannot read ({exc.__class__.__name__}: {exc.strerror or exc})") from None
+        reason = getattr(exc, "strerror", None) or exc  # a UnicodeDecodeError has no strerror
+        raise ProfileError(f"{path}: cannot read ({exc.__class__.__name__}: {reason})") from None
     return profile_from_json(text, str(path))
 
 

@@ -32,6 +32,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,10 @@ class Kernel:
     fn: Callable[[], Any]
 
 
+def _transpose_copy(x: Any) -> Any:
+    return x.t().contiguous()
+
+
 def _kernels(quick: bool) -> list[Kernel]:
     import torch
     import torch.nn.functional as F
@@ -138,25 +143,25 @@ def _kernels(quick: bool) -> list[Kernel]:
                 f"conv2d n{n} c{c} {hw}x{hw} k{k}",
                 flops,
                 4 * (x.numel() + w.numel() + n * k * hw * hw),
-                lambda x=x, w=w: F.conv2d(x, w, padding=1),
+                partial(F.conv2d, x, w, padding=1),
             )
         )
     for m in ([64, 256] if quick else [64, 256, 512, 1024]):
         a = torch.randn(m, m, generator=g)
         b = torch.randn(m, m, generator=g)
-        out.append(Kernel("matmul", f"matmul {m}^3", 2 * m**3, 12 * m * m, lambda a=a, b=b: torch.mm(a, b)))
+        out.append(Kernel("matmul", f"matmul {m}^3", 2 * m**3, 12 * m * m, partial(torch.mm, a, b)))
     for numel in ([1 << 14, 1 << 20] if quick else [1 << 14, 1 << 18, 1 << 22]):
         a = torch.randn(numel, generator=g)
         b = torch.randn(numel, generator=g)
         c_ = torch.empty(numel)
         out.append(
-            Kernel("elementwise", f"add {numel}", numel, 12 * numel, lambda a=a, b=b, c_=c_: torch.add(a, b, out=c_))
+            Kernel("elementwise", f"add {numel}", numel, 12 * numel, partial(torch.add, a, b, out=c_))
         )
         rows = numel // 256
         x = torch.randn(rows, 256, generator=g)
-        out.append(Kernel("norm", f"layer_norm {rows}x256", 5 * numel, 8 * numel, lambda x=x: F.layer_norm(x, (256,))))
-        out.append(Kernel("reduction", f"sum {rows}x256", numel, 4 * numel + 4 * rows, lambda x=x: x.sum(dim=1)))
-        out.append(Kernel("data", f"transpose-copy {rows}x256", numel, 8 * numel, lambda x=x: x.t().contiguous()))
+        out.append(Kernel("norm", f"layer_norm {rows}x256", 5 * numel, 8 * numel, partial(F.layer_norm, x, (256,))))
+        out.append(Kernel("reduction", f"sum {rows}x256", numel, 4 * numel + 4 * rows, partial(torch.sum, x, dim=1)))
+        out.append(Kernel("data", f"transpose-copy {rows}x256", numel, 8 * numel, partial(_transpose_copy, x)))
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 
 class Op(IntEnum):
@@ -41,7 +42,7 @@ class Program:
     n_nodes: int
     instructions: tuple[Instruction, ...]
     arena_bytes: int | None = None  # set by the arena planner
-    meta: dict[str, object] = field(default_factory=dict, compare=False, hash=False)
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __iter__(self):
         return iter(self.instructions)

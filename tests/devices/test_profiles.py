@@ -162,6 +162,16 @@ def test_non_json_profile(tmp_path: Path, capsys) -> None:
     assert "not JSON" in capsys.readouterr().err
 
 
+def test_profile_not_utf8(tmp_path: Path, capsys) -> None:
+    """A profile that is not UTF-8 is a bad file (exit 2), not a crash on its decode error."""
+    f = tmp_path / "latin1.json"
+    f.write_bytes(b'{"format": "poet-profile/1", "name": "caf\xe9"}')
+    with pytest.raises(ProfileError, match=r"latin1\.json: cannot read \(UnicodeDecodeError: "):
+        load_profile(f)
+    assert main(["devices", str(f)]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
 def test_wrong_format_tag(tmp_path: Path) -> None:
     d = _m4()
     d["format"] = "poet-profile/0"

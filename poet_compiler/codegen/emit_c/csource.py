@@ -118,12 +118,12 @@ def generate(tm: TracedModel, res: Resolved, schedule: bytes, *, arena_bytes: in
             call = Call(op, res.refs, outs, node.id)
             body += emit_op(call)
             structs += call.structs
-        for src, dst in res.output_copies.get(node.id, []):
-            body.append(_copy_stmt(src, dst))
+        for out_src, out_dst in res.output_copies.get(node.id, []):
+            body.append(_copy_stmt(out_src, out_dst))
         title = f"node {node.id}: {node.name} ({node.op}, {node.kind}), {node.output_bytes} B"
-        ins = ", ".join(str(i) for i in node.inputs) or "none"
+        reads = ", ".join(str(i) for i in node.inputs) or "none"
         used = sorted(set(_SYMBOL.findall("\n".join(body))), key=lambda sym: names_of[sym][0])
-        title += f"\n * reads nodes {ins}" + "".join(f"\n * {sym} = {names_of[sym][1]}" for sym in used)
+        title += f"\n * reads nodes {reads}" + "".join(f"\n * {sym} = {names_of[sym][1]}" for sym in used)
         functions.append(f"/* {title} */\nstatic void node_{node.id}(uint8_t *arena, const poet_where_t *where)\n{{\n"
                          f"    (void)arena;\n    (void)where;\n"
                          + "".join(f"    {line}\n" for line in body) + "}\n")
@@ -132,8 +132,8 @@ def generate(tm: TracedModel, res: Resolved, schedule: bytes, *, arena_bytes: in
     prelude += [_copy_stmt(src, dst) for src, dst in res.output_copies.get(-1, [])]
 
     decls = [_decl(arr, init.get(arr.symbol)) for arr in res.arrays]
-    ins = [a for a in res.arrays if a.role in ("input", "target")]
-    outs = [a for a in res.arrays if a.role == "output"]
+    in_arrays = [a for a in res.arrays if a.role in ("input", "target")]
+    out_arrays = [a for a in res.arrays if a.role == "output"]
     n = graph.n
 
     def io_table(name: str, arrs: list[StaticArray]) -> str:
@@ -155,14 +155,14 @@ def generate(tm: TracedModel, res: Resolved, schedule: bytes, *, arena_bytes: in
         + "const model_node_fn model_nodes[MODEL_N_NODES] = {\n"
         + "".join(f"    node_{i},\n" for i in range(n)) + "};\n\n"
         + "void model_prelude(void)\n{\n" + "".join(f"    {s}\n" for s in prelude) + "}\n\n"
-        + io_table("model_inputs", ins) + "\n" + io_table("model_outputs", outs) + "\n"
+        + io_table("model_inputs", in_arrays) + "\n" + io_table("model_outputs", out_arrays) + "\n"
         + "/* Byte offset of each node's slot in the page file (POET_NO_SLOT: never paged out). */\n"
         + f"const uint32_t model_flash_slot[MODEL_N_NODES] = {{{slots}}};\n"
     )
     model_h = (
         HEADER + "#ifndef MODEL_H\n#define MODEL_H\n\n#include <stdint.h>\n\n#include \"poet_runtime.h\"\n\n"
         f'#define MODEL_NAME "{model_name}"\n#define MODEL_N_NODES {n}u\n#define MODEL_ARENA_BYTES {arena_bytes}u\n'
-        f"#define MODEL_N_INPUTS {len(ins)}u\n#define MODEL_N_OUTPUTS {len(outs)}u\n"
+        f"#define MODEL_N_INPUTS {len(in_arrays)}u\n#define MODEL_N_OUTPUTS {len(out_arrays)}u\n"
         f"#define MODEL_FLASH_BYTES {_flash_total(graph, flash_slots)}u\n\n"
         "#if defined(__GNUC__)\n#define POET_ALIGN8 __attribute__((aligned(8)))\n#else\n#define POET_ALIGN8\n#endif\n\n"
         "#define POET_NO_SLOT 0xFFFFFFFFu\n\n"
@@ -178,9 +178,11 @@ def generate(tm: TracedModel, res: Resolved, schedule: bytes, *, arena_bytes: in
         "/* Values computed once before the step (BatchNorm's num_batches_tracked + 1). */\n"
         "void model_prelude(void);\n\n#endif\n"
     )
-    body = ",\n".join("    " + ", ".join(f"0x{b:02x}" for b in schedule[k:k + 16]) for k in range(0, len(schedule), 16))
+    schedule_bytes = ",\n".join(
+        "    " + ", ".join(f"0x{b:02x}" for b in schedule[k:k + 16]) for k in range(0, len(schedule), 16)
+    )
     schedule_c = (HEADER + '#include "model.h"\n\n/* The .poet schedule bytecode (docs/bytecode.md). */\n'
-                  f"const uint8_t model_schedule[{len(schedule)}] = {{\n{body}\n}};\n"
+                  f"const uint8_t model_schedule[{len(schedule)}] = {{\n{schedule_bytes}\n}};\n"
                   f"const uint32_t model_schedule_len = {len(schedule)}u;\n")
     return Sources(model_h, model_c, schedule_c)
 

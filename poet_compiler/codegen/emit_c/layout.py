@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from typing import Any, cast
 
 import torch
 import torch.fx
@@ -71,7 +72,8 @@ class Ref:
                    tuple(val.stride()), val.dtype)
 
 
-def fx_val(n: torch.fx.Node) -> object:
+def fx_val(n: torch.fx.Node) -> Any:
+    """The node's FX meta value: a (fake) tensor, a tuple of them, a number, or None."""
     return n.meta.get("val")
 
 
@@ -98,7 +100,7 @@ def alias_root(n: torch.fx.Node) -> tuple[torch.fx.Node, int]:
         if not isinstance(parent, torch.fx.Node):
             break
         if n.target is operator.getitem and isinstance(fx_val(parent), (list, tuple)) and not is_alias(parent):
-            return parent, int(n.args[1])
+            return parent, int(cast(int, n.args[1]))  # getitem's index
         n = parent
     return n, 0
 

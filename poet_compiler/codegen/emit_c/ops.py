@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.fx
@@ -40,7 +41,8 @@ class Call:
         a = self.node.args[i] if i < len(self.node.args) else None
         return self.ref(i) if isinstance(a, torch.fx.Node) else None
 
-    def arg(self, i: int, default: object = None) -> object:
+    def arg(self, i: int, default: Any = None) -> Any:
+        """Argument ``i`` of the call (positional or by its schema name): FX arguments are untyped."""
         if i < len(self.node.args):
             return self.node.args[i]
         return self.node.kwargs.get(_schema_name(self.node, i), default)
@@ -86,10 +88,10 @@ def c_float(v: float) -> str:
     return text + "f"
 
 
-def _ints(v: object, n: int = 2) -> list[int]:
+def _ints(v: Any, n: int = 2) -> list[int]:
     if isinstance(v, int):
         return [v] * n
-    vals = [int(x) for x in v]  # type: ignore[union-attr]
+    vals = [int(x) for x in v]
     return vals * n if len(vals) == 1 else vals
 
 
@@ -173,7 +175,7 @@ def _conv_bwd(c: Call) -> list[str]:
     cout, _, kh, kw = _dims(w)
     _, _, ho, wo = dy.sizes
     s = c.struct("poet_conv2d_shape", [n, cin, h, wd, cout, ho, wo, kh, kw, *stride, *pad, *dil, int(c.arg(9))])
-    mask = list(c.arg(10))  # type: ignore[arg-type]
+    mask = list(c.arg(10))
     lines = []
     if mask[0] and c.outs[0] is not None:
         lines.append(f"poet_conv2d_bwd_input({s}, {dy.ptr()}, {w.ptr()}, {c.outs[0].ptr()});")
@@ -226,7 +228,7 @@ def _bn_bwd(c: Call) -> list[str]:
     if not c.arg(7) or mean is None or invstd is None:
         raise EmitError(f"{c.label}: batch norm backward in eval mode has no reference kernel")
     s = _bn_struct(c, x, 0.0, c.arg(8))
-    mask = list(c.arg(9))  # type: ignore[arg-type]
+    mask = list(c.arg(9))
     outs = [_out(c, e) if mask[e] else "NULL" for e in range(3)]
     return [f"poet_batchnorm_bwd({s}, {dy.ptr()}, {x.ptr()}, {g.ptr() if g else 'NULL'}, {mean.ptr()}, "
             f"{invstd.ptr()}, {outs[0]}, {outs[1]}, {outs[2]});"]
@@ -243,14 +245,14 @@ def _relu(c: Call) -> list[str]:
 def _threshold_bwd(c: Call) -> list[str]:
     dy, x, y = c.dense(c.ref(0), "gradient"), c.dense(c.ref(1), "input"), c.outs[0]
     assert dy is not None and x is not None and y is not None
-    return [f"poet_threshold_bwd({y.numel}, {dy.ptr()}, {x.ptr()}, {c_float(float(c.arg(2)))}, {y.ptr()});"]  # type: ignore[arg-type]
+    return [f"poet_threshold_bwd({y.numel}, {dy.ptr()}, {x.ptr()}, {c_float(float(c.arg(2)))}, {y.ptr()});"]
 
 
 @emitter("aten.hardtanh.default")
 def _hardtanh(c: Call) -> list[str]:
     x, y = c.dense(c.ref(0), "input"), c.outs[0]
     assert x is not None and y is not None
-    lo, hi = float(c.arg(1, -1.0)), float(c.arg(2, 1.0))  # type: ignore[arg-type]
+    lo, hi = float(c.arg(1, -1.0)), float(c.arg(2, 1.0))
     return [f"poet_hardtanh_fwd({y.numel}, {x.ptr()}, {c_float(lo)}, {c_float(hi)}, {y.ptr()});"]
 
 
@@ -258,7 +260,7 @@ def _hardtanh(c: Call) -> list[str]:
 def _hardtanh_bwd(c: Call) -> list[str]:
     dy, x, y = c.dense(c.ref(0), "gradient"), c.dense(c.ref(1), "input"), c.outs[0]
     assert dy is not None and x is not None and y is not None
-    lo, hi = float(c.arg(2)), float(c.arg(3))  # type: ignore[arg-type]
+    lo, hi = float(c.arg(2)), float(c.arg(3))
     return [f"poet_hardtanh_bwd({y.numel}, {dy.ptr()}, {x.ptr()}, {c_float(lo)}, {c_float(hi)}, {y.ptr()});"]
 
 
@@ -326,7 +328,7 @@ def _reduce(c: Call, divide: bool) -> list[str]:
     if nd > 4:
         raise EmitError(f"{c.label}: reduction over a {nd}-d tensor")
     dims = c.arg(1)
-    dims = list(range(nd)) if dims is None or dims == [] else [int(d) % nd for d in dims]  # type: ignore[union-attr]
+    dims = list(range(nd)) if dims is None or dims == [] else [int(d) % nd for d in dims]
     if c.arg(3, None) is not None:
         raise EmitError(f"{c.label}: reduction with a dtype argument has no reference kernel")
     count = 1
@@ -369,7 +371,7 @@ def _mm(c: Call) -> list[str]:
 
 @emitter("aten.addmm.default")
 def _addmm(c: Call) -> list[str]:
-    return _matmul(c, c.ref(1), c.ref(2), c.ref(0), float(c.arg(3, 1)), float(c.arg(4, 1)))  # type: ignore[arg-type]
+    return _matmul(c, c.ref(1), c.ref(2), c.ref(0), float(c.arg(3, 1)), float(c.arg(4, 1)))
 
 
 def _rows_cols(c: Call, x: Ref, dim: object) -> tuple[int, int]:
@@ -411,8 +413,8 @@ def _nll(c: Call) -> list[str]:
     logp, target = c.dense(c.ref(0), "input"), c.ref(1)
     assert logp is not None
     rows, cols = _nll_check(c, logp, c.opt(2))
-    return [f"poet_nll_loss_fwd({rows}, {cols}, {logp.ptr()}, {target.ptr('int32_t')}, {int(c.arg(4))}, "  # type: ignore[call-overload]
-            f"{int(c.arg(3))}, {_out(c, 0)}, {_out(c, 1)});"]  # type: ignore[call-overload]
+    return [f"poet_nll_loss_fwd({rows}, {cols}, {logp.ptr()}, {target.ptr('int32_t')}, {int(c.arg(4))}, "
+            f"{int(c.arg(3))}, {_out(c, 0)}, {_out(c, 1)});"]
 
 
 @emitter("aten.nll_loss_backward.default")
@@ -420,8 +422,8 @@ def _nll_bwd(c: Call) -> list[str]:
     g, logp, target, tw, y = c.ref(0), c.ref(1), c.ref(2), c.ref(6), c.outs[0]
     assert y is not None
     rows, cols = _nll_check(c, logp, c.opt(3))
-    return [f"poet_nll_loss_bwd({rows}, {cols}, {g.ptr()}, {target.ptr('int32_t')}, {int(c.arg(5))}, "  # type: ignore[call-overload]
-            f"{int(c.arg(4))}, {tw.ptr()}, {y.ptr()});"]  # type: ignore[call-overload]
+    return [f"poet_nll_loss_bwd({rows}, {cols}, {g.ptr()}, {target.ptr('int32_t')}, {int(c.arg(5))}, "
+            f"{int(c.arg(4))}, {tw.ptr()}, {y.ptr()});"]
 
 
 @emitter("aten.ones_like.default", "aten.zeros_like.default")

@@ -106,19 +106,21 @@ def resolve(tm: TracedModel) -> Resolved:
 
     # Graph outputs: loss, gradients, buffer updates, each a static array out_<k>.
     out_node = next(n for n in fx_nodes if n.op == "output")
-    out_names = [a.name if isinstance(a, torch.fx.Node) else None for a in out_node.args[0]]
+    out_names: list[str] = []
+    for k, a in enumerate(out_node.args[0]):
+        if not isinstance(a, torch.fx.Node):
+            raise EmitError(f"graph output {k} is not a tensor")
+        out_names.append(a.name)
     labels = ["loss", *tm.grad_names, *tm.update_names]
     out_arrays: list[StaticArray] = []
-    for k, name in enumerate(out_names):
-        if name is None:
-            raise EmitError(f"graph output {k} is not a tensor")
-        val = fx_val(by_name[name])
-        arr = StaticArray(f"out_{k}", _ctype(val.dtype, "output"), tuple(val.shape), "output", labels[k], name)
+    for k, out_name in enumerate(out_names):
+        val = fx_val(by_name[out_name])
+        arr = StaticArray(f"out_{k}", _ctype(val.dtype, "output"), tuple(val.shape), "output", labels[k], out_name)
         out_arrays.append(arr)
         arrays.append(arr)
-    first_out = {}
-    for k, name in enumerate(out_names):
-        first_out.setdefault(name, out_arrays[k])
+    first_out: dict[str, StaticArray] = {}
+    for k, out_name in enumerate(out_names):
+        first_out.setdefault(out_name, out_arrays[k])
 
     ops = {n for n in fx_nodes if n.op == "call_function" and not is_alias(n) and n.name not in prelude}
     element_refs: dict[tuple[str, int], Ref] = {}
@@ -134,6 +136,7 @@ def resolve(tm: TracedModel) -> Resolved:
             off = 0
             for e in idxs:
                 t = out_elements(src)[e]
+                assert t is not None, f"select node {node.id} picks a non-tensor output"
                 select_of[f"{src.name}#{e}"] = node.id
                 element_refs[(f"sel{node.id}", e)] = Ref(f"arena:{node.id}", off, 0, tuple(t.shape),
                                                          contiguous_strides(tuple(t.shape)), t.dtype)
@@ -150,6 +153,7 @@ def resolve(tm: TracedModel) -> Resolved:
         off = 0
         for e in held:
             t = elems[e]
+            assert t is not None, f"node {node.id} holds a non-tensor output"
             element_refs[(op.name, e)] = Ref(f"arena:{node.id}", off, 0, tuple(t.shape),
                                              contiguous_strides(tuple(t.shape)), t.dtype)
             off += tensor_nbytes(t)
@@ -162,12 +166,12 @@ def resolve(tm: TracedModel) -> Resolved:
             # Not held in the arena: straight into the output array it is, else a static scratch.
             getter = next((u for u in op.users if u.target is operator.getitem and int(u.args[1]) == e), None)
             direct = op if len(elems) == 1 else getter
-            arr = first_out.get(direct.name) if direct is not None else None
-            if arr is None or arr.shape != tuple(t.shape):
-                arr = StaticArray(f"scratch_{op.name}_{e}", _ctype(t.dtype, "scratch"), tuple(t.shape), "scratch",
-                                  f"{op.name}[{e}]")
-                arrays.append(arr)
-            element_refs[(op.name, e)] = _static_ref(arr)
+            dest = first_out.get(direct.name) if direct is not None else None
+            if dest is None or dest.shape != tuple(t.shape):
+                dest = StaticArray(f"scratch_{op.name}_{e}", _ctype(t.dtype, "scratch"), tuple(t.shape), "scratch",
+                                   f"{op.name}[{e}]")
+                arrays.append(dest)
+            element_refs[(op.name, e)] = _static_ref(dest)
 
     # Every other FX value: elements, getitems and views, in graph order.
     for n in fx_nodes:
@@ -177,11 +181,11 @@ def resolve(tm: TracedModel) -> Resolved:
         if n.name in prelude and not is_alias(n):
             if not isinstance(val, torch.Tensor):
                 raise EmitError(f"prelude op {n.name} does not produce a tensor")
-            arr = first_out.get(n.name)
-            if arr is None:
-                arr = StaticArray(f"pre_{n.name}", _ctype(val.dtype, "prelude"), tuple(val.shape), "prelude", n.name)
-                arrays.append(arr)
-            refs[n.name] = _static_ref(arr)
+            pre = first_out.get(n.name)
+            if pre is None:
+                pre = StaticArray(f"pre_{n.name}", _ctype(val.dtype, "prelude"), tuple(val.shape), "prelude", n.name)
+                arrays.append(pre)
+            refs[n.name] = _static_ref(pre)
             continue
         if n.target is operator.getitem and not is_alias(n.args[0]) and isinstance(fx_val(n.args[0]), (list, tuple)):
             src, e = n.args[0], int(n.args[1])

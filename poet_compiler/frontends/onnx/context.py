@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import onnx
 import torch
@@ -21,9 +21,10 @@ from poet_compiler.errors import FrontendError
 
 from .dtypes import tensor_from_proto
 
-Runner = Callable[[Sequence[torch.Tensor | None]], Sequence[torch.Tensor | None]]
+Runner = Callable[[Sequence[Any]], Sequence[torch.Tensor | None]]
 """Run-time body of one ONNX node: input tensors (None where absent or consumed
-statically) -> output tensors (None for outputs nobody reads)."""
+statically) -> output tensors (None for outputs nobody reads). The inputs are typed
+``Any``: which of them may be None is the op's contract, checked when it is converted."""
 
 Converter = Callable[["NodeContext"], Runner]
 
@@ -156,6 +157,11 @@ class NodeContext:
         if not self.has_input(input_index):
             return None
         return self.ints(input_index, what)
+
+    @overload
+    def scalar(self, i: int, what: str, default: float) -> float: ...
+    @overload
+    def scalar(self, i: int, what: str, default: None = None) -> float | None: ...
 
     def scalar(self, i: int, what: str, default: float | None = None) -> float | None:
         if not self.has_input(i):

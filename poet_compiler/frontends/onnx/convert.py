@@ -185,10 +185,10 @@ def convert_graph(
     for n in sorted(runtime_uses, key=_order(graph, init_names)):
         if n in params or n in example_inputs:
             continue
-        t = candidates.get(n, consts.get(n))
-        if t is None:
+        value = candidates.get(n, consts.get(n))
+        if value is None:
             continue  # produced by a run-time step
-        buffers[n] = (t, n in init_names)
+        buffers[n] = (value, n in init_names)
     if output_name in candidates and output_name not in params:
         params[output_name] = candidates[output_name]
     module = OnnxModule(steps, graph_inputs, output_name, params, buffers)

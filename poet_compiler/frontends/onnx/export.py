@@ -56,13 +56,14 @@ def export_bytes(
             warnings.simplefilter("ignore")
             if dynamo:
                 prog = torch.onnx.export(m, example_inputs, dynamo=True, opset_version=opset, verbose=False)
+                assert prog is not None, "torch.onnx.export(dynamo=True) returns the program"
                 data = prog.model_proto.SerializeToString()
             else:
                 buf = io.BytesIO()
                 torch.onnx.export(
                     m,
                     example_inputs,
-                    buf,
+                    buf,  # type: ignore[arg-type]  # a file object is accepted; torch's annotation says path only
                     dynamo=False,
                     opset_version=opset,
                     training=torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL,

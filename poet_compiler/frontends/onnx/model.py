@@ -151,10 +151,10 @@ def _input_shapes(
     init = {i.name for i in graph.initializer}
     inputs = [i for i in graph.input if i.name not in init]
     names = {i.name for i in inputs}
-    for k in given:
-        if k not in names:
+    for name in given:
+        if name not in names:
             raise FrontendError(
-                f"{where}: --input-shape names '{k}', which is not an input (inputs: {', '.join(sorted(names))})"
+                f"{where}: --input-shape names '{name}', which is not an input (inputs: {', '.join(sorted(names))})"
             )
     out: dict[str, tuple[int, ...]] = {}
     for vi in inputs:

@@ -114,7 +114,7 @@ def lower(trace: JointTrace, name: str) -> Lowered:
     sched: list[dict[str, Any]] = []
     value_node: dict[tuple[torch.fx.Node, int], int] = {}
     for n in ops:
-        outs = n.meta.get("val")
+        outs: Any = n.meta.get("val")
         multi = isinstance(outs, (list, tuple))
         out_list = list(outs) if multi else [outs]
         tensor_idx = [i for i, t in enumerate(out_list) if isinstance(t, torch.Tensor)]
@@ -161,13 +161,13 @@ def lower(trace: JointTrace, name: str) -> Lowered:
         v = r if isinstance(r, tuple) else ((r, 0) if r in op_set else None)
         if v is None:
             continue
-        sid = value_node.get(v)
-        if sid is None:  # a transient output (gradient, running stat): read at the op's compute
-            sid = value_node.get((v[0], _first_held(v[0], value_node)), None)
-        if sid is None:
+        owner = value_node.get(v)
+        if owner is None:  # a transient output (gradient, running stat): read at the op's compute
+            owner = value_node.get((v[0], _first_held(v[0], value_node)), None)
+        if owner is None:
             raise FrontendError(f"internal: FX node {n.name} reads an output of {v[0].name} that no node holds")
-        node_fx[sid].append(n.name)
-        fx_owner[n.name] = sid
+        node_fx[owner].append(n.name)
+        fx_owner[n.name] = owner
 
     graph_nodes: list[Node] = []
     for sid, s in enumerate(sched):

@@ -49,7 +49,7 @@ class JointTrace:
     update_names: tuple[str, ...]   # outputs[1+G :] are the new values of these buffers
 
 
-def _bn_functional(input, weight, bias, running_mean, running_var, training, momentum, eps):  # type: ignore[no-untyped-def]
+def _bn_functional(input, weight, bias, running_mean, running_var, training, momentum, eps):
     """native_batch_norm mutates its running stats without saying so in its schema, so
     functionalization cannot see the update; route it through the functional variant
     (same CPU kernel) and write the new statistics back with visible ``copy_``."""

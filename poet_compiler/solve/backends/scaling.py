@@ -104,7 +104,7 @@ def scale_model(model: LinearModel) -> Scaled:
                 (terms, None if lo is None else math.ceil(lo - 1e-9), None if hi is None else math.floor(hi + 1e-9))
             )
         elif r.kind == "time":
-            assert lo is None, "time rows are <= rows"
+            assert lo is None and hi is not None, "time rows are <= rows"
             terms = {v: (int(round(c)) if model.kind[v] == "time" else floor_t(c)) for v, c in r.terms.items()}
             rows.append((terms, None, floor_t(hi)))
         else:

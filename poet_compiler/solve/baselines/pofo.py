@@ -120,17 +120,17 @@ def solve_dp(m: list[int], rec: list[float], off: list[float], unit: float, seg_
         if running[0] == _INF:
             out.append(None)
             continue
-        fate = [KEEP] * L
+        fates = [KEEP] * L
         pos, q = running[1], running[2]
         for j in range(pos, L):
-            fate[j] = KEEP
+            fates[j] = KEEP
         while pos > 0:
             prev, pq, fp = int(b_prev[pos, q]), int(b_q[pos, q]), int(b_fate[pos, q])
-            fate[pos - 1] = fp
+            fates[pos - 1] = fp
             for j in range(prev, pos - 1):
-                fate[j] = DROP
+                fates[j] = DROP
             pos, q = prev, pq
-        out.append(fate)
+        out.append(fates)
     return out
 
 

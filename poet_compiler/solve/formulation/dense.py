@@ -99,6 +99,7 @@ def build_dense(problem: Problem, *, objective: str = "energy", budget: int | No
                     if not sync:
                         row = add(row, {b.M_in[(t, i)]: float(size[i])})
             else:
+                assert U_prev is not None  # set at k - 1
                 row = add(row, {U_prev: 1.0})
                 for i in sorted(set(g.nodes[k - 1].inputs) | {k - 1}):
                     row = add(row, {free[(i, k - 1)]: -float(size[i])})
@@ -111,5 +112,6 @@ def build_dense(problem: Problem, *, objective: str = "energy", budget: int | No
             U_prev = u
     add_time_and_energy(b, objective="none" if objective == "ram" else objective)
     if objective == "ram":
+        assert b.budget_var is not None
         model.objective, model.objective_unit = {b.budget_var: 1.0}, "B"
     return b

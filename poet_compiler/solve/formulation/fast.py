@@ -190,8 +190,8 @@ def _add_dominance_rules(b: Built) -> None:
         if sync:
             # Without DMA a page-in nothing reads in its stage is the same page-in one
             # stage later, where it holds no RAM before its reader.
-            readers = add(*(b.expr("R", t, c) for c in cons[i] if c <= t))
-            model.le(add({v: 1.0}, neg(readers)), 0.0)
+            read_expr = add(*(b.expr("R", t, c) for c in cons[i] if c <= t))
+            model.le(add({v: 1.0}, neg(read_expr)), 0.0)
         else:
             model.le(add({v: 1.0}, neg(b.expr("S_RAM", t + 1, i))), 0.0)
     for (t, i), v in b.M_out.items():
@@ -358,6 +358,7 @@ def build_fast(problem: Problem, *, objective: str = "energy", budget: int | Non
     _add_memory(b, limit, cap_expr)
     add_time_and_energy(b, objective="none" if objective == "ram" else objective)
     if objective == "ram":
+        assert b.budget_var is not None
         model.objective, model.objective_unit = {b.budget_var: 1.0}, "B"
     return b
 
@@ -390,8 +391,7 @@ def _defer_unread_page_ins(problem: Problem, s: Schedule) -> None:
     n = problem.n
     cons = problem.graph.consumers
     for t in range(n):
-        for i in np.flatnonzero(s.M_in[t]):
-            i = int(i)
+        for i in map(int, np.flatnonzero(s.M_in[t])):
             if any(s.R[t, c] for c in cons[i] if c <= t):
                 continue
             s.M_in[t, i] = False

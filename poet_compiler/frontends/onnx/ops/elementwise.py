@@ -92,7 +92,9 @@ def _pow(ctx: NodeContext) -> Runner:
     if ctx.is_const(1) and ctx.const(1, "exponent").numel() == 1:
         # A scalar exponent stays a Python number: torch.pow(x, 2.0) is one aten op
         # with no extra tensor input, as PyTorch code writes it.
-        e = float(ctx.consts[1].reshape(-1)[0].item())
+        exponent = ctx.consts[1]
+        assert exponent is not None  # is_const(1)
+        e = float(exponent.reshape(-1)[0].item())
         e_num: float | int = int(e) if e.is_integer() else e
         return _unary(lambda x: torch.pow(x, e_num))
     return _binary(lambda a, b: torch.pow(a, b).to(a.dtype))

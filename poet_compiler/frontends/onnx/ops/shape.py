@@ -176,7 +176,9 @@ def _gather(ctx: NodeContext) -> Runner:
         # Runners never capture tensors (the module is traced with fake tensors): a
         # scalar or contiguous constant index becomes select/narrow with Python ints,
         # any other constant index tensor stays a run-time input (a buffer).
-        idx = ctx.consts[1].to(torch.int64)
+        const_idx = ctx.consts[1]
+        assert const_idx is not None  # is_const(1)
+        idx = const_idx.to(torch.int64)
         idx = torch.where(idx < 0, idx + shape[axis], idx)
         vals = [int(v) for v in idx.reshape(-1).tolist()]
         out_shape = tuple(shape[:axis]) + tuple(idx.shape) + tuple(shape[axis + 1 :])
