@@ -2,7 +2,9 @@
 
 Each subcommand lives in :mod:`poet_compiler.commands` and registers itself. Bad input
 raises :class:`~poet_compiler.errors.PoetError`; here it becomes one line on stderr and
-exit code 2 — never a traceback.
+exit code 2 — never a traceback. A bug poetc detects in itself
+(:class:`~poet_compiler.errors.InternalError`) gets a short message, a hint to report it,
+and exit code 1.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sys
 import typer
 
 from poet_compiler import commands
-from poet_compiler.errors import PoetError
+from poet_compiler.errors import InternalError, PoetError
 
 app = typer.Typer(
     name="poetc",
@@ -23,6 +25,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+INTERNAL_HINT = ("this is a bug in poetc, not in your input: please report it with the command line "
+                 "(and the model or graph file) that produced it")
 
 
 
@@ -35,16 +40,18 @@ for _mod in sorted(m.name for m in pkgutil.iter_modules(commands.__path__)):
     importlib.import_module(f"{commands.__name__}.{_mod}").register(app)
 
 
-def _exception_families() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
+def _exception_families() -> tuple[
+    tuple[type[BaseException], ...], tuple[type[BaseException], ...], tuple[type[BaseException], ...]
+]:
     """(usage errors, exits, aborts) of every click flavour this typer may raise.
 
     typer < 0.29 raises click's own classes; typer >= 0.29 raises those of its vendored
     copy (``typer._click``), which share no base class with click's. Catch both, so a
     usage error is one line whatever typer a fresh install resolves to.
     """
-    usage: list[type] = []
-    exits: list[type] = [typer.Exit]
-    aborts: list[type] = [typer.Abort]
+    usage: list[type[BaseException]] = []
+    exits: list[type[BaseException]] = [typer.Exit]
+    aborts: list[type[BaseException]] = [typer.Abort]
     for name in ("click.exceptions", "typer._click.exceptions"):
         try:
             mod = importlib.import_module(name)
@@ -56,7 +63,7 @@ def _exception_families() -> tuple[tuple[type, ...], tuple[type, ...], tuple[typ
     return tuple(usage), tuple(exits), tuple(aborts)
 
 
-def _usage_line(exc: Exception) -> str:
+def _usage_line(exc: BaseException) -> str:
     """One line: the command path, click's message, and where to find help."""
     message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
     ctx = getattr(exc, "ctx", None)
@@ -69,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     usage, exits, aborts = _exception_families()
     try:
         result = app(args=argv, standalone_mode=False, prog_name="poetc")
+    except InternalError as exc:
+        print(f"internal error: {exc}", file=sys.stderr)
+        print(INTERNAL_HINT, file=sys.stderr)
+        return 1
     except PoetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,7 +1,13 @@
-"""One exception family for everything a user can get wrong.
+"""Two exception families: what a user got wrong, and what poetc got wrong.
 
-The CLI catches :class:`PoetError` and prints ``error: <message>`` on one line with
-exit code 2; anything else is a bug and keeps its traceback.
+- :class:`PoetError` and its subclasses: bad input (a file, a budget, a model) or an
+  impossible request, explained in one line. The CLI prints ``error: <message>`` and
+  exits 2.
+- :class:`InternalError`: poetc broke one of its own invariants (e.g. a schedule it built
+  fails the simulator). It is never turned into "infeasible" or "no schedule"; the CLI
+  prints ``internal error: <message>`` with a hint to report it and exits 1.
+
+Anything else is a bug too and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -39,9 +45,17 @@ class ScheduleError(PoetError):
     """A Program failed the simulator (missing input, use after free, overflow...)."""
 
 
+class OverBudgetError(ScheduleError):
+    """A valid Program needs more RAM than the budget, or more time than the deadline."""
+
+
 class BytecodeError(PoetError):
     """A .poet file is truncated, corrupted or of an unknown version."""
 
 
 class BatchError(PoetError):
     """A batch given to a compiled training step differs from the one it was compiled for."""
+
+
+class InternalError(Exception):
+    """poetc broke its own invariant: a bug to report, not the user's input (not a PoetError)."""

@@ -25,6 +25,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from poet_compiler.solve.gap import relative_gap
+
 _lock = threading.Lock()
 _active: LiveStatus | None = None
 
@@ -67,8 +69,6 @@ class LiveStatus:
     # -- rendering -------------------------------------------------------------------
     def line(self) -> str:
         """The status as plain text (what the terminal shows, without styles)."""
-        from poet_compiler.solve.backends.base import relative_gap
-
         # Elapsed time first and the solver's detail last: a narrow terminal cuts the end.
         parts = [f"{time.perf_counter() - self.started:6.1f}s", self.stage_name]
         f = self.figures

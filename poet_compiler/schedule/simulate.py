@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from poet_compiler.devices.costs import CostTable
-from poet_compiler.errors import ScheduleError
+from poet_compiler.errors import OverBudgetError, ScheduleError
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.program import Op, Program
 
@@ -145,6 +145,7 @@ def simulate(
                 try:
                     # Output and workspace are one contiguous region during the compute.
                     arena.place(("node", i), ins.offset, size[i] + work[i], f"output+workspace of node {i}")
+                    assert ins.offset is not None  # place() refuses a missing offset
                     arena.regions[("node", i)] = (ins.offset, ins.offset + size[i])
                 except ValueError as exc:
                     fail(f"arena: {exc}")
@@ -217,13 +218,13 @@ def simulate(
                             + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
     if ram_budget_bytes is not None and peak > ram_budget_bytes:
         ins = program.instructions[peak_at]
-        raise ScheduleError(
+        raise OverBudgetError(
             f"instruction {peak_at} ({ins.op.name} {ins.node} {graph.nodes[ins.node].name!r}): "
             f"live bytes {peak} exceed the RAM budget {ram_budget_bytes} "
             f"by {peak - ram_budget_bytes} bytes"
         )
     if deadline_s is not None and runtime > deadline_s * (1 + _REL_TOL):
-        raise ScheduleError(
+        raise OverBudgetError(
             f"end of program: runtime {runtime:.6g} s exceeds the deadline {deadline_s:.6g} s "
             f"by {runtime - deadline_s:.6g} s"
         )

@@ -14,6 +14,7 @@ import numpy as np
 from poet_compiler.devices.costs import CostTable
 from poet_compiler.errors import BudgetError
 from poet_compiler.graph.ir import TrainingGraph
+from poet_compiler.schedule.build import assemble
 from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.units import format_bytes, parse_duration, parse_relative, parse_size
@@ -30,13 +31,11 @@ class Reference:
 
 def reference(graph: TrainingGraph, costs: CostTable) -> Reference:
     """Figures of PyTorch's default: compute once, free each tensor after its last use."""
-    from poet_compiler.solve.baselines._common import assemble
-
     sim = simulate(graph, costs, linearize(graph, assemble(graph, np.eye(graph.n, dtype=bool)), dma=costs.dma))
     return Reference(peak_bytes=sim.peak_bytes, runtime_s=sim.runtime_s, energy_j=sim.energy_j)
 
 
-def resolve_ram(text: str | int | None, ref: Reference, costs: CostTable) -> int:
+def resolve_ram(text: str | int | float | None, ref: Reference, costs: CostTable) -> int:
     """Bytes for ``--ram``; None means the device's RAM size."""
     if text is None:
         if costs.ram_bytes is None:

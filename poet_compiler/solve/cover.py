@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any  # CP-SAT objects: ortools is imported lazily (see _solve)
 
 from poet_compiler.solve.problem import Problem
 
@@ -70,7 +71,7 @@ class CoverBound:
     gaps: int = 0
 
 
-def _forbid_conflicts(problem: Problem, gaps: list[_Gap], m: object) -> None:
+def _forbid_conflicts(problem: Problem, gaps: list[_Gap], m: Any) -> None:
     """A recompute in stage ``c`` reads its closure's inputs there: none of them may be out
     of RAM across ``c`` at the same time (the ``closure`` variant only — the bound must
     allow it, a schedule may pay for restoring both)."""
@@ -86,7 +87,7 @@ def _forbid_conflicts(problem: Problem, gaps: list[_Gap], m: object) -> None:
         for j in sorted(inputs):
             for other in by_node.get(j, ()):
                 if gap.next_use in other.points:
-                    m.add(x + sum(other.options.values()) <= 1)  # type: ignore[attr-defined]
+                    m.add(x + sum(other.options.values()) <= 1)
 
 
 def _dead_inputs(problem: Problem, gaps: list[_Gap]) -> dict[_Gap, list[int]]:
@@ -120,7 +121,7 @@ def _transfer_j(problem: Problem, k: int, direction: str) -> float:
     return j + (0.0 if c.dma else c.static_w * s)
 
 
-def _post_life_event(problem: Problem, j: int, m: object, cost: list, e_scale: float) -> object:
+def _post_life_event(problem: Problem, j: int, m: Any, cost: list, e_scale: float) -> Any:
     """A 0/1 for "tensor j is recomputed or paged in after its last use", charged the
     cheaper of the two (the inputs of that recompute are not charged: still a bound)."""
     options = []
@@ -128,9 +129,9 @@ def _post_life_event(problem: Problem, j: int, m: object, cost: list, e_scale: f
         options.append(_recompute_j(problem, j))
     if problem.allows_paging:
         options.append(_transfer_j(problem, j, "in"))
-    e = m.new_bool_var(f"e[{j}]")  # type: ignore[attr-defined]
+    e = m.new_bool_var(f"e[{j}]")
     if not options:
-        m.add(e == 0)  # type: ignore[attr-defined]
+        m.add(e == 0)
     else:
         cost.append((e, math.floor(min(options) * e_scale)))
     return e
@@ -141,7 +142,7 @@ class _Gap:
     node: int
     next_use: int
     points: range
-    options: dict[str, object]      # mechanism -> CP-SAT literal
+    options: dict[str, Any]      # mechanism -> CP-SAT literal
 
 
 def recompute_closure(problem: Problem, node: int, stage: int) -> list[int]:
@@ -164,12 +165,12 @@ class _Cover:
     """The cover model before its budget rows and objective: the choices, their energy
     and time terms, and per point the bytes each choice takes off ``need``."""
 
-    m: object
+    m: Any
     need: list[int]
-    around: dict[int, list[tuple[object, int]]]
+    around: dict[int, list[tuple[Any, int]]]
     gaps: list[_Gap]
-    cost: list[tuple[object, int]]
-    time_terms: list[tuple[object, int]]
+    cost: list[tuple[Any, int]]
+    time_terms: list[tuple[Any, int]]
     slack: float | None
     e_scale: float
     t_scale: float
@@ -178,7 +179,7 @@ class _Cover:
 def _build(problem: Problem, *, closure: bool, deadline: bool = True) -> _Cover:
     """The choices of :func:`cover_bound` (``deadline=False``: options are not filtered by
     the deadline's slack, for the minimum-time bound)."""
-    from ortools.sat.python import cp_model
+    from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
 
     g, c, n = problem.graph, problem.costs, problem.n
     size = [node.output_bytes for node in g.nodes]
@@ -188,9 +189,9 @@ def _build(problem: Problem, *, closure: bool, deadline: bool = True) -> _Cover:
     e_scale = _SCALE / max(max(c.compute_j), max(c.page_in_j), max(c.page_out_j), 1e-300)
     t_scale = _SCALE / max(max(c.compute_s), max(c.page_in_s), max(c.page_out_s), 1e-300)
     m = cp_model.CpModel()
-    cost: list[tuple[object, int]] = []
-    time_terms: list[tuple[object, int]] = []
-    page_out: dict[int, object] = {}
+    cost: list[tuple[Any, int]] = []
+    time_terms: list[tuple[Any, int]] = []
+    page_out: dict[int, Any] = {}
     gaps: list[_Gap] = []
     for i in range(n):
         pinned = g.nodes[i].pinned
@@ -230,10 +231,10 @@ def _build(problem: Problem, *, closure: bool, deadline: bool = True) -> _Cover:
                 gaps.append(gap)
     if closure:
         _forbid_conflicts(problem, gaps, m)
-    around: dict[int, list[tuple[object, int]]] = {t: [] for t in range(n)}
+    around: dict[int, list[tuple[Any, int]]] = {t: [] for t in range(n)}
     dead = {} if closure else _dead_inputs(problem, gaps)
-    post_life: dict[int, object] = {}
-    kept: dict[tuple[int, int], object] = {}
+    post_life: dict[int, Any] = {}
+    kept: dict[tuple[int, int], Any] = {}
     for gap in gaps:
         if gap not in dead:
             for t in gap.points:
@@ -273,9 +274,9 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
             continue
         if sum(s for _, s in cv.around[t] if s > 0) < excess:
             return CoverBound(None, True, True, gaps=len(gaps))
-        m.add(sum(s * x for x, s in cv.around[t]) >= excess)  # type: ignore[attr-defined]
+        m.add(sum(s * x for x, s in cv.around[t]) >= excess)
     _deadline_row(cv)
-    m.minimize(sum(k * x for x, k in cv.cost))  # type: ignore[attr-defined]
+    m.minimize(sum(k * x for x, k in cv.cost))
     solver, status = _solve(m, time_limit_s)
     base = problem.costs.compute_only_j
     if status == "infeasible":
@@ -291,14 +292,14 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
 def _deadline_row(cv: _Cover) -> None:
     if cv.slack is not None and cv.time_terms:
         # Times rounded down and the right side rounded up: a relaxation of the deadline.
-        cv.m.add(sum(k * x for x, k in cv.time_terms)  # type: ignore[attr-defined]
+        cv.m.add(sum(k * x for x, k in cv.time_terms)
                  <= math.floor(cv.slack * cv.t_scale) + len(cv.time_terms))
 
 
-def _solve(m: object, time_limit_s: float) -> tuple[object, str]:
+def _solve(m: Any, time_limit_s: float) -> tuple[Any, str]:
     """Solve a cover model on one worker (deterministic, and the models are small):
     ``(solver, "optimal" | "feasible" | "infeasible" | "unknown")``."""
-    from ortools.sat.python import cp_model
+    from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
 
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit_s
@@ -318,17 +319,17 @@ def cover_min_budget(problem: Problem, *, time_limit_s: float = 10.0) -> int | N
     cv = _build(problem, closure=False)
     m = cv.m
     top = max(cv.need, default=0)
-    b = m.new_int_var(0, top, "budget")  # type: ignore[attr-defined]
+    b = m.new_int_var(0, top, "budget")
     for t in range(problem.n):
-        m.add(sum(s * x for x, s in cv.around[t]) + b >= cv.need[t])  # type: ignore[attr-defined]
+        m.add(sum(s * x for x, s in cv.around[t]) + b >= cv.need[t])
     _deadline_row(cv)
-    m.minimize(b)  # type: ignore[attr-defined]
+    m.minimize(b)
     solver, status = _solve(m, time_limit_s)
     if status == "infeasible":
         return None
     if status == "unknown":
         return 0
-    return max(0, math.ceil(solver.best_objective_bound - 1e-6))  # type: ignore[attr-defined]
+    return max(0, math.ceil(solver.best_objective_bound - 1e-6))
 
 
 def cover_min_time(problem: Problem, *, budget: int | None = None,
@@ -348,10 +349,10 @@ def cover_min_time(problem: Problem, *, budget: int | None = None,
             continue
         if sum(s for _, s in cv.around[t] if s > 0) < excess:
             return None
-        m.add(sum(s * x for x, s in cv.around[t]) >= excess)  # type: ignore[attr-defined]
+        m.add(sum(s * x for x, s in cv.around[t]) >= excess)
     # Time first; among the fastest choices, the cheapest (energy breaks ties).
     worst_cost = sum(k for _, k in cv.cost) + 1
-    m.minimize(sum(k * worst_cost * x for x, k in cv.time_terms)  # type: ignore[attr-defined]
+    m.minimize(sum(k * worst_cost * x for x, k in cv.time_terms)
                + sum(k * x for x, k in cv.cost))
     solver, status = _solve(m, time_limit_s)
     if status == "infeasible":
@@ -359,9 +360,9 @@ def cover_min_time(problem: Problem, *, budget: int | None = None,
     base = problem.costs.compute_only_s
     if status == "unknown":
         return base, CoverBound(None, False, False, gaps=len(cv.gaps))
-    t_units = max(0, math.floor(solver.best_objective_bound / worst_cost + 1e-9))  # type: ignore[attr-defined]
+    t_units = max(0, math.floor(solver.best_objective_bound / worst_cost + 1e-9))
     restores = tuple(Restore(gap.node, gap.next_use, how) for gap in cv.gaps
-                     for how, x in gap.options.items() if solver.value(x))  # type: ignore[attr-defined]
+                     for how, x in gap.options.items() if solver.value(x))
     energy = problem.costs.compute_only_j + sum(
-        k for x, k in cv.cost if solver.value(x)) / cv.e_scale  # type: ignore[attr-defined]
+        k for x, k in cv.cost if solver.value(x)) / cv.e_scale
     return base + t_units / cv.t_scale, CoverBound(energy, False, status == "optimal", restores, len(cv.gaps))

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from poet_compiler.errors import InfeasibleError
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.backends import BackendOptions, solve_model
+from poet_compiler.solve.baselines.keep_all import checkpoint_all_schedule
 from poet_compiler.solve.cover import (
     CoverBound,
     cover_bound,
@@ -30,6 +31,7 @@ from poet_compiler.solve.cover import (
 from poet_compiler.solve.formulation.fast import build_fast
 from poet_compiler.solve.guided import cover_schedule, realize_within
 from poet_compiler.solve.problem import Problem, simulate_schedule
+from poet_compiler.solve.warm_start import warm_start_candidates
 from poet_compiler.units import format_bytes
 
 _DEADLINE_TOL = 1e-9
@@ -79,13 +81,10 @@ def _deadline_too_short(problem: Problem) -> bool:
 def _quick_ram_upper(problem: Problem, lower: int) -> tuple[int, Schedule] | None:
     """The smallest live peak (activation bytes) among quick schedules that meet the
     deadline: checkpoint-all with frees, and the cover's schedule at budget ``lower``."""
-    # Imported here: the baselines package imports the MILP, which imports this module.
-    from poet_compiler.solve.baselines.keep_all import checkpoint_all_schedule
-
     found: list[tuple[int, Schedule]] = []
     at_lower = dataclasses.replace(problem, ram_budget_bytes=lower + _fixed(problem))
     cover = cover_bound(at_lower, time_limit_s=5.0)
-    candidates = [checkpoint_all_schedule(problem)]
+    candidates: list[Schedule | None] = [checkpoint_all_schedule(problem)]
     if cover.energy_j is not None:
         candidates.append(cover_schedule(at_lower, cover, time_limit_s=5.0))
     for schedule in candidates:
@@ -157,9 +156,6 @@ def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, thread
     if fastest is not None and fastest[0] <= lower * (1 + 1e-9) + 1e-12:
         return Requirement(lower=min(lower, fastest[0]), upper=fastest[0])
     # The heuristics' schedules within the RAM: the fastest is an upper bound and a hint.
-    # Imported here: milp imports this module.
-    from poet_compiler.solve.milp import warm_start_candidates
-
     for _, _, schedule in warm_start_candidates(free):
         runtime = simulate_schedule(free, schedule).runtime_s
         if fastest is None or runtime < fastest[0]:

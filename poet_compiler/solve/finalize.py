@@ -3,15 +3,17 @@
 Every strategy — MILP, heuristic, baseline — ends here, so every Result is produced the
 same way: linearize (if given matrices), remove pointless work, plan the arena, replay in
 the independent simulator with the budget and deadline, and copy the simulator's numbers
-into the Result. A plan that breaks a rule raises :class:`ScheduleError` (a bug in the
-strategy); a plan whose arena does not fit the budget because of fragmentation comes
+into the Result. A plan that breaks a rule of the execution model raises
+:class:`~poet_compiler.errors.InternalError` (a bug in the strategy that built it, never
+"infeasible"); a plan that misses the budget or the deadline comes back with status
+``infeasible`` and the reason; a plan whose arena does not fit the budget because of fragmentation comes
 back with status ``infeasible`` and a message giving arena vs budget, so a solver can
 retry with a smaller budget.
 """
 
 from __future__ import annotations
 
-from poet_compiler.errors import ScheduleError
+from poet_compiler.errors import InternalError, OverBudgetError, ScheduleError
 from poet_compiler.schedule.arena import plan_arena
 from poet_compiler.schedule.cleanup import remove_pointless_work
 from poet_compiler.schedule.linearize import linearize
@@ -41,7 +43,29 @@ def finalize(
     solve_time_s: float = 0.0,
     message: str = "",
 ) -> Result:
-    """Linearize, clean up, plan the arena, simulate, and fill a :class:`Result`."""
+    """Linearize, clean up, plan the arena, simulate, and fill a :class:`Result`.
+
+    Raises :class:`InternalError` when the plan (or the arena planned for it) breaks a
+    rule of the execution model: poetc built it, so that is a bug, not an outcome."""
+    try:
+        return _finalize(problem, plan, strategy=strategy, status=status, solver=solver, formulation=formulation,
+                         lower_bound_j=lower_bound_j, solve_time_s=solve_time_s, message=message)
+    except ScheduleError as exc:
+        raise InternalError(f"{strategy}: the plan breaks a rule of the execution model: {exc}") from exc
+
+
+def _finalize(
+    problem: Problem,
+    plan: Schedule | Program,
+    *,
+    strategy: str,
+    status: str,
+    solver: str,
+    formulation: str,
+    lower_bound_j: float | None,
+    solve_time_s: float,
+    message: str,
+) -> Result:
     graph, costs = problem.graph, problem.costs
     budget = problem.activation_budget
     schedule = plan if isinstance(plan, Schedule) else None
@@ -91,7 +115,7 @@ def finalize(
     if problem.deadline_s is not None:
         try:
             simulate(graph, costs, program, deadline_s=problem.deadline_s)
-        except ScheduleError as exc:
+        except OverBudgetError as exc:
             problems.append(str(exc))
     if problems:
         result.status = "infeasible"

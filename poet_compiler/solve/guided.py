@@ -30,10 +30,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from poet_compiler.errors import ScheduleError
+from poet_compiler.errors import InternalError, ScheduleError
+from poet_compiler.schedule.build import assemble
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import Simulation
+from poet_compiler.solve.backends import BackendOptions, solve_model
+from poet_compiler.solve.backends.base import is_large, within_gap
 from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, cover_bound
+from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.formulation.common import Built
 from poet_compiler.solve.formulation.fast import Restriction, build_fast, canonical
 from poet_compiler.solve.problem import Problem, feasible_energy, simulate_schedule
@@ -126,9 +130,6 @@ def realize(problem: Problem, cover: CoverBound) -> Schedule:
                     span[1] = t
                 R[t, j] = True
                 stack.append(j)
-    # Imported here: the baselines package imports the MILP (checkmate), which imports this.
-    from poet_compiler.solve.baselines._common import assemble
-
     return assemble(g, R, paged)
 
 
@@ -147,8 +148,8 @@ def realize_within(problem: Problem, choice: CoverBound | None,
         try:
             schedule = realize(problem, choice)
             sim = simulate_schedule(problem, schedule)
-        except ScheduleError:
-            return None
+        except ScheduleError as exc:  # realize builds valid schedules: a broken one is a bug
+            raise InternalError(f"cover realization: {exc}") from exc
         if problem.deadline_s is not None and sim.runtime_s > problem.deadline_s * (1 + 1e-9):
             return None
         over = sim.peak_bytes - problem.activation_budget
@@ -182,8 +183,6 @@ def cover_schedule(problem: Problem, cover: CoverBound, *, tries: int = 6,
 
 def _arena_overshoot(problem: Problem, schedule: Schedule) -> int:
     """Bytes by which the schedule's static arena exceeds the activation budget (<= 0: fits)."""
-    from poet_compiler.solve.finalize import finalize
-
     res = finalize(problem, schedule, strategy="optimal")
     if res.ok or res.arena_bytes is None:
         return 0 if res.ok else 1
@@ -206,9 +205,6 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
                   progress: bool = False) -> GuidedOutcome:
     """The cover's realization, then the guided sub-problem seeded with the better of it
     and ``warm``; stops as soon as a schedule is within ``relative_gap`` of the cover bound."""
-    from poet_compiler.solve.backends import BackendOptions, solve_model
-    from poet_compiler.solve.backends.base import is_large, within_gap
-
     best = GuidedOutcome(warm, feasible_energy(problem, warm), "warm start")
     realized = cover_schedule(problem, cover)
     e = feasible_energy(problem, realized)

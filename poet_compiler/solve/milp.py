@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from poet_compiler.errors import PoetError, ScheduleError, SolverError
+from poet_compiler.errors import PoetError, SolverError
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.backends import SOLVERS, BackendOptions, solve_model
 from poet_compiler.solve.backends.base import is_large, within_gap
@@ -34,11 +34,9 @@ def fallback_result(problem: Problem, candidates: list[tuple[float, str, Schedul
                     formulation: str, started: float, tries: int = 4) -> Result | None:
     """The cheapest candidate that finalize accepts (arena included), as a Result."""
     for _energy, name, schedule in candidates[:tries]:
-        try:
-            res = finalize(problem, schedule, strategy=STRATEGY, status="feasible", solver=solver,
-                           formulation=formulation, solve_time_s=time.perf_counter() - started)
-        except ScheduleError:
-            continue
+        # Candidates are valid schedules: finalize raises InternalError on a broken one.
+        res = finalize(problem, schedule, strategy=STRATEGY, status="feasible", solver=solver,
+                       formulation=formulation, solve_time_s=time.perf_counter() - started)
         if res.ok:
             res.extra["fallback_schedule"] = name
             return res

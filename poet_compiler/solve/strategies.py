@@ -1,7 +1,8 @@
 """The strategy registry: every way poetc can produce a schedule, by name.
 
 ``optimal`` is the MILP (POET's formulation) in the problem's mode; the others are the
-baselines of :mod:`poet_compiler.solve.baselines`. All return a :class:`Result` whose
+heuristics of :mod:`poet_compiler.solve.baselines` and the MILP restricted to one mechanism
+(:mod:`poet_compiler.solve.baselines.optimal`): :data:`STRATEGIES` is the one table. All return a :class:`Result` whose
 figures come from the simulator, so they can be compared side by side.
 """
 
@@ -12,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from poet_compiler.errors import PoetError
+from poet_compiler.solve import baselines, milp
+from poet_compiler.solve.baselines.optimal import checkmate, paging_only
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
 
@@ -28,9 +31,7 @@ class SolveOptions:
 
 
 def _optimal(problem: Problem, opts: SolveOptions) -> Result:
-    from poet_compiler.solve.milp import solve_milp
-
-    return solve_milp(
+    return milp.solve_milp(
         problem,
         solver=opts.solver,
         formulation=opts.formulation,
@@ -41,17 +42,21 @@ def _optimal(problem: Problem, opts: SolveOptions) -> Result:
     )
 
 
-def strategy_names() -> list[str]:
-    from poet_compiler.solve.baselines import BASELINES
+#: Every baseline, Problem -> Result: the heuristics, then the MILP in one mechanism's mode.
+BASELINES: dict[str, Callable[[Problem], Result]] = {
+    **baselines.BASELINES,
+    "checkmate": checkmate,
+    "paging_only": paging_only,
+}
 
+
+def strategy_names() -> list[str]:
     return ["optimal", *sorted(BASELINES)]
 
 
 def get_strategy(name: str) -> Callable[[Problem, SolveOptions], Result]:
     if name == "optimal":
         return _optimal
-    from poet_compiler.solve.baselines import BASELINES
-
     if name not in BASELINES:
         raise PoetError(f"unknown strategy {name!r}; known: {', '.join(strategy_names())}")
     fn = BASELINES[name]
@@ -67,3 +72,9 @@ def get_strategy(name: str) -> Callable[[Problem, SolveOptions], Result]:
 
 def run_strategy(name: str, problem: Problem, opts: SolveOptions | None = None) -> Result:
     return get_strategy(name)(problem, opts or SolveOptions())
+
+
+#: Every strategy by name: ``optimal`` and every baseline (the one registry).
+STRATEGIES: dict[str, Callable[[Problem, SolveOptions], Result]] = {
+    name: get_strategy(name) for name in strategy_names()
+}

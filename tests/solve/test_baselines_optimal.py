@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from poet_compiler.solve.baselines import BASELINES, HEURISTICS
+from poet_compiler.solve.baselines import HEURISTICS
+from poet_compiler.solve.strategies import BASELINES
 from tests.support.oracle import brute_force
 from tests.support.graphs import random_problem
 

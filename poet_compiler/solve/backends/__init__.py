@@ -14,6 +14,10 @@ from collections.abc import Callable
 
 from poet_compiler.errors import SolverError
 from poet_compiler.solve.backends.base import BackendOptions, BackendResult
+from poet_compiler.solve.backends.cpsat import solve_cpsat
+from poet_compiler.solve.backends.gurobi import solve_gurobi
+from poet_compiler.solve.backends.highs import solve_highs
+from poet_compiler.solve.backends.portfolio import solve_auto
 from poet_compiler.solve.formulation.model import LinearModel
 
 SOLVERS = ("auto", "cpsat", "highs", "gurobi")
@@ -23,20 +27,12 @@ def solve_model(model: LinearModel, solver: str, options: BackendOptions,
                 rehint: Callable[[list[float]], dict[int, float]] | None = None) -> BackendResult:
     """Solve on one backend; ``rehint`` (auto only) turns an incumbent into a full hint."""
     if solver == "auto":
-        from poet_compiler.solve.backends.portfolio import solve_auto
-
         return solve_auto(model, options, rehint)
     if solver == "cpsat":
-        from poet_compiler.solve.backends.cpsat import solve_cpsat
-
         return solve_cpsat(model, options)
     if solver == "highs":
-        from poet_compiler.solve.backends.highs import solve_highs
-
         return solve_highs(model, options)
     if solver == "gurobi":
-        from poet_compiler.solve.backends.gurobi import solve_gurobi
-
         return solve_gurobi(model, options)
     raise SolverError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
+
+from poet_compiler import progress
+from poet_compiler.solve.formulation.model import LinearModel
+from poet_compiler.solve.gap import relative_gap, within_gap
+
+__all__ = ["BackendOptions", "BackendResult", "BackendStatus", "LARGE_MODEL_BINARIES", "PROGRESS_TAG",
+           "ProgressLine", "is_large", "relative_gap", "within_gap"]
 
 BackendStatus = Literal["optimal", "feasible", "infeasible", "timeout"]
 
@@ -36,9 +43,9 @@ PROGRESS_TAG = "POETC-PROGRESS"
 LARGE_MODEL_BINARIES = 5000
 
 
-def is_large(model: object) -> bool:
-    """More than ``LARGE_MODEL_BINARIES`` binaries (``model`` is a LinearModel)."""
-    return sum(1 for k in model.kind if k == "bin") > LARGE_MODEL_BINARIES  # type: ignore[attr-defined]
+def is_large(model: LinearModel) -> bool:
+    """More than ``LARGE_MODEL_BINARIES`` binaries."""
+    return sum(1 for k in model.kind if k == "bin") > LARGE_MODEL_BINARIES
 
 
 @dataclass
@@ -53,26 +60,11 @@ class BackendResult:
     solve_time_s: float
     solver: str
     message: str = ""
-    stats: dict[str, object] = field(default_factory=dict)
-
-
-def within_gap(incumbent: float, bound: float, gap: float) -> bool:
-    """``incumbent`` is proven within relative ``gap`` of optimal by ``bound``."""
-    return incumbent - bound <= gap * abs(incumbent)
-
-
-def relative_gap(objective: float | None, bound: float | None) -> float | None:
-    if objective is None or bound is None:
-        return None
-    if objective <= 0:
-        return 0.0 if bound >= objective - 1e-12 else None
-    return max(0.0, (objective - bound) / abs(objective))
+    stats: dict[str, Any] = field(default_factory=dict)
 
 
 def _report(source: str, incumbent: float | None, bound: float | None, unit: str, detail: str = "") -> bool:
     """Hand the figures to the live status line if one is shown (see poet_compiler.progress)."""
-    from poet_compiler import progress
-
     return progress.report(source, incumbent, bound, unit, detail)
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from poet_compiler.solve.backends.base import (
     BackendOptions,
     BackendResult,
+    BackendStatus,
     ProgressLine,
     within_gap,
 )
@@ -43,7 +44,7 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
     physical units as they improve; ``on_solution`` (objective, values) each solution;
     ``on_good_enough`` is called when an incumbent is proven by the model's outside
     bound (the caller stops the search; see the module docstring)."""
-    from ortools.sat.python import cp_model
+    from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
 
     started = time.perf_counter()
     sc = scale_model(model)
@@ -150,7 +151,7 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
     # OPTIMAL also means "within relative_gap_limit": only a closed gap is optimal.
     closed = sc.objective == {} or math.ceil(bound - 1e-9) >= round(obj) or \
         (floor is not None and obj * sc.obj_unit <= floor * (1 + 1e-12))
-    st = "optimal" if status == cp_model.OPTIMAL and closed else "feasible"
+    st: BackendStatus = "optimal" if status == cp_model.OPTIMAL and closed else "feasible"
     return BackendResult(st, values, obj * sc.obj_unit, phys_bound, elapsed, "cpsat", "", stats)
 
 

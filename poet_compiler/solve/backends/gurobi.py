@@ -10,6 +10,7 @@ from poet_compiler.errors import SolverError
 from poet_compiler.solve.backends.base import (
     BackendOptions,
     BackendResult,
+    BackendStatus,
     ProgressLine,
 )
 from poet_compiler.solve.formulation.model import LinearModel
@@ -25,8 +26,8 @@ def size_limit_message(model: LinearModel) -> str:
 
 def solve_gurobi(model: LinearModel, options: BackendOptions) -> BackendResult:
     try:
-        import gurobipy as gp
-        from gurobipy import GRB
+        import gurobipy as gp  # optional (the gurobi extra): imported when asked for
+        from gurobipy import GRB  # (same)
     except ImportError as exc:
         raise SolverError("gurobi: gurobipy is not installed (pip install gurobipy, plus a license); "
                           "use --solver cpsat") from exc
@@ -78,5 +79,5 @@ def solve_gurobi(model: LinearModel, options: BackendOptions) -> BackendResult:
     if m.SolCount == 0:
         return BackendResult("timeout", None, None, None, elapsed, "gurobi", "no solution within the time limit", stats)
     values = [x.X for x in xs]
-    st = "optimal" if m.Status == GRB.OPTIMAL else "feasible"
+    st: BackendStatus = "optimal" if m.Status == GRB.OPTIMAL else "feasible"
     return BackendResult(st, values, m.ObjVal, m.ObjBound, elapsed, "gurobi", "", stats)

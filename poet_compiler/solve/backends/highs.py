@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 
+from poet_compiler import progress
 from poet_compiler.errors import SolverError
 from poet_compiler.solve.backends.base import (
     PROGRESS_TAG,
@@ -120,8 +121,6 @@ class HighsJob:
 
 
 def solve_highs(model: LinearModel, options: BackendOptions) -> BackendResult:
-    from poet_compiler import progress
-
     if options.progress and progress.active() is not None:
         # The child must not write to the terminal under the live status line: it reports
         # through the pipe and the parent forwards its figures.

@@ -16,6 +16,7 @@ from poet_compiler.solve.backends.base import (
     PROGRESS_TAG,
     BackendOptions,
     BackendResult,
+    BackendStatus,
     ProgressLine,
     within_gap,
 )
@@ -23,7 +24,7 @@ from poet_compiler.solve.formulation.model import LinearModel
 
 
 def run(model: LinearModel, options: BackendOptions) -> BackendResult:
-    import highspy
+    import highspy  # lazy: loaded only in the child process (it conflicts with OR-Tools)
 
     started = time.perf_counter()
     h = highspy.Highs()
@@ -122,7 +123,7 @@ def run(model: LinearModel, options: BackendOptions) -> BackendResult:
     if floor is not None:
         bound = max(bound, floor) if math.isfinite(bound) else floor
     closed = math.isfinite(bound) and obj - bound <= 1e-9 * max(1.0, abs(obj))
-    st = "optimal" if (status == MS.kOptimal or floor is not None) and closed else "feasible"
+    st: BackendStatus = "optimal" if (status == MS.kOptimal or floor is not None) and closed else "feasible"
     return BackendResult(st, values, obj, bound if math.isfinite(bound) else None, elapsed, "highs", "", stats)
 
 

@@ -34,6 +34,8 @@ from poet_compiler.solve.backends.base import (
     _report,
     relative_gap,
 )
+from poet_compiler.solve.backends.cpsat import solve_cpsat
+from poet_compiler.solve.backends.highs import HighsJob
 from poet_compiler.solve.formulation.model import LinearModel
 
 PHASE1_SHARE = 0.1
@@ -120,8 +122,6 @@ class _Race:
 def solve_auto(model: LinearModel, options: BackendOptions,
                rehint: Callable[[list[float]], dict[int, float]] | None = None) -> BackendResult:
     """Portfolio solve (see the module docstring); same contract as every backend."""
-    from poet_compiler.solve.backends.cpsat import solve_cpsat
-
     started = time.perf_counter()
     race = _Race(max(0.0, options.relative_gap), options.progress, model.objective_unit)
     results: list[BackendResult] = []
@@ -148,8 +148,6 @@ def solve_auto(model: LinearModel, options: BackendOptions,
     cp_threads = max(1, options.threads - hi_threads)
     job = None
     try:
-        from poet_compiler.solve.backends.highs import HighsJob
-
         job = HighsJob(model, dataclasses.replace(options, time_limit_s=remaining, threads=hi_threads,
                                                   progress=False, progress_pipe=True))
     except (OSError, SolverError):

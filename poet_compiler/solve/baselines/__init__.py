@@ -1,6 +1,6 @@
-"""Baseline strategies: every published way to fit training into less RAM, same Result.
+"""Baseline heuristics: every published way to fit training into less RAM, same Result.
 
-Each entry of :data:`BASELINES` maps a :class:`~poet_compiler.solve.problem.Problem` to a
+Each entry of :data:`BASELINES` (the heuristics: no solver) maps a :class:`~poet_compiler.solve.problem.Problem` to a
 :class:`~poet_compiler.solve.result.Result` whose figures come from the independent
 simulator (through :func:`poet_compiler.solve.finalize.finalize`). A heuristic that cannot
 meet the budget or deadline returns status ``"infeasible"`` with a one-line reason (and
@@ -19,6 +19,10 @@ pofo                keep/offload/recompute DP for chains                all (by 
 checkmate           MILP optimum with recomputation only                (mode remat)
 paging_only         MILP optimum with paging only                       (mode paging)
 ==================  ==================================================  ===============
+
+``checkmate`` and ``paging_only`` (:mod:`.optimal`) call the MILP, which warm-starts from
+the heuristics here: they are registered with every other strategy in
+:data:`poet_compiler.solve.strategies.STRATEGIES`, not in this package's table.
 """
 
 from __future__ import annotations
@@ -30,7 +34,6 @@ from poet_compiler.solve.baselines.chen import chen_greedy, chen_sqrt_n
 from poet_compiler.solve.baselines.dtr import dtr
 from poet_compiler.solve.baselines.griewank import griewank
 from poet_compiler.solve.baselines.keep_all import checkpoint_all
-from poet_compiler.solve.baselines.optimal import checkmate, paging_only
 from poet_compiler.solve.baselines.pofo import pofo
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
@@ -43,12 +46,9 @@ BASELINES: dict[str, Callable[[Problem], Result]] = {
     "capuchin": capuchin,
     "dtr": dtr,
     "pofo": pofo,
-    "checkmate": checkmate,
-    "paging_only": paging_only,
 }
 
 #: The heuristics (no solver needed), e.g. for warm starts and quick comparisons.
-HEURISTICS: tuple[str, ...] = ("checkpoint_all", "chen_sqrt_n", "chen_greedy", "griewank",
-                               "capuchin", "dtr", "pofo")
+HEURISTICS: tuple[str, ...] = tuple(BASELINES)
 
 __all__ = ["BASELINES", "HEURISTICS"]

@@ -1,16 +1,10 @@
-"""Shared machinery of the baselines: matrices from decisions, evaluation, Result.
+"""Shared machinery of the baselines: gaps, evaluation, Result.
 
 Every matrix-producing baseline decides two things: *which nodes run in which stage*
-(``R``) and *which idle intervals of a tensor are spent on flash* (paging). Everything
-else follows from docs/model.md:
-
-* :func:`need_stages` — the stages at whose start a tensor must be in RAM (a compute
-  of the stage reads it and the stage does not compute it first);
-* :func:`assemble` — the cheapest consistent ``S_RAM``/``S_AUX``/``M_in``/``M_out`` for
-  an ``R`` and a set of paged intervals: a tensor is kept from its last computation up to
-  each need and freed otherwise ("free after last use" across stages), and a paged
-  interval becomes page-out in the stage after the use and page-in in the stage before
-  the next need.
+(``R``) and *which idle intervals of a tensor are spent on flash* (paging). The schedule
+follows from docs/model.md, built by :mod:`poet_compiler.schedule.build`
+(:func:`~poet_compiler.schedule.build.need_stages`,
+:func:`~poet_compiler.schedule.build.assemble`, re-exported here for the baselines).
 
 :func:`evaluate` replays a plan in the independent simulator without budgets (the
 heuristics compare candidates by it) and :func:`finish` turns the final plan into a
@@ -22,39 +16,23 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from poet_compiler.errors import ScheduleError
 from poet_compiler.graph.ir import TrainingGraph
+from poet_compiler.schedule.build import assemble, compute_stages, need_stages  # noqa: F401 (re-exported)
+from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
+from poet_compiler.schedule.simulate import simulate
+from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
 from poet_compiler.units import format_bytes
 
 #: Node kinds that belong to the forward phase of a training step (the loss closes it).
 FORWARD_PHASE = ("forward", "loss")
-
-
-def need_stages(graph: TrainingGraph, R: np.ndarray) -> list[list[int]]:
-    """``needs[i]``: ascending stages whose start must find tensor ``i`` in RAM."""
-    n = graph.n
-    needs: list[set[int]] = [set() for _ in range(n)]
-    for t in range(n):
-        row = R[t]
-        for k in np.flatnonzero(row):
-            for i in graph.nodes[int(k)].inputs:
-                if not row[i]:
-                    needs[i].add(t)
-    return [sorted(s) for s in needs]
-
-
-def compute_stages(R: np.ndarray) -> list[list[int]]:
-    """``stages[i]``: ascending stages in which node ``i`` is computed."""
-    return [[int(t) for t in np.flatnonzero(R[:, i])] for i in range(R.shape[1])]
 
 
 @dataclass(frozen=True)
@@ -84,54 +62,6 @@ def idle_gaps(graph: TrainingGraph, R: np.ndarray) -> list[Gap]:
     return gaps
 
 
-def assemble(graph: TrainingGraph, R: np.ndarray, paged: Iterable[tuple[int, int]] = ()) -> Schedule:
-    """The schedule of ``R`` that keeps tensors only until their next need.
-
-    ``paged`` holds ``(node, last)`` pairs: the gap of ``node`` that starts after stage
-    ``last`` is spent on flash — paged out in stage ``last+1`` (unless a flash copy
-    already exists, then simply freed) and paged in in the stage before the next need.
-    Pairs whose gap is too short to page (or that no longer name a gap of ``R``) are
-    ignored, so a plan stays valid when recomputation decisions change the gaps.
-    """
-    n = graph.n
-    R = np.asarray(R, dtype=bool)
-    s = Schedule.empty(n)
-    s.R[:] = R
-    needs = need_stages(graph, R)
-    comps = compute_stages(R)
-    for i in range(n):
-        for t in needs[i]:
-            prior = [c for c in comps[i] if c < t]
-            if not prior:
-                raise ScheduleError(
-                    f"stage {t}: node {i} {graph.nodes[i].name!r} is needed before it is ever computed"
-                )
-            s.S_RAM[prior[-1] + 1 : t + 1, i] = True
-    if not paged:
-        return s
-    by_node: dict[int, set[int]] = {}
-    for node, last in paged:
-        by_node.setdefault(node, set()).add(last)
-    for i, lasts in sorted(by_node.items()):
-        flash_from: int | None = None   # first stage whose start finds a flash copy of i
-        events = sorted({(t, 0) for t in comps[i]} | {(t, 1) for t in needs[i]})
-        for (a, _), (b, kind_b) in zip(events, events[1:]):
-            if kind_b != 1 or a not in lasts:
-                continue
-            if flash_from is not None and flash_from <= b - 1 and b - 1 >= a + 1:
-                # A copy is on flash already: drop the RAM copy after stage a, page in at b-1.
-                s.S_RAM[a + 1 : b, i] = False
-                s.M_in[b - 1, i] = True
-            elif b - 1 >= a + 2:
-                # Page out in stage a+1 (the tensor is resident at its start), back at b-1.
-                s.M_out[a + 1, i] = True
-                s.S_RAM[a + 2 : b, i] = False
-                s.M_in[b - 1, i] = True
-                flash_from = a + 2
-                s.S_AUX[a + 2 :, i] = True
-    return s
-
-
 def has_paging(schedule: Schedule) -> bool:
     return bool(schedule.M_in.any() or schedule.M_out.any())
 
@@ -151,8 +81,6 @@ class Figures:
 
 
 def to_program(problem: Problem, plan: Schedule | Program) -> Program:
-    from poet_compiler.schedule.linearize import linearize
-
     if isinstance(plan, Program):
         return plan
     return linearize(problem.graph, plan, mode=problem.mode, dma=not problem.synchronous)
@@ -160,8 +88,6 @@ def to_program(problem: Problem, plan: Schedule | Program) -> Program:
 
 def evaluate(problem: Problem, plan: Schedule | Program) -> Figures:
     """Simulate ``plan`` with no budget or deadline (raises ScheduleError if invalid)."""
-    from poet_compiler.schedule.simulate import simulate
-
     sim = simulate(problem.graph, problem.costs, to_program(problem, plan))
     return Figures(sim.peak_bytes, sim.runtime_s, sim.energy_j)
 
@@ -200,17 +126,14 @@ def infeasible(problem: Problem, strategy: str, reason: str, *, started: float,
 def finish(problem: Problem, strategy: str, plan: Schedule | Program, *, started: float,
            fig: Figures | None = None, note: str = "") -> Result:
     """Result of a heuristic's final plan: finalize when it fits, 'infeasible' otherwise."""
-    from poet_compiler.solve.finalize import finalize
-
     fig = fig or evaluate(problem, plan)
     if not fig.fits(problem):
         return infeasible(problem, strategy, f"best plan {miss_reason(problem, fig)}", started=started,
                           attempt=fig)
-    try:
-        result = finalize(problem, plan, strategy=strategy, status="feasible",
-                          solve_time_s=time.perf_counter() - started, message=note)
-    except ScheduleError as exc:   # e.g. the arena does not fit because of fragmentation
-        return infeasible(problem, strategy, str(exc), started=started, attempt=fig)
+    # A plan that breaks a rule is a bug (finalize raises InternalError); one that misses
+    # the budget, the deadline or (fragmentation) the arena comes back "infeasible".
+    result = finalize(problem, plan, strategy=strategy, status="feasible",
+                      solve_time_s=time.perf_counter() - started, message=note)
     if not result.ok and not result.message.startswith(f"{strategy}: "):
         result.message = f"{strategy}: {result.message}"   # e.g. arena fragmentation
     return result

@@ -1,0 +1,57 @@
+"""Warm starts: the known schedules that meet a problem's budgets, cheapest first.
+
+The MILP (:mod:`.milp`) starts from the best of them and falls back on them when the
+solver finds nothing; the infeasibility analysis (:mod:`.feasibility`) uses them as quick
+upper bounds. Sources: a given schedule, checkpoint-all and the quick heuristics of
+:mod:`.baselines`.
+"""
+
+from __future__ import annotations
+
+from poet_compiler.errors import InternalError, PoetError, ScheduleError
+from poet_compiler.schedule.from_program import schedule_from_program
+from poet_compiler.schedule.schedule import Schedule
+from poet_compiler.solve.baselines import BASELINES
+from poet_compiler.solve.problem import Problem, feasible_energy
+
+DTR_MAX_NODES = 80  # dtr's warm start costs seconds below this, tens of seconds above
+
+
+def warm_start_candidates(problem: Problem, given: Schedule | None = None) -> list[tuple[float, str, Schedule]]:
+    """Every known schedule that is valid in the problem's mode and meets both budgets
+    (live bytes; the arena is judged later by finalize), cheapest first:
+    ``(energy, name, schedule)``. Sources: ``given``, checkpoint-all and the quick
+    heuristics of :mod:`.baselines`."""
+    found: list[tuple[float, str, Schedule]] = []
+    for name, s in (("given", given), ("checkpoint_all", Schedule.checkpoint_all(problem.n))):
+        if s is not None:
+            e = feasible_energy(problem, s)
+            if e is not None:
+                found.append((e, name, s))
+    # Quick heuristics only: dtr takes tens of seconds on 100+ node graphs, so it joins
+    # on smaller ones (where it sometimes beats the others).
+    names = ("chen_greedy", "capuchin", "pofo", "chen_sqrt_n") + (("dtr",) if problem.n <= DTR_MAX_NODES else ())
+    for name in names:
+        try:
+            res = BASELINES[name](problem)
+        except ScheduleError as exc:  # a heuristic's own plan broke a rule: a bug, not "no warm start"
+            raise InternalError(f"{name}: {exc}") from exc
+        except PoetError:  # not applicable here (e.g. a chain-only method on a DAG)
+            continue
+        schedule = res.schedule
+        if schedule is None and res.program is not None:  # dtr emits a Program
+            schedule = schedule_from_program(problem.graph, res.program, problem.mode, dma=not problem.synchronous)
+        # A baseline's own status may be "infeasible" for its arena only: judge live bytes here.
+        if schedule is not None:
+            e = feasible_energy(problem, schedule)
+            if e is not None:
+                found.append((e, name, schedule))
+    found.sort(key=lambda x: (x[0], x[1]))
+    return found
+
+
+def warm_start_schedule(problem: Problem, given: Schedule | None = None) -> Schedule | None:
+    """The cheapest feasible schedule among ``given``, checkpoint-all and the quick
+    heuristics of :mod:`.baselines`, or None."""
+    found = warm_start_candidates(problem, given)
+    return found[0][2] if found else None
