@@ -90,9 +90,11 @@ def solve_milp(
     """Solve ``problem`` to (proven) optimality or the time limit; see the module docstring.
 
     On a DMA device where time matters (``problem.transfers == "stage"``) and a graph of
-    at most ``UNION_MAX_NODES`` nodes, two program families are searched: stage-long overlapped transfers (``STAGE_FAMILY_SHARE`` of the
-    time: they hide paging time, usually the better family there), then synchronous ones (docs/model.md, "What the optimizer searches"). The better schedule
-    wins; its bound is the smaller of the two families' bounds.
+    at most ``UNION_MAX_NODES`` nodes, two program families are searched: stage-long
+    overlapped transfers (``STAGE_FAMILY_SHARE`` of the time: they hide paging time,
+    usually the better family there), then synchronous ones (docs/model.md, "What the
+    optimizer searches"). The better schedule wins; its bound is the smaller of the two
+    families' bounds.
     """
     kw = dict(solver=solver, formulation=formulation, threads=threads, progress=progress,
               gap_limit=gap_limit)
