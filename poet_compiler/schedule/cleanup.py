@@ -20,26 +20,48 @@ orphan its page-out), so the passes repeat until nothing changes.
 from __future__ import annotations
 
 from poet_compiler.graph.ir import TrainingGraph
+from poet_compiler.schedule.interpreter import ProgramInterpreter
 from poet_compiler.schedule.program import Instruction, Op, Program
+
+
+class _Lifetimes(ProgramInterpreter):
+    """Per allocation (a COMPUTE or a PAGE_IN): its index, the index of its FREE or None,
+    whether a COMPUTE reads it, whether it is paged out."""
+
+    def __init__(self, graph: TrainingGraph, ins: list[Instruction]) -> None:
+        super().__init__(ins)
+        self.graph = graph
+        self.open: dict[int, int] = {}      # node -> index of its live allocation
+        self.state: dict[int, list] = {}    # index -> [index, free index, read, paged out]
+
+    def _allocate(self, ins: Instruction) -> None:
+        self.open[ins.node] = self.index
+        self.state[self.index] = [self.index, None, False, False]
+
+    def compute(self, ins: Instruction) -> None:
+        for j in self.graph.nodes[ins.node].inputs:
+            if j in self.open:
+                self.state[self.open[j]][2] = True
+        self._allocate(ins)
+
+    def page_in(self, ins: Instruction) -> None:
+        self._allocate(ins)
+
+    def page_out(self, ins: Instruction) -> None:
+        if ins.node in self.open:
+            self.state[self.open[ins.node]][3] = True
+
+    def free(self, ins: Instruction) -> None:
+        if ins.node in self.open:
+            self.state[self.open.pop(ins.node)][1] = self.index
+
+    def finish(self) -> list[tuple[int, int | None, bool, bool]]:
+        return [tuple(v) for _, v in sorted(self.state.items())]
 
 
 def _lifetimes(graph: TrainingGraph, ins: list[Instruction]) -> list[tuple[int, int | None, bool, bool]]:
     """Per allocation: (index, index of its FREE or None, read by a COMPUTE, paged out)."""
-    open_: dict[int, int] = {}
-    state: dict[int, list] = {}
-    for idx, x in enumerate(ins):
-        if x.op in (Op.COMPUTE, Op.PAGE_IN):
-            if x.op is Op.COMPUTE:
-                for j in graph.nodes[x.node].inputs:
-                    if j in open_:
-                        state[open_[j]][2] = True
-            open_[x.node] = idx
-            state[idx] = [idx, None, False, False]
-        elif x.op is Op.PAGE_OUT and x.node in open_:
-            state[open_[x.node]][3] = True
-        elif x.op is Op.FREE and x.node in open_:
-            state[open_.pop(x.node)][1] = idx
-    return [tuple(v) for _, v in sorted(state.items())]
+    return _Lifetimes(graph, ins).run()
 
 
 def _drop_pointless(graph: TrainingGraph, ins: list[Instruction]) -> list[Instruction] | None:

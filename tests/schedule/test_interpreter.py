@@ -1,0 +1,90 @@
+"""ProgramInterpreter: one walk, one method per opcode; cleanup's lifetimes are built on it."""
+
+from __future__ import annotations
+
+from poet_compiler.graph.ir import TrainingGraph
+from poet_compiler.schedule.cleanup import _lifetimes
+from poet_compiler.schedule.interpreter import ProgramInterpreter
+from poet_compiler.schedule.linearize import linearize
+from poet_compiler.schedule.program import Instruction, Op, Program
+from poet_compiler.solve.baselines import BASELINES
+from tests.support.graphs import random_problem
+
+
+class _Recorder(ProgramInterpreter):
+    def start(self) -> None:
+        self.calls: list[tuple[str, int, int]] = [("start", self.index, -1)]
+
+    def compute(self, ins: Instruction) -> None:
+        self.calls.append(("compute", self.index, ins.node))
+
+    def page_out(self, ins: Instruction) -> None:
+        self.calls.append(("page_out", self.index, ins.node))
+
+    def page_in(self, ins: Instruction) -> None:
+        self.calls.append(("page_in", self.index, ins.node))
+
+    def free(self, ins: Instruction) -> None:
+        self.calls.append(("free", self.index, ins.node))
+
+    def fence(self, ins: Instruction) -> None:
+        self.calls.append(("fence", self.index, ins.node))
+
+    def finish(self) -> list[tuple[str, int, int]]:
+        return self.calls
+
+
+def test_one_method_per_opcode_in_program_order() -> None:
+    ins = (Instruction(Op.COMPUTE, 0), Instruction(Op.PAGE_OUT, 0), Instruction(Op.FENCE),
+           Instruction(Op.FREE, 0), Instruction(Op.PAGE_IN, 0), Instruction(Op.FENCE), Instruction(Op.COMPUTE, 1))
+    expected = [("start", -1, -1), ("compute", 0, 0), ("page_out", 1, 0), ("fence", 2, -1), ("free", 3, 0),
+                ("page_in", 4, 0), ("fence", 5, -1), ("compute", 6, 1)]
+    assert _Recorder(Program(n_nodes=2, instructions=ins)).run() == expected
+    assert _Recorder(list(ins)).run() == expected            # a plain instruction list too
+
+
+def test_defaults_do_nothing_and_return_none() -> None:
+    program = Program(n_nodes=1, instructions=(Instruction(Op.COMPUTE, 0), Instruction(Op.FREE, 0)))
+    walker = ProgramInterpreter(program)
+    assert walker.run() is None and walker.index == 1
+
+
+def _reference_lifetimes(graph: TrainingGraph, ins: list[Instruction]) -> list[tuple[int, int | None, bool, bool]]:
+    """cleanup's walk as it was written before the interpreter (an if/elif on Op)."""
+    open_: dict[int, int] = {}
+    state: dict[int, list] = {}
+    for idx, x in enumerate(ins):
+        if x.op in (Op.COMPUTE, Op.PAGE_IN):
+            if x.op is Op.COMPUTE:
+                for j in graph.nodes[x.node].inputs:
+                    if j in open_:
+                        state[open_[j]][2] = True
+            open_[x.node] = idx
+            state[idx] = [idx, None, False, False]
+        elif x.op is Op.PAGE_OUT and x.node in open_:
+            state[open_[x.node]][3] = True
+        elif x.op is Op.FREE and x.node in open_:
+            state[open_.pop(x.node)][1] = idx
+    return [tuple(v) for _, v in sorted(state.items())]
+
+
+def test_cleanup_lifetimes_match_the_hand_written_walk() -> None:
+    programs = []
+    for seed in range(6):
+        for fraction in (0.1, 0.4):   # tight budgets page and recompute; loose ones need not
+            problem = random_problem(seed, 10, "poet", deadline_prob=0.0, budget_fraction=fraction)
+            for name in ("checkpoint_all", "chen_greedy", "capuchin", "dtr"):
+                res = BASELINES[name](problem)
+                if res.program is not None:
+                    programs.append((problem.graph, list(res.program.instructions)))
+                if res.schedule is not None:   # before cleanup: with its pointless work
+                    raw = linearize(problem.graph, res.schedule, dma=problem.costs.dma)
+                    programs.append((problem.graph, list(raw.instructions)))
+    assert any(x.op is Op.PAGE_IN for _, ins in programs for x in ins)
+    assert any(sum(x.op is Op.COMPUTE for x in ins) > graph.n for graph, ins in programs)
+    for graph, ins in programs:
+        got = _lifetimes(graph, ins)
+        assert got == _reference_lifetimes(graph, ins)
+        # Every allocation is a COMPUTE or a PAGE_IN, and a FREE of its node closes it.
+        assert all(ins[i].op in (Op.COMPUTE, Op.PAGE_IN) for i, _, _, _ in got)
+        assert all(f is None or (ins[f].op is Op.FREE and ins[f].node == ins[i].node) for i, f, _, _ in got)
