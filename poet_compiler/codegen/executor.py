@@ -112,6 +112,7 @@ class ScheduledStep:
 
     def __init__(self, traced: TracedModel, program: Program, *, page_file: str | Path | None = None,
                  page_dir: str | Path | None = None, fsync: bool = False) -> None:
+        traced.require_weights("running a schedule")
         n = traced.graph.n
         if program.n_nodes != n:
             raise ScheduleError(f"the program is for {program.n_nodes} nodes but the traced graph "

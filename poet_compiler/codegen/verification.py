@@ -155,6 +155,7 @@ def verify(traced: TracedModel, program: Program, costs: CostTable, *,
            ram_budget_bytes: int | None = None, count_fixed: bool = False,
            page_file: str | Path | None = None, seed: int = 0) -> Verification:
     """Run both steps and the simulator; raise ScheduleError if the program is invalid."""
+    traced.require_weights("verify")
     graph = traced.graph
     if program.n_nodes != graph.n:
         raise ScheduleError(f"the schedule is for a graph of {program.n_nodes} nodes but {graph.name!r} "

@@ -8,7 +8,7 @@ import torch
 import models
 from poet_compiler.frontends import trace_zoo
 
-BIG = {"bert_base", "gpt2", "resnet18"}
+BIG = {"bert_base", "gpt2", "gpt2_large", "gpt2_large_mini", "resnet18"}  # gpt2_large*: test_gpt2_large.py
 
 
 def test_registry_lists_every_family() -> None:

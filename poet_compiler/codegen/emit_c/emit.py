@@ -86,6 +86,7 @@ def emit_c(model: str, schedule: Path, out_dir: Path) -> EmitResult:
     data, decoded = _read_schedule(schedule)
     program = decoded.program
     tm = load_traced(model, schedule)
+    tm.require_weights("emit-c")
     graph = tm.graph
     if program.n_nodes != graph.n:
         raise EmitError(f"{schedule}: the schedule is for a {program.n_nodes}-node graph but {model} has {graph.n}")

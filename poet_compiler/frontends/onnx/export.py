@@ -116,4 +116,9 @@ def export_zoo_model(
             raise
         raise FrontendError(f"unknown model '{name}' (zoo: {', '.join(models.names())})") from None
     inputs = tuple(spec.example_inputs(batch))
-    return export_module(spec.build(), inputs, path, opset=opset, training=training, dynamo=dynamo, name=name)
+    module = spec.build()
+    if any(t.is_meta for t in (*module.parameters(), *inputs)):
+        small = getattr(module, "poet_weights_from", None)
+        raise FrontendError(f"{name} is built on the meta device (its graph, no weights); export needs real weights"
+                            + (f": use {small}, the same graph with weights" if small else ""))
+    return export_module(module, inputs, path, opset=opset, training=training, dynamo=dynamo, name=name)

@@ -33,6 +33,7 @@ import torch
 import torch.fx
 from torch import nn
 
+from poet_compiler.errors import FrontendError
 from poet_compiler.graph.ir import TrainingGraph
 
 
@@ -68,6 +69,16 @@ class TracedModel:
     def output_owner(self) -> dict[str, int]:
         """Scheduling node computing each graph output (-1: the prelude)."""
         return {name: self.fx_owner.get(name, -1) for name in self.output_names}
+
+    def require_weights(self, purpose: str) -> None:
+        """Refuse to run a model built on the meta device (shapes without values, as the
+        zoo's ``gpt2_large``): ``purpose`` needs real weights."""
+        tensors = (*self.module.parameters(), *self.module.buffers(), *self.example_inputs, self.target)
+        if any(t.is_meta for t in tensors):
+            small = getattr(self.module, "poet_weights_from", None)
+            hint = f": use {small}, the same graph with weights" if small else ""
+            raise FrontendError(f"{self.graph.name} is traced on the meta device (its graph, no weights); "
+                                f"{purpose} needs real weights{hint}")
 
     def flat_args(self, inputs: tuple[torch.Tensor, ...] | None = None,
                   target: torch.Tensor | None = None) -> list[torch.Tensor]:
