@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from poet_compiler.api import compile
-from poet_compiler.codegen.bytecode import decode, encode
+from poet_compiler.codegen.bytecode import VERSION, decode, encode
 from poet_compiler.fileio import atomic_write_text
 from poet_compiler.frontends import zoo_names
 from poet_compiler.schedule.simulate import simulate
@@ -118,7 +118,8 @@ def markdown(head: tuple[str, ...] | list[str], rows: list[list[str]]) -> str:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(zoo_names()), help="comma-separated zoo names")
-    ap.add_argument("--ram", default=",".join(str(f) for f in RAM_FRACTIONS), help="fractions of the checkpoint-all peak")
+    ap.add_argument("--ram", default=",".join(str(f) for f in RAM_FRACTIONS),
+                    help="fractions of the checkpoint-all peak")
     ap.add_argument("--strategy", default="optimal")
     ap.add_argument("--fallback", default="chen_greedy,capuchin", help="tried in order when --strategy finds nothing")
     ap.add_argument("--time-limit", type=float, default=20.0, help="solver time limit per cell (s)")
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{model} {frac:.0%}: {' '.join(rows[-1][3:9])} ({time.perf_counter() - t0:.1f} s)",
                       file=sys.stderr, flush=True)
         sizes = code_size(tmp / "build") if harness is not None else []
-    text = markdown(HEAD, rows)
+    text = f"`.poet` format version {VERSION}\n\n" + markdown(HEAD, rows)
     text += "\n" + markdown(("C runtime (poet_runtime.o)", "text B", "data B"),
                             [[t, f"{a:,}", str(b)] for t, a, b in sizes])
     print(text)
