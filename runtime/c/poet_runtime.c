@@ -15,14 +15,10 @@
 #define U32MAX 0xFFFFFFFFu
 #define U64MAX 0xFFFFFFFFFFFFFFFFu
 
-/* Width limits of the file's version (docs/bytecode.md, "Versions"): version 2 is
- * version 3's layout with 32-bit arena and gap varints, entry codes below 2^35,
- * sizes below 2^32 and the arena and offsets below 2^30. */
-static int is_v2(const uint8_t *buf) { return buf[4] == 2u; }
-static uint64_t lim_wide(const uint8_t *buf) { return is_v2(buf) ? U32MAX : U64MAX; }       /* arena, gap codes */
-static uint64_t lim_code(const uint8_t *buf) { return is_v2(buf) ? 0x7FFFFFFFFu : U64MAX; }  /* entry codes */
-static uint64_t lim_bytes(const uint8_t *buf) { return is_v2(buf) ? 0x40000000u : POET_FORMAT_MAX_BYTES; }
-static uint64_t lim_value(const uint8_t *buf) { return is_v2(buf) ? 0x100000000u : POET_FORMAT_MAX_BYTES; }
+/* Version 2 has version 3's layout; both are read with version 3's limits
+ * (docs/bytecode.md, "Versions"): wide varints (arena, offset-table gap codes, palette
+ * entry codes) below 2^64, byte quantities below POET_FORMAT_MAX_BYTES = 2^59. */
+#define WIDE U64MAX
 
 enum { C_SEQ, C_NEW, C_X, C_FREE_C, C_FREE_F, C_PAGE_OUT, C_PAGE_IN, C_FENCE };
 
@@ -48,22 +44,20 @@ static int rd_u8(const poet_prog *p, uint32_t *pos, uint32_t *out)
     return POET_OK;
 }
 
-/* Unsigned LEB128, minimal encoding, value <= limit, at most ceil(bits(limit) / 7) bytes
- * (5 for 32 and 35 bits, 10 for 64). */
+/* Unsigned LEB128, minimal encoding, value <= limit (U32MAX or WIDE), at most
+ * ceil(bits(limit) / 7) bytes: 5 or 10. */
 static int rd_var64(const poet_prog *p, uint32_t *pos, uint64_t *out, uint64_t limit)
 {
     uint64_t value = 0;
-    uint32_t start = *pos, shift, byte, longest = 1u, over = 0u;
-    while (longest < 10u && (limit >> (7u * longest)))
-        longest++;
-    for (shift = 0; shift < 7u * longest; shift += 7u) {
+    uint32_t start = *pos, shift, byte;
+    for (shift = 0; shift < (limit > U32MAX ? 70u : 35u); shift += 7u) {
         if (rd_u8(p, pos, &byte) != POET_OK)
             return POET_E_TRUNCATED;
-        if (shift == 63u && (byte & 0x7Eu))
-            over = 1u; /* bits past 2^64 */
+        if (shift == 63u && byte > 1u)
+            return POET_E_MALFORMED; /* the 10th byte may only be 0 (not minimal) or 1: 2^64 and up */
         value |= (uint64_t)(byte & 0x7Fu) << shift;
         if (!(byte & 0x80u)) {
-            if (over || value > limit || (byte == 0u && *pos - start > 1u))
+            if (value > limit || (byte == 0u && *pos - start > 1u))
                 return POET_E_MALFORMED;
             *out = value;
             return POET_OK;
@@ -123,23 +117,22 @@ static uint32_t index_bits(uint32_t count)
     return bits;
 }
 
-/* Entry k of the palette whose entry codes start at pos (validated: k < count). */
-static uint64_t pal_entry(const poet_prog *p, uint32_t pos, uint32_t k)
+/* Read `count` (validated) palette entry codes from *pos; the value of the last one. */
+static uint64_t pal_walk(const poet_prog *p, uint32_t *pos, uint32_t count)
 {
     uint64_t code = 0;
-    for (;;) {
-        (void)rd_var64(p, &pos, &code, lim_code(p->buf));
-        if (!k--)
-            return entry_value(code);
-    }
+    while (count--)
+        (void)rd_var64(p, pos, &code, WIDE);
+    return entry_value(code);
 }
+
+/* Entry k of the palette whose entry codes start at pos (validated: k < count). */
+static uint64_t pal_entry(const poet_prog *p, uint32_t pos, uint32_t k) { return pal_walk(p, &pos, k + 1u); }
 
 /* Position after `count` palette entry codes starting at pos (validated). */
 static uint32_t skip_vars(const poet_prog *p, uint32_t pos, uint32_t count)
 {
-    uint64_t v;
-    while (count--)
-        (void)rd_var64(p, &pos, &v, lim_code(p->buf));
+    (void)pal_walk(p, &pos, count);
     return pos;
 }
 
@@ -192,9 +185,9 @@ static int rd_palette(const poet_prog *p, uint32_t *pos, uint32_t *count)
     if (*count > p->len - *pos)
         return POET_E_TRUNCATED;
     for (k = 0; k < *count; k++) {
-        if ((rc = rd_var64(p, pos, &code, lim_code(p->buf))))
+        if ((rc = rd_var64(p, pos, &code, WIDE)))
             return rc;
-        if (!entry_below(code, lim_value(p->buf)))
+        if (!entry_below(code, POET_FORMAT_MAX_BYTES))
             return POET_E_MALFORMED;
     }
     if (p->n_nodes && !*count)
@@ -255,7 +248,7 @@ static uint64_t gap_of(const poet_prog *p, uint64_t v)
 static uint64_t gap_at(const poet_prog *p, uint32_t *pos)
 {
     uint64_t v = 0;
-    (void)rd_var64(p, pos, &v, lim_wide(p->buf));
+    (void)rd_var64(p, pos, &v, WIDE);
     return gap_of(p, v);
 }
 
@@ -283,12 +276,12 @@ static int rd_offsets(poet_prog *p, uint32_t *pos)
     if (count > p->len - *pos)
         return POET_E_TRUNCATED;
     for (j = 0; j < count; j++) {
-        if ((rc = rd_var64(p, pos, &v, lim_wide(p->buf))))
+        if ((rc = rd_var64(p, pos, &v, WIDE)))
             return rc;
         gap = gap_of(p, v);
         if (j && gap == 0u)
             return POET_E_MALFORMED;
-        if (gap >= lim_bytes(p->buf) - acc) /* acc + gap >= the limit, without overflow */
+        if (gap >= POET_FORMAT_MAX_BYTES - acc) /* acc + gap >= the limit, without overflow */
             return POET_E_OFFSET;
         acc += gap;
     }
@@ -569,9 +562,9 @@ int poet_open(poet_prog *p, const uint8_t *buf, size_t len, uint8_t *arena, size
         poet_crc32(poet_crc32(0, buf, 6), buf + PREFIX, len - PREFIX))
         return POET_E_CRC;
     if ((rc = rd_var(p, &pos, &p->n_nodes)) || (rc = rd_var(p, &pos, &p->n_instr)) ||
-        (rc = rd_var64(p, &pos, &p->arena_bytes, lim_wide(buf))))
+        (rc = rd_var64(p, &pos, &p->arena_bytes, WIDE)))
         return rc;
-    if (p->arena_bytes >= lim_bytes(buf))
+    if (p->arena_bytes >= POET_FORMAT_MAX_BYTES)
         return POET_E_OFFSET;
     if (p->n_nodes > POET_MAX_NODES)
         return POET_E_COUNT;

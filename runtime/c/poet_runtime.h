@@ -19,8 +19,8 @@
  * Width: version 3 files carry arenas and offsets of any size (below 2^59). A where word
  * and the offsets and byte counts passed to callbacks are as wide as size_t: 32 bits on
  * a Cortex-M (arenas up to 1 GiB - 1: bits 30-31 of a where word are state bits), 64
- * bits on a 64-bit host (any arena). A file whose arena (or any node size) does not
- * fit this build is refused by poet_open with POET_E_RESOURCES, and poet_arena_bytes()
+ * bits on a 64-bit host (any arena). A file whose arena does not fit this build is
+ * refused by poet_open with POET_E_RESOURCES, and poet_arena_bytes()
  * then reports the 64-bit size it needs: nothing is ever truncated. -DPOET_WHERE_BITS=32
  * or 64 overrides the choice (a 64-bit where word on a 32-bit target is still limited
  * to SIZE_MAX).
@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define POET_VERSION 3u     /* the version poetc writes */
-#define POET_VERSION_MIN 2u /* version 2: same layout, arena and offsets below 2^30 */
+#define POET_VERSION_MIN 2u /* version 2: the same layout, read with version 3's limits */
 
 #ifndef POET_WHERE_BITS
 #if SIZE_MAX > 0xFFFFFFFFu
@@ -74,16 +74,16 @@ enum poet_status {
     POET_E_FLAGS = -5,          /* unknown flag bits, or WORKSPACE without SIZES */
     POET_E_LENGTH = -6,         /* declared length smaller than the buffer (trailing bytes) */
     POET_E_CRC = -7,            /* CRC-32 mismatch */
-    POET_E_MALFORMED = -8,      /* bad varint, palette entry >= 2^59 (v2: 2^32), workspace bitmap past n_nodes, repeated offset, stray bytes */
+    POET_E_MALFORMED = -8,      /* bad varint, palette entry >= 2^59, workspace bitmap past n_nodes, repeated offset, stray bytes */
     POET_E_COUNT = -9,          /* more than 2^20 nodes, or a count/table index exceeds what the file can hold */
     POET_E_OPCODE = -10,        /* FENCE with a nonzero operand */
     POET_E_NODE = -11,          /* node id outside 0..n_nodes-1 */
-    POET_E_OFFSET = -12,        /* offset index outside the table, buffer past the arena, arena >= 2^59 (v2: 1 GiB) */
+    POET_E_OFFSET = -12,        /* offset index outside the table, buffer past the arena, arena or offset >= 2^59 */
     POET_E_STATE = -13,         /* COMPUTE/PAGE_IN of a resident node, FREE/PAGE_OUT of an absent one, PAGE_IN never paged out */
     POET_E_OVERLAP = -14,       /* an allocation overlaps a live buffer */
     POET_E_NOT_EXECUTABLE = -15,/* file lacks SIZES, OFFSETS or ARENA (a planning-stage file) */
     POET_E_RESOURCES = -16,     /* caller's arena or where table is smaller than the file needs, or the arena
-                                   (or a node size) does not fit this build's size_t / where word */
+                                   does not fit this build's size_t / where word (POET_MAX_ARENA) */
     POET_E_CALLBACK = -17       /* a callback returned nonzero; the instruction was not executed */
 };
 

@@ -280,9 +280,10 @@ def corruption_cases() -> dict[str, tuple[bytes, str]]:
         "arena_varint_65_bits": (with_code(op(7, 0), 1, arena_raw=b"\xb0" + b"\x80" * 8 + b"\x02"),
                                  "POET_E_MALFORMED"),
         "v2_ok": (assemble(sizes=sizes, arena=48, offsets=offs, code=good_code, n_instr=4, version=2), "POET_OK"),
-        "v2_arena_limit": (with_code(op(7, 0), 1, arena=1 << 30, version=2), "POET_E_OFFSET"),
-        "v2_palette_overflow": (with_code(op(7, 0), 1, size_section=b"\x01\x83\x80\x80\x80\x40\x00", version=2),
-                                "POET_E_MALFORMED"),
+        # Version 2 reads with version 3's limits: an arena past 2^32 (which no version-2
+        # writer wrote) is accepted, 2^59 is not.
+        "v2_wide_arena": (with_code(op(7, 0), 1, arena=(1 << 33) + 48, version=2), "POET_OK"),
+        "v2_arena_limit": (with_code(op(7, 0), 1, arena=1 << 59, version=2), "POET_E_OFFSET"),
         "workspace_bitmap": (with_code(op(7, 0), 1, workspace_section=stray), "POET_E_MALFORMED"),
         "huge_instr_count": (with_code(good_code, 1_000_000), "POET_E_COUNT"),
         "offset_table_count": (assemble(sizes=sizes, arena=48, offsets=offs, code=op(7, 0), n_instr=1),

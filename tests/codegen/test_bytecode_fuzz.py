@@ -77,15 +77,15 @@ def test_wrong_magic_or_version(magic_byte, version):
 @FAST
 @given(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1), st.sampled_from([2, 3]))
 def test_wide_arena_and_offsets(arena, offset, version):
-    """Arena and offset-table varints of up to 64 bits: accepted below the version's limit,
-    POET_E_OFFSET at or above it, never another outcome."""
+    """Arena and offset-table varints of up to 64 bits, in version 2 and 3 files (read by the
+    same rules): accepted below 2^59, POET_E_OFFSET at or above it, MALFORMED past 2^64."""
     data = assemble(sizes=[16], arena=arena, offsets=[offset], code=bc._first_byte(0, 0) + b"\x00",
                     n_instr=1, version=version)
-    lim = bc.LIMITS[version]
+    lim = bc.LIMITS[bc.VERSION]
     gap_code = 0 if offset == 16 else offset + 1     # palette entry 0 is 16; else 1 + gap
     code = _decode_or_code(data)
     if arena > lim.max_wide:
-        assert code == "POET_E_MALFORMED"      # version 2: a 32-bit arena varint
+        assert code == "POET_E_MALFORMED"
     elif arena >= lim.max_bytes:
         assert code == "POET_E_OFFSET"
     elif gap_code > lim.max_wide:

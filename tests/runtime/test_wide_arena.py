@@ -142,11 +142,13 @@ def test_version_2_files_run_the_same_trace(build, tmp_path):
         assert proc.returncode == 0, proc.stderr
         traces.append(trace)
     assert traces[0] == traces[1] == [str(i) for i in p]
-    # A version-2 file keeps version 2's limits: an arena of 1 GiB is refused there.
-    v2_big = tmp_path / "v2_big.poet"
+    # A version-2 file is read with version 3's limits: an arena past 4 GiB (which no
+    # version-2 writer wrote) validates, one of 2^59 does not.
     from tests.codegen.programs import assemble
-    v2_big.write_bytes(assemble(sizes=[16], arena=GIB, offsets=[], code=b"", n_instr=0, version=2))
-    assert _check(build / "harness", str(v2_big)) == [f"POET_E_OFFSET {v2_big}"]
+    for arena, code in ((5 * GIB, "POET_OK"), (1 << 59, "POET_E_OFFSET")):
+        v2_big = tmp_path / f"v2_{arena}.poet"
+        v2_big.write_bytes(assemble(sizes=[16], arena=arena, offsets=[], code=b"", n_instr=0, version=2))
+        assert _check(build / "harness", str(v2_big)) == [f"{code} {v2_big}"]
 
 
 @pytest.mark.skipif(not all(shutil.which(t) for t in ("arm-none-eabi-gcc", "qemu-system-arm")),

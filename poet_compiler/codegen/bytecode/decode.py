@@ -168,7 +168,8 @@ def decode(data: bytes) -> DecodedProgram:
     """Parse and validate .poet bytes; any defect raises :class:`BytecodeFormatError`."""
     version, flags, crc, pos = _check_prefix(data)
     data = bytes(data)
-    r = _Reader(data, pos, len(data), LIMITS[version])
+    # Version 2 is version 3's layout: both are read with version 3's (wider) limits.
+    r = _Reader(data, pos, len(data), LIMITS[VERSION])
     n = r.varint("node count")
     n_instr = r.varint("instruction count")
     arena = r.varint("arena size", r.lim.max_wide) if flags & F_ARENA else None

@@ -46,7 +46,8 @@ MAX_NODES = 1 << 20     # far above any real graph; bounds the decoder's work
 
 @dataclass(frozen=True)
 class Limits:
-    """The width limits of one format version; the layout is the same in versions 2 and 3.
+    """The width limits of one format version; the layout is the same in versions 2 and 3
+    (the decoders apply version 3's to both; the encoder keeps to the version it writes).
 
     ``max_bytes``: the arena and every offset are below it (``POET_E_OFFSET``);
     ``max_value``: every size / workspace palette value is below it (``POET_E_MALFORMED``);
@@ -63,8 +64,9 @@ class Limits:
     max_wide: int
 
 
-# Version 2: offsets share a 32-bit word with two state bits on the device (< 1 GiB).
-# Version 3: any RAM size. Byte quantities are below 2^59 (512 PiB), so that a palette
+# Version 2: offsets share a 32-bit word with two state bits on the device (< 1 GiB);
+# encode(version=2) keeps to these limits, so that version-2 runtimes read the file.
+# Version 3: any RAM size. The decoders read both versions with version 3's limits. Byte quantities are below 2^59 (512 PiB), so that a palette
 # entry code ((v >> t) << 5 | t) fits 64 bits and offset + size + workspace never
 # overflows 64-bit arithmetic; varints of those quantities take up to 10 bytes.
 LIMITS = {
