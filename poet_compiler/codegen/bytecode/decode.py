@@ -3,10 +3,43 @@
 from __future__ import annotations
 
 from poet_compiler.codegen.bytecode.format import (
-    C_COMPUTE_NEW, C_COMPUTE_SEQ, C_COMPUTE_X, C_FREE_C, C_FREE_F, C_PAGE_IN, C_PAGE_OUT, E_COUNT, E_CRC,
-    E_FLAGS, E_LENGTH, E_MAGIC, E_MALFORMED, E_NODE, E_OFFSET, E_OPCODE, E_TRUNCATED, E_VERSION, F_ARENA,
-    F_KNOWN, F_NODE_TABLE, F_OFFSETS, F_SIZES, F_WORKSPACE, IMM_ESCAPE, LIMITS, MAGIC, MAX_NODES, PREFIX_BYTES,
-    READ_VERSIONS, U32, VERSION, BytecodeFormatError, DecodedProgram, Limits, NodeEntry, file_crc,
+    C_COMPUTE_NEW,
+    C_COMPUTE_SEQ,
+    C_COMPUTE_X,
+    C_FREE_C,
+    C_FREE_F,
+    C_PAGE_IN,
+    C_PAGE_OUT,
+    E_COUNT,
+    E_CRC,
+    E_FLAGS,
+    E_LENGTH,
+    E_MAGIC,
+    E_MALFORMED,
+    E_NODE,
+    E_OFFSET,
+    E_OPCODE,
+    E_TRUNCATED,
+    E_VERSION,
+    F_ARENA,
+    F_KNOWN,
+    F_NODE_TABLE,
+    F_OFFSETS,
+    F_SIZES,
+    F_WORKSPACE,
+    IMM_ESCAPE,
+    LIMITS,
+    MAGIC,
+    MAX_NODES,
+    PREFIX_BYTES,
+    READ_VERSIONS,
+    U32,
+    VERSION,
+    BytecodeFormatError,
+    DecodedProgram,
+    Limits,
+    NodeEntry,
+    file_crc,
 )
 from poet_compiler.codegen.bytecode.machine import _Machine
 from poet_compiler.codegen.bytecode.palette import _entry_value, _index_bits
@@ -141,7 +174,8 @@ def _check_prefix(data: bytes) -> tuple[int, int, int, int]:
     if len(data) < PREFIX_BYTES + 1:
         if data[:len(MAGIC)] != MAGIC[:len(data)]:
             raise BytecodeFormatError(E_MAGIC, f"not a .poet file (magic {data[:4]!r}, expected {MAGIC!r})")
-        raise BytecodeFormatError(E_TRUNCATED, f"truncated: {len(data)} B is shorter than the {PREFIX_BYTES + 1} B header")
+        raise BytecodeFormatError(E_TRUNCATED,
+                                  f"truncated: {len(data)} B is shorter than the {PREFIX_BYTES + 1} B header")
     if data[:4] != MAGIC:
         raise BytecodeFormatError(E_MAGIC, f"not a .poet file (magic {data[:4]!r}, expected {MAGIC!r})")
     version, flags = data[4], data[5]
@@ -225,7 +259,8 @@ def decode(data: bytes) -> DecodedProgram:
                 node = prev_compute + 1 if code == C_COMPUTE_SEQ else frontier
                 v = imm
                 if offsets is None and imm:
-                    raise BytecodeFormatError(E_OPCODE, f"instruction {k} at byte {at}: nonzero operand without offsets")
+                    raise BytecodeFormatError(E_OPCODE,
+                                              f"instruction {k} at byte {at}: nonzero operand without offsets")
             if offsets is not None:
                 off = offset_at(k, Op.COMPUTE, node, v)
             machine.alloc(k, Op.COMPUTE, node, off)
@@ -260,7 +295,8 @@ def decode(data: bytes) -> DecodedProgram:
     if flags & F_NODE_TABLE:
         graph_name, nodes = _read_node_table(r, n)
     if r.pos != r.end:
-        raise BytecodeFormatError(E_MALFORMED, f"{r.end - r.pos} unexpected bytes after the last section at byte {r.pos}")
+        raise BytecodeFormatError(E_MALFORMED,
+                                  f"{r.end - r.pos} unexpected bytes after the last section at byte {r.pos}")
     sections = {"header": header_end, "sizes": sizes_end - header_end, "workspace": ws_end - sizes_end,
                 "offsets": off_end - ws_end, "code": code_end - off_end, "node_table": r.end - code_end,
                 "total": r.end}

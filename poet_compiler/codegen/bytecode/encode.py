@@ -5,9 +5,31 @@ from __future__ import annotations
 from typing import Any
 
 from poet_compiler.codegen.bytecode.format import (
-    C_COMPUTE_NEW, C_COMPUTE_SEQ, C_COMPUTE_X, C_FENCE, C_FREE_C, C_FREE_F, C_PAGE_IN, C_PAGE_OUT, E_COUNT,
-    E_OFFSET, E_OPCODE, E_VERSION, F_ARENA, F_NODE_TABLE, F_OFFSETS, F_SIZES, F_WORKSPACE, LIMITS, MAGIC,
-    MAX_NODES, PREFIX_BYTES, READ_VERSIONS, VERSION, BytecodeFormatError, file_crc,
+    C_COMPUTE_NEW,
+    C_COMPUTE_SEQ,
+    C_COMPUTE_X,
+    C_FENCE,
+    C_FREE_C,
+    C_FREE_F,
+    C_PAGE_IN,
+    C_PAGE_OUT,
+    E_COUNT,
+    E_OFFSET,
+    E_OPCODE,
+    E_VERSION,
+    F_ARENA,
+    F_NODE_TABLE,
+    F_OFFSETS,
+    F_SIZES,
+    F_WORKSPACE,
+    LIMITS,
+    MAGIC,
+    MAX_NODES,
+    PREFIX_BYTES,
+    READ_VERSIONS,
+    VERSION,
+    BytecodeFormatError,
+    file_crc,
 )
 from poet_compiler.codegen.bytecode.machine import _Machine
 from poet_compiler.codegen.bytecode.palette import _palette, _size_section, _workspace_section
@@ -50,7 +72,8 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
     if not 0 <= n <= MAX_NODES:
         raise BytecodeFormatError(E_COUNT, f"cannot encode: {n} nodes (the format allows 0..{MAX_NODES})")
     if graph is not None and graph.n != n:
-        raise BytecodeFormatError(E_COUNT, f"cannot encode: program has {n} nodes but graph {graph.name!r} has {graph.n}")
+        raise BytecodeFormatError(E_COUNT,
+                                  f"cannot encode: program has {n} nodes but graph {graph.name!r} has {graph.n}")
     if program.arena_bytes is not None and not 0 <= program.arena_bytes < lim.max_bytes:
         raise BytecodeFormatError(E_OFFSET, f"cannot encode: arena of {program.arena_bytes} B is outside "
                                             f"0..{lim.max_bytes - 1} (format version {version})")
@@ -83,13 +106,15 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
     for k, ins in enumerate(program):
         if ins.op is Op.FENCE:
             if ins.node != -1 or ins.offset is not None:
-                raise BytecodeFormatError(E_OPCODE, f"cannot encode: instruction {k}: a FENCE carries no node or offset")
+                raise BytecodeFormatError(E_OPCODE,
+                                          f"cannot encode: instruction {k}: a FENCE carries no node or offset")
         elif ins.op in (Op.COMPUTE, Op.PAGE_IN):
-            if with_offsets and not 0 <= ins.offset < lim.max_bytes:  # type: ignore[operator]
-                raise BytecodeFormatError(E_OFFSET, f"cannot encode: instruction {k}: offset {ins.offset} out of range")
-            if with_offsets:
+            if with_offsets:   # then every allocation has an offset (_offsets_mode)
+                off = ins.offset
+                if off is None or not 0 <= off < lim.max_bytes:
+                    raise BytecodeFormatError(E_OFFSET, f"cannot encode: instruction {k}: offset {off} out of range")
                 machine._node(k, ins.node)
-                places[k] = machine.place_code(ins.op, ins.node, ins.offset)  # type: ignore[arg-type]
+                places[k] = machine.place_code(ins.op, ins.node, off)
             machine.alloc(k, ins.op, ins.node, ins.offset)
         else:
             at = machine.touch(k, ins.op, ins.node)
@@ -98,7 +123,12 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
                     E_OFFSET, f"cannot encode: instruction {k} ({ins}) but node {ins.node} lives at @{at}")
 
     # Only offsets that no placement code reaches go to the offset table.
-    offsets_pal = sorted({program.instructions[k].offset for k, v in places.items() if v is None})  # type: ignore[misc]
+    table_offsets: set[int] = set()
+    for k, v in places.items():
+        off = program.instructions[k].offset
+        if v is None and off is not None:
+            table_offsets.add(off)
+    offsets_pal = sorted(table_offsets)
     off_index = {v: k for k, v in enumerate(offsets_pal)}
 
     # Instruction stream; predictor registers exactly as in the decoder.
@@ -111,7 +141,9 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
         v = places[k]
         if v is not None:
             return _uvarint(v)
-        index = off_index[program.instructions[k].offset]  # type: ignore[index]
+        off = program.instructions[k].offset
+        assert off is not None   # with_offsets: every allocation has one
+        index = off_index[off]
         value, prev_slot = _zz(index - prev_slot), index
         return b"\x00" + _uvarint(value)
 
@@ -174,7 +206,8 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
             "bytes_per_instruction": (total / len(program)) if len(program) else 0.0,
             "code_bytes_per_instruction": (len(code) / len(program)) if len(program) else 0.0,
             "offset_table": len(offsets_pal),
-            "placed": sum(v is not None for v in places.values()), "allocations": len(places), "stripped": not flags & F_NODE_TABLE,
+            "placed": sum(v is not None for v in places.values()), "allocations": len(places),
+            "stripped": not flags & F_NODE_TABLE,
         })
     return data
 

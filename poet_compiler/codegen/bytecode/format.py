@@ -66,9 +66,10 @@ class Limits:
 
 # Version 2: offsets share a 32-bit word with two state bits on the device (< 1 GiB);
 # encode(version=2) keeps to these limits, so that version-2 runtimes read the file.
-# Version 3: any RAM size. The decoders read both versions with version 3's limits. Byte quantities are below 2^59 (512 PiB), so that a palette
-# entry code ((v >> t) << 5 | t) fits 64 bits and offset + size + workspace never
-# overflows 64-bit arithmetic; varints of those quantities take up to 10 bytes.
+# Version 3: any RAM size. The decoders read both versions with version 3's limits.
+# Byte quantities are below 2^59 (512 PiB), so that a palette entry code
+# ((v >> t) << 5 | t) fits 64 bits and offset + size + workspace never overflows
+# 64-bit arithmetic; varints of those quantities take up to 10 bytes.
 LIMITS = {
     2: Limits(2, max_bytes=1 << 30, max_value=1 << 32, max_entry_code=(1 << 35) - 1, max_wide=U32),
     3: Limits(3, max_bytes=1 << 59, max_value=1 << 59, max_entry_code=U64, max_wide=U64),

@@ -35,15 +35,18 @@ class _Machine:
             size = self.sizes[node] + (self.workspace[node] if self.workspace and op is Op.COMPUTE else 0)
             if self.arena is not None and offset + size > self.arena:
                 raise BytecodeFormatError(
-                    E_OFFSET, f"instruction {k}: {op.name} {node} @{offset} + {size} B overruns the {self.arena} B arena")
+                    E_OFFSET,
+                    f"instruction {k}: {op.name} {node} @{offset} + {size} B overruns the {self.arena} B arena")
             if size:
                 for other, at in self.where.items():
                     osize = self.sizes[other]
                     if osize and at is not None and offset < at + osize and at < offset + size:
                         raise BytecodeFormatError(
-                            E_OVERLAP, f"instruction {k}: {op.name} {node} @{offset}+{size} overlaps live node {other} @{at}+{osize}")
+                            E_OVERLAP, f"instruction {k}: {op.name} {node} @{offset}+{size} overlaps "
+                                       f"live node {other} @{at}+{osize}")
         elif self.check_offsets and offset is not None and self.arena is not None and offset > self.arena:
-            raise BytecodeFormatError(E_OFFSET, f"instruction {k}: {op.name} {node} @{offset} is past the {self.arena} B arena")
+            raise BytecodeFormatError(E_OFFSET, f"instruction {k}: {op.name} {node} @{offset} is past the "
+                                                f"{self.arena} B arena")
         self.where[node] = offset
 
     def extent(self, op: Op, node: int) -> int:
