@@ -31,7 +31,8 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from poet_compiler.errors import PoetError  # noqa: E402
 from poet_compiler.fileio import atomic_write_bytes  # noqa: E402
-from poet_compiler.schedule.program import Op, Program  # noqa: E402
+from poet_compiler.schedule.interpreter import ProgramInterpreter  # noqa: E402
+from poet_compiler.schedule.program import Instruction, Op, Program  # noqa: E402
 from poet_compiler.schedule.schedule import Schedule  # noqa: E402
 
 if TYPE_CHECKING:
@@ -120,36 +121,53 @@ def stage_starts(program: Program) -> list[int]:
     return starts
 
 
+class _CellPainter(ProgramInterpreter):
+    """What each instruction draws in row ``t`` (the stage being replayed), and the RAM and
+    flash contents that the next stage starts from."""
+
+    def __init__(self, program: Program, cells: np.ndarray) -> None:
+        super().__init__(program)
+        self.cells = cells
+        self.t = 0
+        self.ram: set[int] = set()
+        self.flash: set[int] = set()
+        self.pending_out: set[int] = set()
+
+    def compute(self, ins: Instruction) -> None:
+        self.ram.add(ins.node)
+        self.cells[self.t, ins.node] = COMPUTE if ins.node == self.t else RECOMPUTE
+
+    def page_in(self, ins: Instruction) -> None:
+        self.ram.add(ins.node)
+        self.cells[self.t, ins.node] = PAGE_IN
+
+    def page_out(self, ins: Instruction) -> None:
+        self.pending_out.add(ins.node)
+        self.cells[self.t, ins.node] = PAGE_OUT
+
+    def free(self, ins: Instruction) -> None:
+        self.ram.discard(ins.node)
+
+    def fence(self, ins: Instruction) -> None:
+        self.flash |= self.pending_out
+        self.pending_out.clear()
+
+
 def program_cells(program: Program) -> np.ndarray:
     """Cell states of a Program: replay it, snapshot RAM and flash at each stage start."""
     n = program.n_nodes
     starts = stage_starts(program)
     bounds = [*starts, len(program.instructions)]
     cells = np.full((n, n), EMPTY, dtype=np.int8)
-    ram: set[int] = set()
-    flash: set[int] = set()
-    pending_out: set[int] = set()
+    painter = _CellPainter(program, cells)
     for t in range(n):
-        for i in flash:
+        painter.t = t
+        for i in painter.flash:
             cells[t, i] = FLASH
-        for i in ram:
+        for i in painter.ram:
             cells[t, i] = RESIDENT
-        for ins in program.instructions[bounds[t]: bounds[t + 1]]:
-            op, i = ins.op, ins.node
-            if op is Op.COMPUTE:
-                ram.add(i)
-                cells[t, i] = COMPUTE if i == t else RECOMPUTE
-            elif op is Op.PAGE_IN:
-                ram.add(i)
-                cells[t, i] = PAGE_IN
-            elif op is Op.PAGE_OUT:
-                pending_out.add(i)
-                cells[t, i] = PAGE_OUT
-            elif op is Op.FREE:
-                ram.discard(i)
-            elif op is Op.FENCE:
-                flash |= pending_out
-                pending_out.clear()
+        for idx, ins in enumerate(program.instructions[bounds[t]: bounds[t + 1]], start=bounds[t]):
+            painter.run_instruction(idx, ins)
     return cells
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from poet_compiler import viz
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.cleanup import _lifetimes
 from poet_compiler.schedule.interpreter import ProgramInterpreter
@@ -68,7 +71,8 @@ def _reference_lifetimes(graph: TrainingGraph, ins: list[Instruction]) -> list[t
     return [tuple(v) for _, v in sorted(state.items())]
 
 
-def test_cleanup_lifetimes_match_the_hand_written_walk() -> None:
+def _programs() -> list[tuple[TrainingGraph, Program]]:
+    """Heuristic programs, cleaned and raw, on random graphs at tight and loose budgets."""
     programs = []
     for seed in range(6):
         for fraction in (0.1, 0.4):   # tight budgets page and recompute; loose ones need not
@@ -76,15 +80,60 @@ def test_cleanup_lifetimes_match_the_hand_written_walk() -> None:
             for name in ("checkpoint_all", "chen_greedy", "capuchin", "dtr"):
                 res = BASELINES[name](problem)
                 if res.program is not None:
-                    programs.append((problem.graph, list(res.program.instructions)))
+                    programs.append((problem.graph, res.program))
                 if res.schedule is not None:   # before cleanup: with its pointless work
-                    raw = linearize(problem.graph, res.schedule, dma=problem.costs.dma)
-                    programs.append((problem.graph, list(raw.instructions)))
-    assert any(x.op is Op.PAGE_IN for _, ins in programs for x in ins)
-    assert any(sum(x.op is Op.COMPUTE for x in ins) > graph.n for graph, ins in programs)
-    for graph, ins in programs:
+                    programs.append((problem.graph, linearize(problem.graph, res.schedule, dma=problem.costs.dma)))
+    assert any(x.op is Op.PAGE_IN for _, p in programs for x in p)
+    assert any(p.n_compute > graph.n for graph, p in programs)
+    return programs
+
+
+def test_cleanup_lifetimes_match_the_hand_written_walk() -> None:
+    for graph, program in _programs():
+        ins = list(program.instructions)
         got = _lifetimes(graph, ins)
         assert got == _reference_lifetimes(graph, ins)
         # Every allocation is a COMPUTE or a PAGE_IN, and a FREE of its node closes it.
         assert all(ins[i].op in (Op.COMPUTE, Op.PAGE_IN) for i, _, _, _ in got)
         assert all(f is None or (ins[f].op is Op.FREE and ins[f].node == ins[i].node) for i, f, _, _ in got)
+
+
+def _reference_cells(program: Program) -> np.ndarray:
+    """viz.program_cells as it was written before the interpreter (an if/elif on Op)."""
+    n = program.n_nodes
+    bounds = [*viz.stage_starts(program), len(program.instructions)]
+    cells = np.full((n, n), viz.EMPTY, dtype=np.int8)
+    ram: set[int] = set()
+    flash: set[int] = set()
+    pending_out: set[int] = set()
+    for t in range(n):
+        for i in flash:
+            cells[t, i] = viz.FLASH
+        for i in ram:
+            cells[t, i] = viz.RESIDENT
+        for ins in program.instructions[bounds[t]: bounds[t + 1]]:
+            op, i = ins.op, ins.node
+            if op is Op.COMPUTE:
+                ram.add(i)
+                cells[t, i] = viz.COMPUTE if i == t else viz.RECOMPUTE
+            elif op is Op.PAGE_IN:
+                ram.add(i)
+                cells[t, i] = viz.PAGE_IN
+            elif op is Op.PAGE_OUT:
+                pending_out.add(i)
+                cells[t, i] = viz.PAGE_OUT
+            elif op is Op.FREE:
+                ram.discard(i)
+            elif op is Op.FENCE:
+                flash |= pending_out
+                pending_out.clear()
+    return cells
+
+
+def test_viz_cells_match_the_hand_written_walk() -> None:
+    kinds = set()
+    for _, program in _programs():
+        cells = viz.program_cells(program)
+        assert np.array_equal(cells, _reference_cells(program))
+        kinds |= set(np.unique(cells).tolist())
+    assert {viz.COMPUTE, viz.RESIDENT, viz.PAGE_IN, viz.PAGE_OUT, viz.FLASH, viz.RECOMPUTE} <= kinds
