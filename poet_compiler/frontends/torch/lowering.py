@@ -15,7 +15,9 @@ Rules (see also TracedModel's docstring):
   read by different ops than the primary one (batch-norm's saved mean/invstd, max-pool
   indices, read only by the backward), a zero-FLOP *select* node ``<op>.out<j>`` is
   placed right after the op: it re-references those outputs so the op's node (with its
-  large primary output) can be freed while the small saved outputs live on. Memory is
+  large primary output) can be freed while the small saved outputs live on. Its
+  ``bytes_accessed`` is twice the selected bytes (read from the op's buffer, written
+  to its own). Memory is
   then over-estimated by the selected outputs' bytes while both nodes are resident,
   never under-estimated.
 """
@@ -142,9 +144,13 @@ def lower(trace: JointTrace, name: str) -> Lowered:
             sid = len(sched)
             for i in idxs:
                 value_node[(n, i)] = sid
-            sched.append({"fx": n, "op": "getitem", "class": "data", "bytes": sum(size[i] for i in idxs),
-                          "ws": 0, "flops": 0, "accessed": 0, "sig": f"getitem{tuple(idxs)}", "sel": tuple(idxs),
-                          "src": own_id})
+            sel_bytes = sum(size[i] for i in idxs)
+            # Its traffic: the selected outputs read out of the op's buffer and written to
+            # its own, not the whole source buffer (bytes_accessed 0 would make the cost
+            # model charge inputs + output).
+            sched.append({"fx": n, "op": "getitem", "class": "data", "bytes": sel_bytes,
+                          "ws": 0, "flops": 0, "accessed": 2 * sel_bytes, "sig": f"getitem{tuple(idxs)}",
+                          "sel": tuple(idxs), "src": own_id})
 
     # FX nodes each scheduling node executes: its op, the getitems it keeps, the views on them.
     fx_owner: dict[str, int] = {}
