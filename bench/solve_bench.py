@@ -84,7 +84,7 @@ def infeasible_proof(res) -> str | None:  # noqa: ANN001 - a Result
     check (with its minimum-RAM search), or by the solver on the full model."""
     if res.status != "infeasible":
         return None
-    return "solver" if res.extra.get("proven_infeasible") else "up-front"
+    return "solver" if res.extra.proven_infeasible else "up-front"
 
 
 def write(out: Path, rows: list[dict[str, object]]) -> None:
@@ -125,11 +125,11 @@ def run(args: argparse.Namespace, rows: list[dict[str, object]], out: Path) -> l
                             "solve_time_s": round(time.perf_counter() - started, 3),
                             "gap": res.gap, "energy_j": res.energy_j, "lower_bound_j": res.lower_bound_j,
                             "runtime_s": res.runtime_s, "peak_ram_bytes": res.peak_ram_bytes,
-                            "build_s": res.extra.get("model_build_s"),
-                            "variables": res.extra.get("model_variables"),
-                            "binaries": res.extra.get("model_binaries"),
-                            "constraints": res.extra.get("model_constraints"),
-                            "nonzeros": res.extra.get("model_nonzeros"),
+                            "build_s": res.extra.model_build_s,
+                            "variables": res.extra.model_variables,
+                            "binaries": res.extra.model_binaries,
+                            "constraints": res.extra.model_constraints,
+                            "nonzeros": res.extra.model_nonzeros,
                             "best_baseline": b_name, "best_baseline_energy_j": b_energy,
                             # The optimum may never cost more than a baseline (bug if so).
                             "beats_baselines": None if (b_energy is None or res.energy_j is None or not res.ok)
@@ -137,8 +137,8 @@ def run(args: argparse.Namespace, rows: list[dict[str, object]], out: Path) -> l
                             "message": res.message[:160],
                             "infeasible_proof": infeasible_proof(res),
                             "load1": round(os.getloadavg()[0], 2),
-                            "cover_bound_j": res.extra.get("cover_bound_j"),
-                            "solver_used": res.extra.get("solver_used"),
+                            "cover_bound_j": res.extra.cover_bound_j,
+                            "solver_used": res.extra.solver_used,
                             "commit": _commit(),
                             **{f"e_{k}": v for k, v in energies.items()},
                         }

@@ -31,6 +31,7 @@ from poet_compiler.solve.cover import (
 from poet_compiler.solve.formulation.fast import build_fast
 from poet_compiler.solve.guided import cover_schedule, realize_within
 from poet_compiler.solve.problem import Problem, simulate_schedule
+from poet_compiler.solve.result import ResultExtra
 from poet_compiler.solve.warm_start import warm_start_candidates
 from poet_compiler.units import format_bytes
 
@@ -57,7 +58,7 @@ class Requirement:
 @dataclass
 class Explanation:
     message: str
-    extra: dict[str, object] = field(default_factory=dict)
+    extra: ResultExtra = field(default_factory=ResultExtra)
 
 
 def working_set(problem: Problem) -> tuple[int, int]:
@@ -231,15 +232,14 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
     most ``SIDE_NOTE_S`` of search."""
     half = max(1.0, time_limit_s / 2)
     at = "no deadline" if problem.deadline_s is None else f"deadline {problem.deadline_s:.6g} s"
-    extra: dict[str, object] = {}
+    extra = ResultExtra()
     # Below the working set no deadline helps: skip that search.
     ws_limited = problem.activation_budget < working_set(problem)[0]
 
     def deadline(limit_s: float) -> Requirement | None:
         dl = None if ws_limited else deadline_requirement(problem, time_limit_s=limit_s, threads=threads)
         if dl is not None:
-            extra["min_deadline_s"] = dl.upper if dl.exact else None
-            extra["min_deadline_lower_s"] = dl.lower
+            extra.set(min_deadline_s=dl.upper if dl.exact else None, min_deadline_lower_s=dl.lower)
         return dl
 
     if _deadline_too_short(problem):
@@ -255,8 +255,7 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
         req = Requirement(lower=float(working_set(problem)[0] + _fixed(problem)), upper=None)
     else:
         req = ram_requirement(problem, time_limit_s=time_limit_s if ws_limited else half, threads=threads)
-    extra["min_ram_bytes"] = int(req.lower) if req.exact else None
-    extra["min_ram_lower_bytes"] = int(req.lower)
+    extra.set(min_ram_bytes=int(req.lower) if req.exact else None, min_ram_lower_bytes=int(req.lower))
     ram = format_bytes(req.lower) if req.exact else f"at least {format_bytes(req.lower)}"
     if req.lower > problem.ram_budget_bytes:
         dl = deadline(min(half, SIDE_NOTE_S)) if problem.deadline_s is not None else None

@@ -13,8 +13,10 @@ retry with a smaller budget.
 
 from __future__ import annotations
 
+import time
+
 from poet_compiler.errors import InternalError, OverBudgetError, ScheduleError
-from poet_compiler.schedule.arena import plan_arena
+from poet_compiler.schedule.arena import plan_arena, rescue_arena
 from poet_compiler.schedule.cleanup import remove_pointless_work
 from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.program import Program
@@ -42,14 +44,22 @@ def finalize(
     lower_bound_j: float | None = None,
     solve_time_s: float = 0.0,
     message: str = "",
+    arena_time_s: float | None = None,
+    rescue_s: float = 0.0,
 ) -> Result:
     """Linearize, clean up, plan the arena, simulate, and fill a :class:`Result`.
+
+    ``arena_time_s``: wall seconds for the arena plans (None: no limit; 0: the greedy
+    layouts only). ``rescue_s``: when the live bytes fit but both plans' arenas do not,
+    up to that many seconds for harder re-plans (:func:`~poet_compiler.schedule.arena.rescue_arena`);
+    ``program.meta["arena_rescued"]`` says when one fitted.
 
     Raises :class:`InternalError` when the plan (or the arena planned for it) breaks a
     rule of the execution model: poetc built it, so that is a bug, not an outcome."""
     try:
         return _finalize(problem, plan, strategy=strategy, status=status, solver=solver, formulation=formulation,
-                         lower_bound_j=lower_bound_j, solve_time_s=solve_time_s, message=message)
+                         lower_bound_j=lower_bound_j, solve_time_s=solve_time_s, message=message,
+                         arena_time_s=arena_time_s, rescue_s=rescue_s)
     except ScheduleError as exc:
         raise InternalError(f"{strategy}: the plan breaks a rule of the execution model: {exc}") from exc
 
@@ -65,8 +75,15 @@ def _finalize(
     lower_bound_j: float | None,
     solve_time_s: float,
     message: str,
+    arena_time_s: float | None = None,
+    rescue_s: float = 0.0,
 ) -> Result:
     graph, costs = problem.graph, problem.costs
+    until = None if arena_time_s is None else time.perf_counter() + max(0.0, arena_time_s)
+
+    def left() -> float | None:
+        return None if until is None else max(0.0, until - time.perf_counter())
+
     budget = problem.activation_budget
     schedule = plan if isinstance(plan, Schedule) else None
     program = (
@@ -76,14 +93,20 @@ def _finalize(
     program = remove_pointless_work(graph, program)
     # Budget and deadline are judged on the cleaned program (cleanup never makes it worse).
     sim = simulate(graph, costs, program)
-    program = plan_arena(graph, program, budget_bytes=budget)
+    program = plan_arena(graph, program, budget_bytes=budget, time_limit_s=left())
     if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes:
         # A fresh plan, not one hinted with the first layout (CP-SAT from a different
         # start packs differently; on a ResNet-18-CIFAR guided schedule, hinted: 1.021 x
         # the peak, over budget; fresh: 1.0067, within): keep the smaller.
-        again = plan_arena(graph, program, effort=ARENA_RETRY_EFFORT, budget_bytes=budget)
+        again = plan_arena(graph, program, effort=ARENA_RETRY_EFFORT, budget_bytes=budget, time_limit_s=left())
         if again.arena_bytes is not None and again.arena_bytes < program.arena_bytes:
             program = again
+    if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes and rescue_s > 0:
+        # The live bytes fit: before the schedule is given up, re-plan harder.
+        rescued = rescue_arena(graph, program, budget, time_limit_s=rescue_s)
+        if rescued is not None:
+            rescued.meta["arena_rescued"] = True
+            program = rescued
 
     result = Result(
         status=status,  # type: ignore[arg-type]
@@ -103,13 +126,13 @@ def _finalize(
     # Arena check (no overlap, no overflow) — a failure here is a planner bug, so it raises.
     sim = simulate(graph, costs, program)
     _fill(result, sim, program, lower_bound_j)
-    result.extra["cleanup_removed_instructions"] = len(raw.timeline) - len(sim.timeline)
+    result.extra.cleanup_removed_instructions = len(raw.timeline) - len(sim.timeline)
     problems = []
     if sim.peak_bytes > budget:
         problems.append(f"peak live bytes {sim.peak_bytes} exceed the activation budget {budget}")
     elif program.arena_bytes is not None and program.arena_bytes > budget:
         problems.append(
-            f"arena {program.arena_bytes} bytes (fragmentation {result.extra['fragmentation']:.3f}) exceeds the "
+            f"arena {program.arena_bytes} bytes (fragmentation {result.extra.fragmentation:.3f}) exceeds the "
             f"activation budget {budget} although peak live bytes are {sim.peak_bytes}"
         )
     if problem.deadline_s is not None:
@@ -137,7 +160,7 @@ def _fill(result: Result, sim, program: Program, lower_bound_j: float | None) ->
         result.gap = max(0.0, (sim.energy_j - lower_bound_j) / sim.energy_j)
     elif lower_bound_j is not None:
         result.gap = 0.0
-    result.extra.update(
+    result.extra.set(
         fragmentation=float(program.meta.get("fragmentation", 1.0)),
         n_recompute=sim.n_recompute,
         page_in_bytes=sim.page_in_bytes,

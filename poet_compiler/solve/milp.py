@@ -24,7 +24,7 @@ from poet_compiler.solve.formulation import FORMULATIONS, build
 from poet_compiler.solve.formulation.fast import canonical
 from poet_compiler.solve.guided import GuidedOutcome, cover_schedule, guided_search
 from poet_compiler.solve.problem import Problem, feasible_energy
-from poet_compiler.solve.result import Result
+from poet_compiler.solve.result import Result, ResultExtra
 from poet_compiler.solve.warm_start import warm_start_candidates, warm_start_schedule
 
 STRATEGY = "optimal"
@@ -38,7 +38,7 @@ def fallback_result(problem: Problem, candidates: list[tuple[float, str, Schedul
         res = finalize(problem, schedule, strategy=STRATEGY, status="feasible", solver=solver,
                        formulation=formulation, solve_time_s=time.perf_counter() - started)
         if res.ok:
-            res.extra["fallback_schedule"] = name
+            res.extra.fallback_schedule = name
             return res
     return None
 
@@ -100,7 +100,7 @@ def solve_milp(
               gap_limit=gap_limit)
     if problem.synchronous or problem.n > UNION_MAX_NODES:
         res = _solve_family(problem, time_limit_s=time_limit_s, warm_start=warm_start, **kw)  # type: ignore[arg-type]
-        res.extra["transfers"] = problem.transfers
+        res.extra.transfers = problem.transfers
         return res
     started = time.perf_counter()
     stage = _solve_family(problem, time_limit_s=time_limit_s * STAGE_FAMILY_SHARE, warm_start=warm_start,
@@ -116,20 +116,20 @@ def _union(stage: Result, sync: Result, started: float) -> Result:
     smallest bound of the families that may hold a schedule (a family proven empty
     contributes none; one with no bound leaves the union without one)."""
     families = (stage, sync)
-    empty = [r.status == "infeasible" and bool(r.extra.get("proven_infeasible")) for r in families]
+    empty = [r.status == "infeasible" and bool(r.extra.proven_infeasible) for r in families]
     solved = [r for r in families if r.ok and r.energy_j is not None]
     if not solved:
         out = stage if empty[0] or not empty[1] else sync
         if not all(empty):
-            out.extra.pop("proven_infeasible", None)   # only one family is proven empty
+            out.extra.unset("proven_infeasible")   # only one family is proven empty
     else:
         out = min(solved, key=lambda r: r.energy_j or 0.0)
         bounds = [r.lower_bound_j for r, e in zip(families, empty) if not e]
         union_bound = None if any(b is None for b in bounds) else min(b for b in bounds if b is not None)
         out.status = "feasible"
         _apply_bound(out, union_bound)
-    out.extra["transfers"] = "stage" if out is stage else "sync"
-    out.extra["family_energy_j"] = {"stage": stage.energy_j, "sync": sync.energy_j}
+    out.extra.transfers = "stage" if out is stage else "sync"
+    out.extra.family_energy_j = {"stage": stage.energy_j, "sync": sync.energy_j}
     out.solve_time_s = time.perf_counter() - started
     return out
 
@@ -164,7 +164,7 @@ def _solve_family(
     quick = quick_infeasibility(problem, time_limit_s=min(time_limit_s, QUICK_EXPLAIN_S), threads=threads)
     if quick is not None:
         res = _empty(problem, "infeasible", solver, formulation, started, quick.message)
-        res.extra.update(quick.extra)
+        res.extra.merge(quick.extra)
         return res
     # Every schedule the heuristics know: the answer whenever the solver does not beat it.
     candidates = warm_start_candidates(problem, warm_start)
@@ -183,11 +183,10 @@ def _solve_family(
         last = _solve_once(problem, reserve, solver=solver, formulation=formulation, time_limit_s=share,
                            threads=threads, progress=progress, warm_start=previous, gap_limit=gap_limit,
                            started=started, candidates=candidates if attempt == 0 else None)
-        last.extra["fragmentation_retries"] = attempt
-        last.extra["fragmentation_reserve_bytes"] = reserve
+        last.extra.set(fragmentation_retries=attempt, fragmentation_reserve_bytes=reserve)
         if attempt == 0:
-            full_bound = last.extra.get("backend_bound_j")
-            if last.status == "infeasible" and last.extra.get("proven_infeasible"):
+            full_bound = last.extra.backend_bound_j
+            if last.status == "infeasible" and last.extra.proven_infeasible:
                 proven_infeasible = last
                 break
         if last.ok:
@@ -211,27 +210,27 @@ def _solve_family(
         fb = fallback_result(problem, cheaper, solver=solver, formulation=formulation, started=started)
         if fb is not None and (best is None or fb.energy_j < best.energy_j):  # type: ignore[operator]
             why = last.message if last is not None and last.message else "no better schedule found"
-            fb.message = f"best heuristic schedule ({fb.extra['fallback_schedule']}); solver: {why}"
+            fb.message = f"best heuristic schedule ({fb.extra.fallback_schedule}); solver: {why}"
             if last is not None:
-                fb.extra.update({k: v for k, v in last.extra.items() if k not in fb.extra})
+                fb.extra.merge(last.extra, overwrite=False)
             best = fb
     if best is None:
         assert last is not None
         res = last
-        if not res.ok and res.status == "infeasible" and not res.extra.get("proven_infeasible"):
+        if not res.ok and res.status == "infeasible" and not res.extra.proven_infeasible:
             # Not proven: an arena that never fit, or a reduced budget the solver could
             # not meet in time. That is "no schedule in time", not infeasibility — and the
             # figures of a schedule that does not fit are not reported.
             why = f"timeout: no schedule whose arena fits was found within {time_limit_s:g} s ({res.message})"
             extra = res.extra
             res = _empty(problem, "timeout", solver, formulation, started, why)
-            res.extra.update(extra)
+            res.extra.merge(extra)
         res.solve_time_s = time.perf_counter() - started
         return res
     _apply_bound(best, full_bound)
     best.solve_time_s = time.perf_counter() - started
     if best.arena_bytes is not None and best.peak_ram_bytes:
-        best.extra["fragmentation_overhead_bytes"] = best.arena_bytes - best.peak_ram_bytes
+        best.extra.fragmentation_overhead_bytes = best.arena_bytes - best.peak_ram_bytes
     return best
 
 
@@ -264,7 +263,7 @@ def _apply_bound(res: Result, bound: float | None) -> None:
         return
     if bound is None:
         res.lower_bound_j, res.gap = None, None
-        if res.status == "optimal" and res.extra.get("fragmentation_retries"):
+        if res.status == "optimal" and res.extra.fragmentation_retries:
             res.status = "feasible"
         return
     if bound > res.energy_j * (1 + BOUND_NOISE) + 1e-300:
@@ -287,7 +286,7 @@ def _apply_bound(res: Result, bound: float | None) -> None:
 
 
 def _infeasible(problem: Problem, reserve: int, *, solver: str, formulation: str, started: float,
-                time_limit_s: float, threads: int, extra: dict[str, object], proof: str) -> Result:
+                time_limit_s: float, threads: int, extra: ResultExtra, proof: str) -> Result:
     """Infeasible at the budget minus ``reserve``: an arena problem when the reserve made it
     so, otherwise proven infeasible, with the smallest RAM / deadline that would work."""
     if reserve:
@@ -295,18 +294,18 @@ def _infeasible(problem: Problem, reserve: int, *, solver: str, formulation: str
         res = _empty(problem, "infeasible", solver, formulation, started,
                      f"arena: no schedule leaves room for the {reserve} bytes of fragmentation "
                      f"the arena planner needs within the activation budget {problem.activation_budget}")
-        res.extra.update(extra)
+        res.extra.merge(extra)
         return res
     why = explain_infeasible(problem, time_limit_s=max(5.0, time_limit_s), threads=threads)
     res = _empty(problem, "infeasible", solver, formulation, started, why.message)
-    res.extra.update(extra, **why.extra)
-    res.extra.update(proven_infeasible=True, infeasible_proof=proof)
+    res.extra.merge(extra)
+    res.extra.merge(why.extra, proven_infeasible=True, infeasible_proof=proof)
     return res
 
 
 def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Schedule | None, *, solver: str,
                   formulation: str, gap: float, threads: int, progress: bool, started: float,
-                  time_limit_s: float, extra: dict[str, object]) -> tuple[GuidedOutcome, Result | None, bool]:
+                  time_limit_s: float, extra: ResultExtra) -> tuple[GuidedOutcome, Result | None, bool]:
     """The cover-guided search at the (possibly reduced) budget of ``tight``.
 
     Returns ``(outcome, result, done)``. ``done``: ``result`` is final (within ``gap`` of
@@ -315,7 +314,7 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
     turns out not to fit its arena."""
     guided = guided_search(tight, cover, hint, solver=solver, threads=threads, relative_gap=gap,
                            time_limit_s=GUIDED_SHARE * max(0.5, time_limit_s), progress=progress)
-    extra.update(guided_source=guided.source, guided_solve_s=round(guided.solve_s, 3))
+    extra.set(guided_source=guided.source, guided_solve_s=round(guided.solve_s, 3))
     if guided.energy_j is None or cover.energy_j is None:
         return guided, None, False
     assert guided.schedule is not None  # it has an energy
@@ -326,9 +325,9 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
         res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
                        formulation=formulation, lower_bound_j=cover.energy_j,
                        solve_time_s=time.perf_counter() - started)
-        extra["guided_finalize_s"] = round(time.perf_counter() - t_fin, 3)
+        extra.guided_finalize_s = round(time.perf_counter() - t_fin, 3)
         if res.ok:
-            res.extra.update(extra, solver_used=guided.source)
+            res.extra.merge(extra, solver_used=guided.source)
             return guided, res, False
         return guided, _arena_fit_fallback(problem, tight, cover, solver, formulation, started, extra), False
     message = "" if guided.energy_j <= cover.energy_j else \
@@ -336,8 +335,8 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
     res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
                    formulation=formulation, lower_bound_j=cover.energy_j,
                    solve_time_s=time.perf_counter() - started, message=message)
-    extra.update(backend_bound_j=cover.energy_j, warm_start_found=True, solver_used=guided.source)
-    res.extra.update(extra)
+    extra.set(backend_bound_j=cover.energy_j, warm_start_found=True, solver_used=guided.source)
+    res.extra.merge(extra)
     if tight.ram_budget_bytes != problem.ram_budget_bytes and res.status == "optimal":
         res.status = "feasible"     # the bound holds for the reduced budget only
     if not res.ok:
@@ -350,7 +349,7 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
 
 
 def _arena_fit_fallback(problem: Problem, tight: Problem, cover: CoverBound, solver: str, formulation: str,
-                        started: float, extra: dict[str, object]) -> Result | None:
+                        started: float, extra: ResultExtra) -> Result | None:
     """A cover schedule whose static arena fits (paging-heavy schedules fragment), finalized."""
     schedule = cover_schedule(tight, cover, arena_fit=True)
     if schedule is None:
@@ -360,7 +359,7 @@ def _arena_fit_fallback(problem: Problem, tight: Problem, cover: CoverBound, sol
                    solve_time_s=time.perf_counter() - started)
     if not res.ok:
         return None
-    res.extra.update(extra, solver_used="cover (arena fit)")
+    res.extra.merge(extra, solver_used="cover (arena fit)")
     return res
 
 
@@ -388,11 +387,11 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         hint = warm_start_schedule(tight, warm_start)
     large = problem.n > LARGE_GRAPH_NODES
     gap = (DEFAULT_GAP_LIMIT if large else 0.0) if gap_limit is None else float(gap_limit)
-    extra: dict[str, object] = {"gap_limit": gap}
+    extra = ResultExtra(gap_limit=gap)
     guided: GuidedOutcome | None = None
     guided_res: Result | None = None
     if cover is not None:
-        extra.update(cover_bound_j=cover.energy_j, cover_restores=len(cover.restores))
+        extra.set(cover_bound_j=cover.energy_j, cover_restores=len(cover.restores))
         if cover.infeasible:
             return _infeasible(problem, reserve, solver=solver, formulation=formulation, started=started,
                                time_limit_s=time_limit_s - (time.perf_counter() - t0), threads=threads,
@@ -405,21 +404,21 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         hint = guided.schedule if guided.schedule is not None else hint
     # Finalizing the full model's schedule (arena planning) comes after its limit: leave
     # it the time the guided schedule's finalize took.
-    finalize_s = float(extra.get("guided_finalize_s", 0.0))  # type: ignore[arg-type]
+    finalize_s = extra.guided_finalize_s or 0.0
     if cover is not None and guided_res is not None and large and \
             time_limit_s - (time.perf_counter() - t0) - finalize_s < MIN_FULL_SOLVE_S:
         # Too little time left for the full model to find anything (building and
         # loading it alone takes seconds on 100+ node graphs): keep the guided stage's.
-        extra.update(backend_bound_j=cover.energy_j, full_model_skipped=True)
-        guided_res.extra.update(extra)
-        guided_res.message = f"the {guided_res.extra['solver_used']} schedule; stopped at the time limit " \
+        extra.set(backend_bound_j=cover.energy_j, full_model_skipped=True)
+        guided_res.extra.merge(extra)
+        guided_res.message = f"the {guided_res.extra.solver_used} schedule; stopped at the time limit " \
                              f"({time_limit_s:g} s) before the full model"
         return guided_res
     # The full model, built only now: most zoo cells never get here.
     t_build = time.perf_counter()
     built = build(problem, formulation, budget=tight.activation_budget)
-    extra.update({"model_" + k: v for k, v in built.model.stats().items()},
-                 model_build_s=round(time.perf_counter() - t_build, 3))
+    extra.set_model_stats(built.model.stats())
+    extra.model_build_s = round(time.perf_counter() - t_build, 3)
     if hint is not None and formulation == "fast":
         hint = canonical(problem, hint)
     if hint is not None:
@@ -436,11 +435,11 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     opts = BackendOptions(time_limit_s=remaining, threads=threads, progress=progress, relative_gap=gap,
                           large=is_large(built.model))
     out = solve_model(built.model, solver, opts, rehint=rehint if solver == "auto" else None)
-    extra.update({"model_" + k: v for k, v in out.stats.items() if isinstance(v, int)})
+    extra.set_model_stats(out.stats)
     # The solver's bound, else the cover's (a solver that found nothing reports none).
     bound = out.bound if out.bound is not None or cover is None else cover.energy_j
-    extra.update(backend_solve_s=round(out.solve_time_s, 3), warm_start_found=hint is not None,
-                 backend_bound_j=bound, solver_used=out.solver)
+    extra.set(backend_solve_s=round(out.solve_time_s, 3), warm_start_found=hint is not None,
+              backend_bound_j=bound, solver_used=out.solver)
     if out.status == "infeasible":
         return _infeasible(problem, reserve, solver=solver, formulation=formulation, started=started,
                            time_limit_s=time_limit_s - (time.perf_counter() - t0), threads=threads,
@@ -450,19 +449,19 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
             (schedule is None or (feasible_energy(tight, schedule) or float("inf")) > guided.energy_j):
         # The solver's schedule is no better than the guided one it started from: keep that.
         source = f"{guided.source} (the {out.solver} solve did not improve it)"
-        if guided_res is not None and guided_res.extra.get("solver_used") == guided.source:
+        if guided_res is not None and guided_res.extra.solver_used == guided.source:
             # Already finalized (arena planned) in the guided stage: not again.
-            guided_res.extra.update(extra, solver_used=source)
+            guided_res.extra.merge(extra, solver_used=source)
             guided_res.lower_bound_j = bound
             guided_res.message = f"stopped at the time limit ({time_limit_s:g} s)"
             return guided_res
         schedule = guided.schedule
-        extra["solver_used"] = source
+        extra.solver_used = source
         out = dataclasses.replace(out, status="feasible")
     if schedule is None:
         res = _empty(problem, "timeout", solver, formulation, started,
                      f"timeout: {solver} found no schedule within {time_limit_s:g} s ({out.message})")
-        res.extra.update(extra)
+        res.extra.merge(extra)
         return res
     if out.status == "optimal":
         message = ""
@@ -481,16 +480,16 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     if reserve and res.lower_bound_j is not None:
         # This bound holds for the reduced budget only; solve_milp replaces it by the
         # first attempt's (full budget), which bounds every schedule the user could get.
-        res.extra["lower_bound_reduced_budget_j"] = res.lower_bound_j
+        res.extra.lower_bound_reduced_budget_j = res.lower_bound_j
         if res.status == "optimal":
             res.status = "feasible"
-    res.extra.update(extra, solver_objective=out.objective)
+    res.extra.merge(extra, solver_objective=out.objective)
     if not res.ok and guided_res is not None:
         # The full model's schedule does not fit its arena; the one kept from the guided
         # stage does (its solver_used says which: the guided search or the arena-fit cover).
-        source = guided_res.extra["solver_used"]
-        guided_res.message = f"the {source} schedule (the solver's did not fit: {res.message})"
-        guided_res.extra.update(extra, solver_used=source)
+        kept = guided_res.extra.solver_used
+        guided_res.message = f"the {kept} schedule (the solver's did not fit: {res.message})"
+        guided_res.extra.merge(extra, solver_used=kept)
         guided_res.lower_bound_j = bound if bound is not None else guided_res.lower_bound_j
         return guided_res
     return res

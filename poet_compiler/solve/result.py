@@ -2,10 +2,18 @@
 
 All figures (energy, time, peak RAM, counts) come from replaying the Program in the
 independent simulator, never from a solver's objective value.
+
+:class:`ResultExtra` holds the figures beyond the report's fixed keys, one typed field
+per key, grouped by the stage that reports it (finalize, the MILP driver, the
+infeasibility explanation, the heuristics). A field is in the report only once a stage
+has set it — also to ``None``, which the report then shows as ``null`` — so the sidecar
+JSON and the sweep CSV keep exactly the keys they had as a dict. An unknown name is a
+``TypeError``, not a new column.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -13,6 +21,154 @@ from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
 
 Status = Literal["optimal", "feasible", "infeasible", "timeout"]
+
+# The integer statistics of a LinearModel / backend run that a Result reports, as
+# ``model_<name>`` (LinearModel.stats(); backends add non-integers only).
+MODEL_STATS = ("variables", "binaries", "constraints", "nonzeros")
+
+
+@dataclass
+class ResultExtra:
+    """The report's figures beyond :attr:`Result.REPORT_KEYS`, typed (was ``dict[str, Any]``).
+
+    Every field defaults to ``None`` and is *unset*: it appears in :meth:`to_dict` (and so
+    in the sidecar JSON and the sweep CSV) only after a stage sets it, by attribute or
+    :meth:`set`. Keyword arguments to the constructor set the fields that are not None.
+    """
+
+    # -- finalize (solve/finalize.py): simulator figures of every schedule ------------
+    fragmentation: float | None = None
+    """Arena bytes / peak live bytes of the planned arena (1.0: no fragmentation)."""
+    n_recompute: int | None = None
+    """Computes beyond the first of each node."""
+    page_in_bytes: int | None = None
+    page_out_bytes: int | None = None
+    compute_j: float | None = None
+    page_in_j: float | None = None
+    page_out_j: float | None = None
+    static_j: float | None = None
+    """Energy split of ``energy_j``: compute, paging in/out, static power over the runtime."""
+    n_instructions: int | None = None
+    """Instructions of the final Program."""
+    cleanup_removed_instructions: int | None = None
+    """Instructions the cleanup removed from the linearized Program."""
+    stage_s: dict[str, float] | None = None
+    """Wall seconds per stage of the compile (time accounting)."""
+
+    # -- the MILP driver (solve/milp.py) -----------------------------------------------
+    solver_used: str | None = None
+    """Which search produced the schedule (backend, guided search, cover, warm start)."""
+    gap_limit: float | None = None
+    """The relative gap the solve stopped at."""
+    cover_bound_j: float | None = None
+    """The eviction-cover lower bound at the (possibly reduced) budget."""
+    cover_restores: int | None = None
+    guided_source: str | None = None
+    guided_solve_s: float | None = None
+    guided_finalize_s: float | None = None
+    full_model_skipped: bool | None = None
+    """The full model was not solved (too little time left after the guided stage)."""
+    model_variables: int | None = None
+    model_binaries: int | None = None
+    model_constraints: int | None = None
+    model_nonzeros: int | None = None
+    """The full model's size (LinearModel.stats())."""
+    model_build_s: float | None = None
+    backend_solve_s: float | None = None
+    backend_bound_j: float | None = None
+    """A valid lower bound at this budget (the backend's, else the cover's), even without a schedule."""
+    warm_start_found: bool | None = None
+    solver_objective: float | None = None
+    lower_bound_reduced_budget_j: float | None = None
+    """The bound of a fragmentation re-solve: valid for its reduced budget only."""
+    fragmentation_retries: int | None = None
+    fragmentation_reserve_bytes: int | None = None
+    fragmentation_overhead_bytes: int | None = None
+    """Re-solves with the budget lowered by the arena's overshoot, the bytes held back, arena - peak."""
+    fallback_schedule: str | None = None
+    """The heuristic whose schedule was kept (the solver did not beat it)."""
+    transfers: str | None = None
+    """The program family of the schedule: ``stage`` (overlapped DMA) or ``sync``."""
+    family_energy_j: dict[str, float | None] | None = None
+    """Energy of each family's schedule when both were searched."""
+    proven_infeasible: bool | None = None
+    """Steers the driver: infeasibility is proven (not an arena that never fit, not a timeout)."""
+    infeasible_proof: str | None = None
+    """What proved it: the eviction-cover bound or the solver."""
+
+    # -- the infeasibility explanation (solve/feasibility.py) ---------------------------
+    min_ram_bytes: int | None = None
+    """The smallest RAM that works, when exact (None: only the lower bound is known)."""
+    min_ram_lower_bytes: int | None = None
+    min_deadline_s: float | None = None
+    """The smallest deadline that works at this RAM, when exact."""
+    min_deadline_lower_s: float | None = None
+
+    # -- heuristics (solve/baselines/_common.py) -----------------------------------------
+    attempt: dict[str, Any] | None = None
+    """An infeasible heuristic's best attempt (its simulator figures)."""
+
+    _set: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._set.update(f.name for f in FIELDS if getattr(self, f.name) is not None)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name in FIELD_NAMES and "_set" in self.__dict__:
+            self._set.add(name)
+
+    def set(self, **values: Any) -> None:
+        """Set fields by name (an unknown name is a TypeError: no silent new report key)."""
+        unknown = sorted(set(values) - FIELD_NAMES)
+        if unknown:
+            raise TypeError(f"ResultExtra has no field {', '.join(unknown)}")
+        for name, value in values.items():
+            setattr(self, name, value)
+
+    def is_set(self, name: str) -> bool:
+        return name in self._set
+
+    def unset(self, name: str) -> None:
+        """Back to unset (absent from the report)."""
+        object.__setattr__(self, name, None)
+        self._set.discard(name)
+
+    def merge(self, other: ResultExtra, *, overwrite: bool = True, **values: Any) -> None:
+        """Copy ``other``'s set fields (``overwrite=False``: only those unset here), then
+        set ``values`` (as ``dict.update(other, **values)``)."""
+        for name in other.names():
+            if overwrite or name not in self._set:
+                setattr(self, name, getattr(other, name))
+        self.set(**values)
+
+    def set_model_stats(self, stats: dict[str, Any]) -> None:
+        """``model_<k>`` for the integer statistics of :data:`MODEL_STATS` in ``stats``."""
+        for k in MODEL_STATS:
+            v = stats.get(k)
+            if isinstance(v, int):
+                setattr(self, "model_" + k, v)
+
+    def names(self) -> list[str]:
+        """The set fields, in declaration order."""
+        return [f.name for f in FIELDS if f.name in self._set]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The set fields as report keys (JSON values: containers copied)."""
+        out: dict[str, Any] = {}
+        for name in self.names():
+            v = getattr(self, name)
+            out[name] = dict(v) if isinstance(v, dict) else v
+        return out
+
+    def copy(self) -> ResultExtra:
+        new = ResultExtra()
+        new.merge(self)
+        return new
+
+
+FIELDS = tuple(f for f in dataclasses.fields(ResultExtra) if not f.name.startswith("_"))
+FIELD_NAMES = frozenset(f.name for f in FIELDS)
 
 
 @dataclass
@@ -38,7 +194,7 @@ class Result:
     solver: str = "none"
     formulation: str = "none"
     message: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: ResultExtra = field(default_factory=ResultExtra)
 
     @property
     def ok(self) -> bool:
@@ -51,9 +207,9 @@ class Result:
     )
 
     def report(self) -> dict[str, Any]:
-        """The report object (sidecar JSON, --json): the keys of issue 4 plus extras."""
+        """The report object (sidecar JSON, --json): the keys of issue 4 plus the set extras."""
         out = {k: getattr(self, k) for k in self.REPORT_KEYS}
         out["arena_bytes"] = self.arena_bytes
         out["message"] = self.message
-        out.update(self.extra)
+        out.update(self.extra.to_dict())
         return out

@@ -26,7 +26,7 @@ def test_min_ram_is_tight(seed: int, mode: str) -> None:
     assert brute_force(below) is None
     res = solve_milp(below)
     assert res.status == "infeasible"
-    assert res.extra["min_ram_bytes"] == r
+    assert res.extra.min_ram_bytes == r
     assert "RAM" in res.message and "needed" in res.message
     assert solve_milp(at).energy_j is not None
 
@@ -60,7 +60,7 @@ def test_deadline_below_compute_only() -> None:
     res = solve_milp(short)
     assert res.status == "infeasible"
     assert "compute-only minimum" in res.message
-    assert res.extra["min_deadline_s"] == pytest.approx(min_deadline(problem))
+    assert res.extra.min_deadline_s == pytest.approx(min_deadline(problem))
     with pytest.raises(InfeasibleError):
         min_ram(short)
 

@@ -24,7 +24,7 @@ def test_checkpoint_all_result():
     assert r.status == "feasible" and r.ok
     assert (r.energy_j, r.runtime_s, r.peak_ram_bytes, r.arena_bytes) == (5.0, 5.0, 40, 40)
     assert (r.n_compute, r.n_page_in, r.n_page_out, r.n_nodes) == (5, 0, 0, 5)
-    assert r.gap == pytest.approx(0.2) and r.extra["fragmentation"] == 1.0
+    assert r.gap == pytest.approx(0.2) and r.extra.fragmentation == 1.0
     assert r.report()["arena_bytes"] == 40
     simulate(g, p.costs, r.program, ram_budget_bytes=64)
 

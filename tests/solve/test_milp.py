@@ -216,8 +216,8 @@ def test_fragmentation_feedback_resolves_with_a_smaller_budget(monkeypatch) -> N
         res = solve_milp(problem, gap_limit=0.0)
         assert res.ok, res.message
         assert res.arena_bytes <= problem.activation_budget
-        assert res.extra["fragmentation_retries"] >= 1
-        assert res.extra["fragmentation_reserve_bytes"] >= waste
+        assert res.extra.fragmentation_retries >= 1
+        assert res.extra.fragmentation_reserve_bytes >= waste
         assert res.energy_j == pytest.approx(oracle[0], rel=1e-6)
         assert res.lower_bound_j <= res.energy_j
         return

@@ -38,7 +38,7 @@ def test_auto_race_path_matches_brute_force(seed: int, monkeypatch) -> None:
     problem = random_problem(seed, 6, "poet", deadline_prob=1.0)
     res = solve_milp(problem, solver="auto", time_limit_s=30, gap_limit=0.0)
     _check(problem, res, brute_force(problem))
-    assert str(res.extra["solver_used"]).startswith("auto(") or res.status == "infeasible"
+    assert str(res.extra.solver_used).startswith("auto(") or res.status == "infeasible"
 
 
 def _timeout_backend(model, solver, options, rehint=None):  # noqa: ANN001
@@ -56,7 +56,7 @@ def test_solver_timeout_falls_back_to_the_heuristic(monkeypatch) -> None:
     # "optimal" when the heuristic meets the eviction-cover bound (still a proof).
     assert res.ok, res.message
     assert res.gap is not None and (res.status == "optimal") == (res.gap == 0)
-    assert res.extra["fallback_schedule"] in ("checkpoint_all", "chen_greedy", "capuchin", "pofo", "chen_sqrt_n")
+    assert res.extra.fallback_schedule in ("checkpoint_all", "chen_greedy", "capuchin", "pofo", "chen_sqrt_n")
     assert res.arena_bytes <= problem.activation_budget and res.energy_j is not None
     assert "presolve did not finish" in res.message
 
@@ -77,7 +77,7 @@ def test_working_set_infeasibility_is_proven_and_cheap() -> None:
     problem = dataclasses.replace(p, ram_budget_bytes=working_set(p)[0] - 1)
     res = solve_milp(problem, time_limit_s=30)
     assert res.status == "infeasible"
-    assert "needed" in res.message and res.extra.get("min_ram_lower_bytes", 0) >= working_set(p)[0]
+    assert "needed" in res.message and (res.extra.min_ram_lower_bytes or 0) >= working_set(p)[0]
 
 
 def test_arena_that_never_fits_is_timeout_not_infeasible(monkeypatch) -> None:
@@ -107,10 +107,10 @@ def test_guided_schedule_keeps_the_cover_bound_when_the_full_model_finds_nothing
     for seed in range(12):
         problem = random_problem(seed, 9, "poet", deadline_prob=0.0, budget_fraction=0.2)
         res = solve_milp(problem, gap_limit=0.0, time_limit_s=20)
-        if "did not improve" not in str(res.extra.get("solver_used")):
+        if "did not improve" not in str(res.extra.solver_used):
             continue
         assert res.ok, res.message
-        assert res.lower_bound_j == pytest.approx(res.extra["cover_bound_j"])
+        assert res.lower_bound_j == pytest.approx(res.extra.cover_bound_j)
         assert res.gap is not None and (res.status == "optimal") == (res.gap == 0)
         assert res.arena_bytes <= problem.activation_budget
         seen += res.gap > 0
@@ -131,10 +131,10 @@ def test_full_model_skipped_when_too_little_time_is_left(monkeypatch) -> None:
     for seed in range(12):
         problem = random_problem(seed, 9, "poet", deadline_prob=0.0, budget_fraction=0.2)
         res = solve_milp(problem, gap_limit=0.0, time_limit_s=20)
-        if not res.extra.get("full_model_skipped"):
+        if not res.extra.full_model_skipped:
             continue
         assert res.ok, res.message
-        assert res.lower_bound_j == pytest.approx(res.extra["cover_bound_j"])
+        assert res.lower_bound_j == pytest.approx(res.extra.cover_bound_j)
         assert res.gap is not None and (res.status == "optimal") == (res.gap == 0)
         assert "before the full model" in res.message
         seen += 1

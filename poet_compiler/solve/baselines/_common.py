@@ -28,7 +28,7 @@ from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.problem import Problem
-from poet_compiler.solve.result import Result
+from poet_compiler.solve.result import Result, ResultExtra
 from poet_compiler.units import format_bytes
 
 #: Node kinds that belong to the forward phase of a training step (the loss closes it).
@@ -107,9 +107,9 @@ def miss_reason(problem: Problem, fig: Figures) -> str:
 def infeasible(problem: Problem, strategy: str, reason: str, *, started: float,
                attempt: Figures | None = None) -> Result:
     """An 'infeasible' Result: no plan, a one-line reason, the best attempt's figures in extra."""
-    extra: dict[str, object] = {}
+    extra = ResultExtra()
     if attempt is not None:
-        extra["attempt"] = dataclasses.asdict(attempt)
+        extra.attempt = dataclasses.asdict(attempt)
     return Result(
         status="infeasible",
         strategy=strategy,
