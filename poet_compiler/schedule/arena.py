@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from dataclasses import dataclass, replace
 
 from poet_compiler.errors import ScheduleError
@@ -239,8 +240,9 @@ def _breadth_order(inst: _Instance) -> list[int]:
 
 
 def _improve(inst: _Instance, arena: int, offsets: list[int], peak: int, moves: int,
-             target: int | None) -> tuple[int, list[int]]:
-    """Local search over placement orders, starting from a layout (see module docstring)."""
+             target: int | None, until: float | None = None) -> tuple[int, list[int]]:
+    """Local search over placement orders, starting from a layout (see module docstring);
+    stops at the instant ``until`` (``time.perf_counter()``) when given."""
     n = len(inst.buffers)
     order = sorted(range(n), key=lambda j: (offsets[j], -inst.width[j], j))
     best = (arena, offsets)
@@ -252,6 +254,8 @@ def _improve(inst: _Instance, arena: int, offsets: list[int], peak: int, moves: 
     rng = random.Random(1)
     for _ in range(moves):
         if best[0] <= peak or (target is not None and best[0] <= target):
+            break
+        if until is not None and time.perf_counter() > until:
             break
         a_now, offs = inst.place(cur_order, False)
         top = [j for j in range(n) if offs[j] + inst.width[j] == a_now and inst.width[j] > 0]
@@ -273,9 +277,10 @@ def _improve(inst: _Instance, arena: int, offsets: list[int], peak: int, moves: 
 
 def _exact(inst: _Instance, hint: list[int], upper: int, peak: int, det_time_s: float,
            target: int | None = None, linearization: int = 1,
-           coarse: bool = False) -> tuple[int, list[int]] | None:
+           coarse: bool = False, wall_s: float | None = None, seed: int = 0) -> tuple[int, list[int]] | None:
     """CP-SAT packing (see module docstring); None when it finds nothing better than
-    ``upper``. ``coarse``: in the address units of :func:`_quantum`, else of the sizes' gcd."""
+    ``upper``. ``coarse``: in the address units of :func:`_quantum`, else of the sizes' gcd.
+    ``wall_s``: a wall-clock cap below the usual safety net (the caller's time left)."""
     from ortools.sat.python import cp_model
 
     real_width = inst.width
@@ -315,7 +320,7 @@ def _exact(inst: _Instance, hint: list[int], upper: int, peak: int, det_time_s: 
     m.minimize(arena)
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
-    solver.parameters.random_seed = 0
+    solver.parameters.random_seed = seed
     solver.parameters.max_deterministic_time = det_time_s
     solver.parameters.linearization_level = linearization
     # Wall-clock safety net, never meant to bind: deterministic time accrues at about
@@ -323,6 +328,8 @@ def _exact(inst: _Instance, hint: list[int], upper: int, peak: int, det_time_s: 
     # there, and the layout then changed between runs). When it binds the layout is
     # still valid and never worse than the hint, but may differ between runs.
     solver.parameters.max_time_in_seconds = EXACT_WALL_PER_DET_S * det_time_s + 1.0
+    if wall_s is not None:
+        solver.parameters.max_time_in_seconds = max(0.01, min(wall_s, EXACT_WALL_PER_DET_S * det_time_s + 1.0))
 
     class _StopAtTarget(cp_model.CpSolverSolutionCallback):
         """Stop at the first layout within ``target`` (the caller's budget)."""
@@ -371,15 +378,20 @@ def _quantum(buffers: list[Buffer], peak: int) -> int:
 
 
 def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
-               budget_bytes: int | None = None) -> Program:
+               budget_bytes: int | None = None, time_limit_s: float | None = None,
+               seeds: int = 1) -> Program:
     """Return ``program`` with every buffer's offset and ``arena_bytes`` set.
 
     ``effort`` adds that many seeded perturbed greedy orders and scales the local search
     and the exact packing's time. More effort tries more, but it does not always give a
     smaller arena: the exact packing starts from the best greedy layout, and CP-SAT's
     search from a different start can end higher within its time. With a
-    ``budget_bytes``, the search stops once a layout fits it.
+    ``budget_bytes``, the search stops once a layout fits it. ``time_limit_s``: wall
+    seconds for the whole plan (the first greedy layout is always made; the local search
+    and the exact packing stop at the limit, CP-SAT by its wall-clock limit). ``seeds``:
+    run the exact passes with that many CP-SAT seeds (0, 1, ...) while no layout fits.
     """
+    until = None if time_limit_s is None else time.perf_counter() + max(0.0, time_limit_s)
     buffers = buffers_of(graph, program)
     peak = peak_live_bytes(buffers)
     inst = _Instance(buffers)
@@ -388,6 +400,9 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
     def done() -> bool:
         return best is not None and (best[0] <= peak or (budget_bytes is not None and best[0] <= budget_bytes))
 
+    def out_of_time() -> bool:
+        return until is not None and time.perf_counter() >= until
+
     for name, order in _orders(inst, effort):
         for best_fit in (False, True):
             arena, offsets = inst.place(order, best_fit)
@@ -395,23 +410,29 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
                 best = (arena, offsets, name + ("/best-fit" if best_fit else ""))
             if done():
                 break
-        if done():
+        if done() or out_of_time():
             break
     if best is None:
         best = (0, [], "empty")
-    if not done() and buffers:
+    if not done() and buffers and not out_of_time():
         pairs = max(1, sum(len(c) for c in inst.conflicts))
         moves = min(IMPROVE_MOVES * (1 + effort), max(8, IMPROVE_WORK // pairs))
-        arena, offsets = _improve(inst, best[0], best[1], peak, moves, budget_bytes)
+        arena, offsets = _improve(inst, best[0], best[1], peak, moves, budget_bytes, until)
         if arena < best[0]:
             best = (arena, offsets, "local")
     if not done() and len(buffers) <= EXACT_MAX_BUFFERS:
         det_s = EXACT_DETERMINISTIC_S * (1 + effort / 16) / len(EXACT_PASSES)
-        for level, coarse in EXACT_PASSES:
-            found = _exact(inst, best[1], best[0], peak, det_s, budget_bytes, level, coarse)
-            if found is not None and found[0] < best[0] and inst.valid(found[1]):
-                best = (found[0], found[1], "exact")
-            if done():
+        for seed in range(max(1, seeds)):
+            for level, coarse in EXACT_PASSES:
+                wall = None if until is None else until - time.perf_counter()
+                if wall is not None and wall < 0.05:
+                    break
+                found = _exact(inst, best[1], best[0], peak, det_s, budget_bytes, level, coarse, wall, seed)
+                if found is not None and found[0] < best[0] and inst.valid(found[1]):
+                    best = (found[0], found[1], "exact" if not seed else f"exact#{seed}")
+                if done():
+                    break
+            if done() or out_of_time():
                 break
     arena, offsets, name = best
     at_start = {b.start: off for b, off in zip(buffers, offsets)}
@@ -428,3 +449,28 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
     meta = dict(program.meta)
     meta.update(peak_bytes=peak, fragmentation=(arena / peak) if peak else 1.0, arena_order=name)
     return Program(n_nodes=program.n_nodes, instructions=tuple(out), arena_bytes=arena, meta=meta)
+
+
+# Harder re-plans of a program whose live bytes fit the budget but whose first arenas did
+# not (finalize's two plans): (effort, CP-SAT seeds), tried in order while time is left.
+RESCUE_EFFORTS: tuple[tuple[int, int], ...] = ((64, 2), (256, 4))
+
+
+def rescue_arena(graph: TrainingGraph, program: Program, budget_bytes: int, *,
+                 time_limit_s: float) -> Program | None:
+    """A layout of ``program`` within ``budget_bytes`` from harder re-plans
+    (:data:`RESCUE_EFFORTS`: more perturbed orders, a longer local search, longer exact
+    packing with more seeds), within ``time_limit_s`` wall seconds; None when none fits.
+    Deterministic when the time limit does not bind (each step is seeded and stopped on
+    deterministic time)."""
+    until = time.perf_counter() + max(0.0, time_limit_s)
+    for effort, seeds in RESCUE_EFFORTS:
+        left = until - time.perf_counter()
+        if left <= 0.05:
+            return None
+        planned = plan_arena(graph, program, effort=effort, budget_bytes=budget_bytes, time_limit_s=left,
+                             seeds=seeds)
+        if planned.arena_bytes is not None and planned.arena_bytes <= budget_bytes:
+            planned.meta["arena_rescue_effort"] = effort
+            return planned
+    return None

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from dataclasses import dataclass, field
 
 from poet_compiler.errors import InfeasibleError
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.baselines.keep_all import checkpoint_all_schedule
+from poet_compiler.solve.clock import CPSAT_WALL_FACTOR, CPSAT_WALL_PAD_S
 from poet_compiler.solve.cover import (
     CoverBound,
     cover_bound,
@@ -79,15 +81,26 @@ def _deadline_too_short(problem: Problem) -> bool:
     return problem.deadline_s is not None and problem.deadline_s < problem.costs.compute_only_s * (1 - _DEADLINE_TOL)
 
 
-def _quick_ram_upper(problem: Problem, lower: int) -> tuple[int, Schedule] | None:
+def _left(until: float) -> float:
+    return max(0.0, until - time.perf_counter())
+
+
+def _solver_limit(until: float) -> float:
+    """A CP-SAT limit whose child's wall cap (limit x 1.05 + 2 s) ends by ``until``."""
+    return max(0.0, (_left(until) - CPSAT_WALL_PAD_S) / CPSAT_WALL_FACTOR)
+
+
+def _quick_ram_upper(problem: Problem, lower: int, until: float | None = None) -> tuple[int, Schedule] | None:
     """The smallest live peak (activation bytes) among quick schedules that meet the
-    deadline: checkpoint-all with frees, and the cover's schedule at budget ``lower``."""
+    deadline: checkpoint-all with frees, and the cover's schedule at budget ``lower``
+    (its cover solves end by ``until`` when given)."""
     found: list[tuple[int, Schedule]] = []
     at_lower = dataclasses.replace(problem, ram_budget_bytes=lower + _fixed(problem))
-    cover = cover_bound(at_lower, time_limit_s=5.0)
+    cap = 5.0 if until is None else min(5.0, _left(until))
     candidates: list[Schedule | None] = [checkpoint_all_schedule(problem)]
-    if cover.energy_j is not None:
-        candidates.append(cover_schedule(at_lower, cover, time_limit_s=5.0))
+    cover = cover_bound(at_lower, time_limit_s=cap) if cap > 0 else None
+    if cover is not None and cover.energy_j is not None:
+        candidates.append(cover_schedule(at_lower, cover, time_limit_s=5.0, until=until))
     for schedule in candidates:
         if schedule is None:
             continue
@@ -104,20 +117,24 @@ def ram_requirement(problem: Problem, *, time_limit_s: float = 30.0, threads: in
     The eviction-cover bound with the budget as its variable gives a lower bound in well
     under a second; when a quick schedule (checkpoint-all, the cover's own) reaches it,
     that is the minimum, proven. Otherwise the fast formulation minimizes the budget,
-    stopping if it reaches the cover's bound."""
+    stopping if it reaches the cover's bound. ``time_limit_s`` bounds the whole search."""
+    until = time.perf_counter() + time_limit_s
     if _deadline_too_short(problem):
         raise InfeasibleError(
             f"deadline {problem.deadline_s:.6g} s is below the compute-only minimum "
             f"{problem.costs.compute_only_s:.6g} s: no RAM budget helps")
     floor = max(working_set(problem)[0], cover_min_budget(problem, time_limit_s=min(10.0, time_limit_s / 4)) or 0)
-    quick = _quick_ram_upper(problem, floor)
+    quick = _quick_ram_upper(problem, floor, until)
     if quick is not None and quick[0] <= floor:
         return Requirement(lower=float(floor + _fixed(problem)), upper=float(quick[0] + _fixed(problem)))
-    built = build_fast(problem, objective="ram")
-    built.hint_from(quick[1] if quick is not None else Schedule.checkpoint_all(problem.n))
-    built.model.objective_floor = float(floor)
-    out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=time_limit_s, threads=threads))
-    if out.values is None:
+    limit = _solver_limit(until)
+    out = None
+    if limit > 0.05:
+        built = build_fast(problem, objective="ram")
+        built.hint_from(quick[1] if quick is not None else Schedule.checkpoint_all(problem.n))
+        built.model.objective_floor = float(floor)
+        out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=_solver_limit(until), threads=threads))
+    if out is None or out.values is None:
         return Requirement(lower=float(floor + _fixed(problem)),
                            upper=None if quick is None else float(quick[0] + _fixed(problem)))
     # The minimum is what the schedule really needs (simulated), not the solver's figure.
@@ -128,14 +145,16 @@ def ram_requirement(problem: Problem, *, time_limit_s: float = 30.0, threads: in
     return Requirement(lower=float(min(lower, upper) + _fixed(problem)), upper=float(upper + _fixed(problem)))
 
 
-def _quick_fastest(free: Problem, choice: CoverBound, time_limit_s: float) -> tuple[float, Schedule] | None:
+def _quick_fastest(free: Problem, choice: CoverBound, time_limit_s: float,
+                   until: float | None = None) -> tuple[float, Schedule] | None:
     """``(runtime, schedule)`` realized from the cover's fastest choice (its budget lowered
-    on overshoot, as for the energy cover), or None."""
+    on overshoot, as for the energy cover), or None; no new cover solve after ``until``."""
     def resolve(budget: int) -> CoverBound | None:
-        found = cover_min_time(free, budget=budget, time_limit_s=time_limit_s)
+        limit = time_limit_s if until is None else min(time_limit_s, _left(until))
+        found = cover_min_time(free, budget=budget, time_limit_s=limit)
         return None if found is None else found[1]
 
-    found = realize_within(free, choice, resolve)
+    found = realize_within(free, choice, resolve, until=until)
     return None if found is None else (found[0].runtime_s, found[1])
 
 
@@ -146,16 +165,21 @@ def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, thread
 
     As for the RAM: the cover with the restores' time as objective gives a lower bound
     and a choice of restores; realized, that choice is often a schedule at the bound.
-    Otherwise the fast formulation minimizes the step time from it."""
+    Otherwise the fast formulation minimizes the step time from it. ``time_limit_s``
+    bounds the whole search."""
+    until = time.perf_counter() + time_limit_s
     free = dataclasses.replace(problem, deadline_s=None)
     limit = min(10.0, time_limit_s / 4)
     quick = cover_min_time(free, time_limit_s=limit)
     if quick is None:
         return None
     lower = max(problem.costs.compute_only_s, quick[0])
-    fastest = _quick_fastest(free, quick[1], limit)
+    fastest = _quick_fastest(free, quick[1], limit, until)
     if fastest is not None and fastest[0] <= lower * (1 + 1e-9) + 1e-12:
         return Requirement(lower=min(lower, fastest[0]), upper=fastest[0])
+    if _solver_limit(until) <= 0.05:
+        return Requirement(lower=lower if fastest is None else min(lower, fastest[0]),
+                           upper=None if fastest is None else fastest[0])
     # The heuristics' schedules within the RAM: the fastest is an upper bound and a hint.
     for _, _, schedule in warm_start_candidates(free):
         runtime = simulate_schedule(free, schedule).runtime_s
@@ -165,7 +189,7 @@ def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, thread
     if fastest is not None:
         built.hint_from(fastest[1])
     built.model.objective_floor = lower
-    out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=time_limit_s, threads=threads))
+    out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=_solver_limit(until), threads=threads))
     if out.status == "infeasible":
         return None
     lower = max(lower, out.bound or 0.0)
@@ -230,7 +254,7 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
     The RAM at the deadline comes first (the cover usually proves it in a second). When
     the RAM is the reason, the smallest deadline at this RAM is a side note and gets at
     most ``SIDE_NOTE_S`` of search."""
-    half = max(1.0, time_limit_s / 2)
+    half = max(0.0, time_limit_s / 2)
     at = "no deadline" if problem.deadline_s is None else f"deadline {problem.deadline_s:.6g} s"
     extra = ResultExtra()
     # Below the working set no deadline helps: skip that search.

@@ -26,6 +26,7 @@ the gap limit of the cover bound, the full model is not needed at all.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -36,6 +37,7 @@ from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import Simulation
 from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.backends.base import is_large, within_gap
+from poet_compiler.solve.clock import Clock
 from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, cover_bound
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.formulation.common import Built
@@ -135,15 +137,17 @@ def realize(problem: Problem, cover: CoverBound) -> Schedule:
 
 def realize_within(problem: Problem, choice: CoverBound | None,
                    resolve: Callable[[int], CoverBound | None], *, tries: int = 6,
-                   arena_fit: bool = False) -> tuple[Simulation, Schedule] | None:
+                   arena_fit: bool = False, until: float | None = None) -> tuple[Simulation, Schedule] | None:
     """``choice`` realized (:func:`realize`) within the budget and deadline, or None. When
     a realization exceeds the budget (a recompute needs its inputs in RAM), ``resolve``
     gives a new choice at a budget lowered by the overshoot, up to ``tries`` times.
     ``arena_fit``: the static arena must fit too (an arena overshoot lowers the budget
-    the same way)."""
+    the same way). ``until``: no new try after this ``time.perf_counter()`` instant."""
     budget = problem.activation_budget
-    for _ in range(tries):
+    for attempt in range(tries):
         if choice is None or choice.energy_j is None:
+            return None
+        if attempt and until is not None and time.perf_counter() >= until:
             return None
         try:
             schedule = realize(problem, choice)
@@ -154,7 +158,7 @@ def realize_within(problem: Problem, choice: CoverBound | None,
             return None
         over = sim.peak_bytes - problem.activation_budget
         if over <= 0 and arena_fit:
-            over = _arena_overshoot(problem, schedule)
+            over = _arena_overshoot(problem, schedule, None if until is None else until - time.perf_counter())
         if over <= 0:
             return sim, schedule
         budget -= over
@@ -165,25 +169,35 @@ def realize_within(problem: Problem, choice: CoverBound | None,
 
 
 def cover_schedule(problem: Problem, cover: CoverBound, *, tries: int = 6,
-                   time_limit_s: float = 10.0, arena_fit: bool = False) -> Schedule | None:
+                   time_limit_s: float = 10.0, arena_fit: bool = False,
+                   until: float | None = None) -> Schedule | None:
     """The cheapest feasible schedule realized from the cover's choices, or None. Two
     covers are tried (:func:`realize_within` each): the bound's own, and one that
-    charges each recompute with the inputs it must rebuild (``closure``)."""
+    charges each recompute with the inputs it must rebuild (``closure``).
+    ``time_limit_s`` caps each cover solve; ``until`` (a ``time.perf_counter()`` instant)
+    ends the whole search: no cover solve runs past it."""
     best: tuple[float, Schedule] | None = None
+
+    def limit() -> float:
+        return time_limit_s if until is None else max(0.0, min(time_limit_s, until - time.perf_counter()))
+
     for closure in (False, True):
-        first = cover if not closure else cover_bound(problem, time_limit_s=time_limit_s, closure=True)
+        if closure and until is not None and limit() <= 0.0:
+            break
+        first = cover if not closure else cover_bound(problem, time_limit_s=limit(), closure=True)
         found = realize_within(
             problem, first,
-            lambda budget: cover_bound(problem, budget=budget, time_limit_s=time_limit_s, closure=closure),  # noqa: B023
-            tries=tries, arena_fit=arena_fit)
+            lambda budget: cover_bound(problem, budget=budget, time_limit_s=limit(), closure=closure),  # noqa: B023
+            tries=tries, arena_fit=arena_fit, until=until)
         if found is not None and (best is None or found[0].energy_j < best[0]):
             best = (found[0].energy_j, found[1])
     return None if best is None else best[1]
 
 
-def _arena_overshoot(problem: Problem, schedule: Schedule) -> int:
-    """Bytes by which the schedule's static arena exceeds the activation budget (<= 0: fits)."""
-    res = finalize(problem, schedule, strategy="optimal")
+def _arena_overshoot(problem: Problem, schedule: Schedule, time_limit_s: float | None = None) -> int:
+    """Bytes by which the schedule's static arena exceeds the activation budget (<= 0: fits);
+    the arena planned within ``time_limit_s`` when given."""
+    res = finalize(problem, schedule, strategy="optimal", arena_time_s=time_limit_s)
     if res.ok or res.arena_bytes is None:
         return 0 if res.ok else 1
     return res.arena_bytes - problem.activation_budget
@@ -202,11 +216,20 @@ class GuidedOutcome:
 
 def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *, solver: str,
                   time_limit_s: float, threads: int, relative_gap: float,
-                  progress: bool = False) -> GuidedOutcome:
+                  progress: bool = False, clock: Clock | None = None) -> GuidedOutcome:
     """The cover's realization, then the guided sub-problem seeded with the better of it
-    and ``warm``; stops as soon as a schedule is within ``relative_gap`` of the cover bound."""
+    and ``warm``; stops as soon as a schedule is within ``relative_gap`` of the cover bound.
+
+    ``time_limit_s`` is the stage's share; with a ``clock`` (the solve's deadline) the
+    realization's cover solves end at the deadline too, and the sub-problem's CP-SAT limit
+    is what is left of the share when it starts, such that its child's wall cap ends
+    within it (:meth:`Clock.solver_limit`)."""
+    started = time.perf_counter()
+    until = started + time_limit_s
+    if clock is not None:
+        until = min(until, clock.at)
     best = GuidedOutcome(warm, feasible_energy(problem, warm), "warm start")
-    realized = cover_schedule(problem, cover)
+    realized = cover_schedule(problem, cover, until=until)
     e = feasible_energy(problem, realized)
     if e is not None and (best.energy_j is None or e < best.energy_j):
         best = GuidedOutcome(realized, e, "cover")
@@ -216,8 +239,12 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
     built = build_guided(problem, cover, best.schedule)
     built.model.objective_floor = bound
     large = is_large(built.model)
+    left = until - time.perf_counter()
+    limit = left if clock is None else clock.solver_limit(left)
+    if limit <= 0.05:
+        return best
     out = solve_model(built.model, "cpsat" if solver in ("auto", "cpsat") else solver,
-                      BackendOptions(time_limit_s=time_limit_s, threads=threads, progress=progress,
+                      BackendOptions(time_limit_s=limit, threads=threads, progress=progress,
                                      relative_gap=relative_gap, large=large))
     if out.values is not None:
         s = built.schedule(out.values)

@@ -1,0 +1,94 @@
+"""One deadline for a whole solve, and where the time went.
+
+``--time-limit S`` is a limit on the whole of ``solve_milp``: quick checks, warm starts,
+the cover bound, the guided search, the full model, finalizing (arena planning) and,
+after a failed solve, the infeasibility analysis. :class:`Clock` holds the absolute
+instant (``time.perf_counter()``) at which the solve must end; every stage asks it how
+much is left (:meth:`Clock.left`) and takes at most that, and records its wall seconds
+under a stage name (:meth:`Clock.stage`). Stages nest (finalize inside the guided
+stage): a nested stage's seconds are charged to it alone, so the seconds of all stages
+add up to the time spent in any of them, never more.
+
+CP-SAT runs in a forked child whose parent stops it at ``limit * CPSAT_WALL_FACTOR +
+CPSAT_WALL_PAD_S`` (:mod:`.backends.cpsat`); :meth:`Clock.solver_limit` gives the
+largest limit whose cap still ends within the time left.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+# The CP-SAT child's wall cap per call (solve/backends/cpsat.py): limit * 1.05 + 2 s.
+CPSAT_WALL_FACTOR = 1.05
+CPSAT_WALL_PAD_S = 2.0
+
+# Stage names, in the order a solve meets them (the report lists them in this order).
+STAGES = ("quick_checks", "warm_starts", "cover", "guided", "full_model", "finalize", "arena_rescue",
+          "infeasibility", "other")
+
+
+class Clock:
+    """A deadline (absolute ``perf_counter`` instant) and the seconds spent per stage."""
+
+    def __init__(self, time_limit_s: float, *, started: float | None = None) -> None:
+        self.started = time.perf_counter() if started is None else started
+        self.limit_s = float(time_limit_s)
+        self.at = self.started + self.limit_s
+        self.stage_s: dict[str, float] = {}
+        self._stack: list[str] = []
+        self._since = self.started
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def left(self, reserve_s: float = 0.0) -> float:
+        """Seconds to the deadline, minus ``reserve_s`` (held back for a later stage), >= 0."""
+        return max(0.0, self.at - time.perf_counter() - reserve_s)
+
+    def expired(self, margin_s: float = 0.0) -> bool:
+        return self.left() <= margin_s
+
+    def solver_limit(self, want_s: float, reserve_s: float = 0.0) -> float:
+        """The CP-SAT limit to pass for a stage that wants ``want_s``: at most what the
+        child's wall cap allows within the time left (after ``reserve_s``), >= 0."""
+        room = (self.left(reserve_s) - CPSAT_WALL_PAD_S) / CPSAT_WALL_FACTOR
+        return max(0.0, min(float(want_s), room))
+
+    def _charge(self) -> None:
+        now = time.perf_counter()
+        if self._stack:
+            name = self._stack[-1]
+            self.stage_s[name] = self.stage_s.get(name, 0.0) + (now - self._since)
+        self._since = now
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Charge the wall seconds of the ``with`` block to ``name`` (nested stages: to
+        the innermost only)."""
+        self._charge()
+        self._stack.append(name)
+        try:
+            yield
+        finally:
+            self._charge()
+            self._stack.pop()
+
+    def report(self) -> dict[str, float]:
+        """Seconds per stage (rounded to ms), ``other`` for time outside every stage, in
+        :data:`STAGES` order."""
+        self._charge()
+        total = time.perf_counter() - self.started
+        spent = dict(self.stage_s)
+        spent["other"] = max(0.0, total - sum(spent.values()))
+        order = {name: i for i, name in enumerate(STAGES)}
+        return {k: round(v, 3) for k, v in sorted(spent.items(), key=lambda kv: order.get(kv[0], len(STAGES)))}
+
+
+def unlimited() -> Clock:
+    """A clock with no practical deadline (callers outside a timed solve)."""
+    return Clock(1e9)
