@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 POETC  := $(VENV)/bin/poetc
 
-.PHONY: setup demo lint test bench clean device-demo
+.PHONY: setup demo lint test bench clean device-demo schemas
 
 setup: $(VENV)/.installed
 
@@ -45,6 +45,11 @@ lint: setup
 
 test: setup
 	$(PY) -m pytest -n 2 -q
+
+# The JSON Schemas of the sidecar report and sweep rows (docs/schemas/), exported from
+# poet_compiler/schemas.py; tests/comparison/test_schemas.py fails when they are stale.
+schemas: setup
+	$(PY) -m poet_compiler.schemas
 
 clean:
 	rm -rf $(VENV)

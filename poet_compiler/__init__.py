@@ -7,7 +7,7 @@ Pipeline (one package each): frontends -> graph -> devices (costs) -> solve -> s
 
 __version__ = "0.1.0"
 
-__all__ = ["Compilation", "compile", "compare", "sweep", "__version__"]
+__all__ = ["Compilation", "compile", "compare", "sweep", "read_sweep", "__version__"]
 
 
 def __getattr__(name: str):
@@ -16,7 +16,7 @@ def __getattr__(name: str):
         from poet_compiler import api
 
         return getattr(api, name)
-    if name in ("compare", "sweep"):
+    if name in ("compare", "sweep", "read_sweep"):
         from poet_compiler import comparison
 
         return getattr(comparison, name)

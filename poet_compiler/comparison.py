@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from poet_compiler.errors import PoetError
 from poet_compiler.graph.ir import TrainingGraph
+from poet_compiler.schemas import read_sweep_csv
 from poet_compiler.sweeps import (
     Cache,
     CellTask,
@@ -242,3 +243,18 @@ def plot(df: pd.DataFrame, kind: str = "auto") -> Figure:
         (plot_energy_vs_ram if which == "ram" else plot_energy_vs_deadline)(df, ax=ax)
     fig.tight_layout()
     return fig
+
+
+def read_sweep(path: str | Path) -> pd.DataFrame:
+    """A sweep CSV (``poetc sweep -o``, ``compare(output=...)``) as the DataFrame ``plot`` draws.
+
+    Every row is validated against the sweep-row schema first
+    (:class:`poet_compiler.schemas.SweepRow`, docs/schemas/sweep-row.schema.json): a
+    malformed file is a one-line :class:`PoetError`, not a traceback from a plot."""
+    import pandas as pd
+
+    read_sweep_csv(path)
+    try:
+        return pd.read_csv(path, keep_default_na=True)
+    except (OSError, ValueError) as exc:
+        raise PoetError(f"cannot read sweep CSV {path}: {exc}") from None

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from poet_compiler.errors import PoetError
 from poet_compiler.fileio import atomic_write_text
+from poet_compiler.schemas import validate_report
 from poet_compiler.units import format_bytes
 
 if TYPE_CHECKING:
@@ -32,7 +33,8 @@ LISTING_LINES = 400  # the head of the program; the .poet file holds all of it
 
 
 def read_sidecar(poet_path: Path) -> dict[str, Any] | None:
-    """The report written beside a schedule (``X.poet`` -> ``X.json``), or None if absent."""
+    """The report written beside a schedule (``X.poet`` -> ``X.json``), or None if absent;
+    validated against :class:`~poet_compiler.schemas.SidecarReport` (PoetError: one line)."""
     import json
 
     side = Path(poet_path).with_suffix(".json")
@@ -42,9 +44,7 @@ def read_sidecar(poet_path: Path) -> dict[str, Any] | None:
         data = json.loads(side.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise PoetError(f"sidecar report {side} is not readable JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise PoetError(f"sidecar report {side} is not a JSON object")
-    return data
+    return validate_report(data, str(side))
 
 
 def fmt(key: str, value: Any) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 import typer
 
 from poet_compiler.errors import PoetError
+from poet_compiler.schemas import validate_report
 
 KINDS = ("grid", "memory", "ram", "deadline")
 
@@ -24,9 +25,7 @@ def _read_json(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise PoetError(f"cannot read report {path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise PoetError(f"report {path} is not a JSON object")
-    return data
+    return validate_report(data, str(path))
 
 
 def schedule_paths(path: Path) -> tuple[Path, Path | None]:
@@ -85,15 +84,9 @@ def register(app: typer.Typer) -> None:
         if is_csv:
             if kind not in ("ram", "deadline"):
                 raise PoetError(f"--kind {kind} needs a schedule; a sweep CSV plots --kind ram or deadline")
-            import pandas as pd
+            from poet_compiler.comparison import plot, read_sweep
 
-            from poet_compiler.comparison import plot
-
-            try:
-                df = pd.read_csv(source, keep_default_na=True)
-            except (OSError, ValueError) as exc:
-                raise PoetError(f"cannot read sweep CSV {source}: {exc}") from None
-            fig = plot(df, kind=kind)
+            fig = plot(read_sweep(source), kind=kind)   # rows validated against the sweep-row schema
         else:
             if kind not in ("grid", "memory"):
                 raise PoetError(f"--kind {kind} needs a sweep CSV; a schedule plots --kind grid or memory")

@@ -13,6 +13,7 @@ JSON and the sweep CSV keep exactly the keys they had as a dict. An unknown name
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -108,7 +109,8 @@ class ResultExtra:
     attempt: dict[str, Any] | None = None
     """An infeasible heuristic's best attempt (its simulator figures)."""
 
-    _set: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
+    # builtins.set: the annotation is evaluated in the class namespace, where set is the method.
+    _set: builtins.set[str] = field(default_factory=builtins.set, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._set.update(f.name for f in FIELDS if getattr(self, f.name) is not None)
