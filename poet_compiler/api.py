@@ -16,6 +16,7 @@ units, the device profile) is checked before the trace, which takes seconds.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -251,8 +252,10 @@ def compile(  # noqa: A001 - the product's verb
     precheck_budgets(ram, deadline)
     _check_onnx_options(model, onnx_loss, input_shapes)
     profile = _profile_for(model, device)
+    t_start = time.perf_counter()
     with live_status(progress):
         traced, graph = _load(model, granularity, batch, onnx_loss, input_shapes, example_inputs, target, loss_fn, name)
+        t_traced = time.perf_counter()
         stage(f"costing {graph.n} nodes")
         costs = load_costs(graph, profile)
         stage("simulating checkpoint-all")
@@ -267,8 +270,12 @@ def compile(  # noqa: A001 - the product's verb
         )
         opts = SolveOptions(solver=solver, formulation=formulation, time_limit_s=time_limit_s,
                             threads=threads, progress=progress, gap_limit=gap)
+        t_costed = time.perf_counter()
         stage("solving" if strategy == "optimal" else f"solving ({strategy})")
         result = run_strategy(strategy, problem, opts)
+        # Time outside the solve, reported beside its stage_s (tracing counts too).
+        result.extra.set(trace_s=round(t_traced - t_start, 3), costing_s=round(t_costed - t_traced, 3),
+                         compile_s=round(time.perf_counter() - t_start, 3))
         stage(result.status)
         report("schedule", result.energy_j if result.ok else None, result.lower_bound_j, "J")
     label = str(model) if isinstance(model, str) else graph.name

@@ -11,7 +11,9 @@ add up to the time spent in any of them, never more.
 
 CP-SAT runs in a forked child whose parent stops it at ``limit * CPSAT_WALL_FACTOR +
 CPSAT_WALL_PAD_S`` (:mod:`.backends.cpsat`); :meth:`Clock.solver_limit` gives the
-largest limit whose cap still ends within the time left.
+largest limit whose cap still ends within the time left plus the limit's tolerance
+(``TOLERANCE`` of it: ``solve_time_s`` may reach ``limit * (1 + TOLERANCE)``). CP-SAT
+itself stops at its limit; the cap is the worst case.
 """
 
 from __future__ import annotations
@@ -23,6 +25,12 @@ from contextlib import contextmanager
 # The CP-SAT child's wall cap per call (solve/backends/cpsat.py): limit * 1.05 + 2 s.
 CPSAT_WALL_FACTOR = 1.05
 CPSAT_WALL_PAD_S = 2.0
+
+# solve_time_s may exceed the limit by this share of it (the issue's "limit + 5 %").
+TOLERANCE = 0.05
+
+# Share of the time left a CP-SAT call gets when the wall cap's pad would leave it less.
+SHORT_SHARE = 0.5
 
 # Stage names, in the order a solve meets them (the report lists them in this order).
 STAGES = ("quick_checks", "warm_starts", "cover", "guided", "full_model", "finalize", "arena_rescue",
@@ -55,9 +63,24 @@ class Clock:
 
     def solver_limit(self, want_s: float, reserve_s: float = 0.0) -> float:
         """The CP-SAT limit to pass for a stage that wants ``want_s``: at most what the
-        child's wall cap allows within the time left (after ``reserve_s``), >= 0."""
-        room = (self.left(reserve_s) - CPSAT_WALL_PAD_S) / CPSAT_WALL_FACTOR
+        child's wall cap allows within the time left (after ``reserve_s``) plus the
+        tolerance, and never more than the time left itself; >= 0."""
+        left = self.left(reserve_s)
+        strict = (left + TOLERANCE * self.limit_s - CPSAT_WALL_PAD_S) / CPSAT_WALL_FACTOR
+        # With little time left the cap's pad would leave CP-SAT nothing: there its own
+        # limit (half the time left) is what stops it, and the cap stays a safety net.
+        room = min(left, max(strict, SHORT_SHARE * left))
         return max(0.0, min(float(want_s), room))
+
+    @contextmanager
+    def capped(self, at: float) -> Iterator[None]:
+        """Within the block the deadline is ``min(deadline, at)`` (a stage's share)."""
+        outer = self.at
+        self.at = min(outer, at)
+        try:
+            yield
+        finally:
+            self.at = outer
 
     def _charge(self) -> None:
         now = time.perf_counter()

@@ -14,6 +14,7 @@ retry with a smaller budget.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 
 from poet_compiler.errors import InternalError, OverBudgetError, ScheduleError
 from poet_compiler.schedule.arena import plan_arena, rescue_arena
@@ -22,6 +23,7 @@ from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
+from poet_compiler.solve.clock import Clock
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
 
@@ -46,20 +48,22 @@ def finalize(
     message: str = "",
     arena_time_s: float | None = None,
     rescue_s: float = 0.0,
+    clock: Clock | None = None,
 ) -> Result:
     """Linearize, clean up, plan the arena, simulate, and fill a :class:`Result`.
 
     ``arena_time_s``: wall seconds for the arena plans (None: no limit; 0: the greedy
     layouts only). ``rescue_s``: when the live bytes fit but both plans' arenas do not,
     up to that many seconds for harder re-plans (:func:`~poet_compiler.schedule.arena.rescue_arena`);
-    ``program.meta["arena_rescued"]`` says when one fitted.
+    ``program.meta["arena_rescued"]`` says when one fitted; its seconds go to the
+    ``clock``'s ``arena_rescue`` stage when given.
 
     Raises :class:`InternalError` when the plan (or the arena planned for it) breaks a
     rule of the execution model: poetc built it, so that is a bug, not an outcome."""
     try:
         return _finalize(problem, plan, strategy=strategy, status=status, solver=solver, formulation=formulation,
                          lower_bound_j=lower_bound_j, solve_time_s=solve_time_s, message=message,
-                         arena_time_s=arena_time_s, rescue_s=rescue_s)
+                         arena_time_s=arena_time_s, rescue_s=rescue_s, clock=clock)
     except ScheduleError as exc:
         raise InternalError(f"{strategy}: the plan breaks a rule of the execution model: {exc}") from exc
 
@@ -77,6 +81,7 @@ def _finalize(
     message: str,
     arena_time_s: float | None = None,
     rescue_s: float = 0.0,
+    clock: Clock | None = None,
 ) -> Result:
     graph, costs = problem.graph, problem.costs
     until = None if arena_time_s is None else time.perf_counter() + max(0.0, arena_time_s)
@@ -103,7 +108,8 @@ def _finalize(
             program = again
     if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes and rescue_s > 0:
         # The live bytes fit: before the schedule is given up, re-plan harder.
-        rescued = rescue_arena(graph, program, budget, time_limit_s=rescue_s)
+        with clock.stage("arena_rescue") if clock is not None else nullcontext():
+            rescued = rescue_arena(graph, program, budget, time_limit_s=rescue_s)
         if rescued is not None:
             rescued.meta["arena_rescued"] = True
             program = rescued

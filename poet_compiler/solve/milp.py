@@ -17,6 +17,7 @@ from poet_compiler.errors import PoetError, SolverError
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.backends import SOLVERS, BackendOptions, solve_model
 from poet_compiler.solve.backends.base import is_large, within_gap
+from poet_compiler.solve.clock import Clock
 from poet_compiler.solve.cover import CoverBound, cover_bound
 from poet_compiler.solve.feasibility import explain_infeasible, quick_infeasibility
 from poet_compiler.solve.finalize import finalize
@@ -31,12 +32,21 @@ STRATEGY = "optimal"
 
 
 def fallback_result(problem: Problem, candidates: list[tuple[float, str, Schedule]], *, solver: str,
-                    formulation: str, started: float, tries: int = 4) -> Result | None:
-    """The cheapest candidate that finalize accepts (arena included), as a Result."""
+                    formulation: str, started: float, tries: int = 4, clock: Clock | None = None,
+                    needed: bool = True) -> Result | None:
+    """The cheapest candidate that finalize accepts (arena included), as a Result.
+
+    With a ``clock``, candidates are finalized only while time is left (arena planning
+    within it), except the first when ``needed`` (nothing else to answer with: its
+    arena is then planned greedily if the time is up)."""
     for _energy, name, schedule in candidates[:tries]:
+        if clock is not None and clock.expired() and not needed:
+            break
+        arena_s = None if clock is None else max(clock.left(), NEEDED_ARENA_S if needed else 0.0)
         # Candidates are valid schedules: finalize raises InternalError on a broken one.
         res = finalize(problem, schedule, strategy=STRATEGY, status="feasible", solver=solver,
-                       formulation=formulation, solve_time_s=time.perf_counter() - started)
+                       formulation=formulation, solve_time_s=time.perf_counter() - started,
+                       arena_time_s=arena_s, rescue_s=0.0 if clock is None else clock.left(), clock=clock)
         if res.ok:
             res.extra.fallback_schedule = name
             return res
@@ -57,8 +67,9 @@ LARGE_GRAPH_NODES = 40
 # a relative gap of ~1e-8 against the simulator's energy.
 OPTIMALITY_TOL = 1e-6
 DEFAULT_GAP_LIMIT = 1e-3
-# Fragmentation feedback: re-solves with a budget lowered by the arena's overshoot.
-MAX_ARENA_RETRIES = 4
+# Fragmentation feedback: re-solves with a budget lowered by the arena's overshoot (at
+# least below the peak of the schedule that did not fit), while time is left.
+MAX_ARENA_RETRIES = 8
 # Share of the time limit the first solve may use; the rest is for fragmentation re-solves.
 # Since the arena planner packs exactly (fragmentation ~1.00 on the zoo), re-solves are rare:
 # most of the time goes to the first solve (0.75 left a quarter of every limit unused).
@@ -74,6 +85,14 @@ GUIDED_SHARE = 0.75
 MIN_FULL_SOLVE_S = 5.0
 # Effort cap of the minimum-RAM computation when the working set already proves infeasibility.
 QUICK_EXPLAIN_S = 10.0
+# The infeasibility analysis after a failed solve gets the time left plus this share of the
+# limit (the limit's 5 % tolerance): its message needs a bound even when the solve used it all.
+EXPLAIN_GRACE = 0.02
+# Below this many seconds left (after the finalize reserve) no new solver stage starts.
+MIN_STAGE_S = 0.2
+# A fallback that is the only answer left plans its arena for at least this long (the
+# exact packing of a small program takes milliseconds; greedy layouts alone fragment).
+NEEDED_ARENA_S = 0.25
 
 
 def solve_milp(
@@ -96,19 +115,21 @@ def solve_milp(
     optimizer searches"). The better schedule wins; its bound is the smaller of the two
     families' bounds.
     """
+    clock = Clock(time_limit_s)
     kw = dict(solver=solver, formulation=formulation, threads=threads, progress=progress,
               gap_limit=gap_limit)
     if problem.synchronous or problem.n > UNION_MAX_NODES:
-        res = _solve_family(problem, time_limit_s=time_limit_s, warm_start=warm_start, **kw)  # type: ignore[arg-type]
+        res = _solve_family(problem, clock=clock, warm_start=warm_start, **kw)  # type: ignore[arg-type]
         res.extra.transfers = problem.transfers
-        return res
-    started = time.perf_counter()
-    stage = _solve_family(problem, time_limit_s=time_limit_s * STAGE_FAMILY_SHARE, warm_start=warm_start,
-                          **kw)  # type: ignore[arg-type]
-    left = max(1.0, time_limit_s - (time.perf_counter() - started))
-    sync = _solve_family(dataclasses.replace(problem, transfers="sync"), time_limit_s=left,
-                         warm_start=stage.schedule if stage.ok else None, **kw)  # type: ignore[arg-type]
-    return _union(stage, sync, started)
+    else:
+        with clock.capped(clock.started + time_limit_s * STAGE_FAMILY_SHARE):
+            stage = _solve_family(problem, clock=clock, warm_start=warm_start, **kw)  # type: ignore[arg-type]
+        sync = _solve_family(dataclasses.replace(problem, transfers="sync"), clock=clock,
+                             warm_start=stage.schedule if stage.ok else None, **kw)  # type: ignore[arg-type]
+        res = _union(stage, sync, clock.started)
+    res.solve_time_s = clock.elapsed()
+    res.extra.stage_s = clock.report()
+    return res
 
 
 def _union(stage: Result, sync: Result, started: float) -> Result:
@@ -137,9 +158,9 @@ def _union(stage: Result, sync: Result, started: float) -> Result:
 def _solve_family(
     problem: Problem,
     *,
+    clock: Clock,
     solver: str = "auto",
     formulation: str = "fast",
-    time_limit_s: float = 60.0,
     threads: int = 2,
     progress: bool = False,
     warm_start: Schedule | None = None,
@@ -151,23 +172,33 @@ def _solve_family(
     more than ``LARGE_GRAPH_NODES`` nodes, 0 on smaller ones). The status is "optimal"
     only for a closed gap; a stop within the limit is "feasible" with its gap.
 
+    Everything ends by ``clock``'s deadline (stages get what is left; see :mod:`.clock`).
+
     When the schedule's live bytes fit but its static arena does not (fragmentation),
-    the model is re-solved with the activation budget lowered by the overshoot, up to
-    ``MAX_ARENA_RETRIES`` times, warm-started from the previous schedule; the overhead is
-    recorded in ``Result.extra`` (``fragmentation_retries``, ``fragmentation_reserve_bytes``).
+    finalize first re-plans the arena harder within the time left; if that does not fit
+    either, the model is re-solved with the activation budget lowered by the overshoot
+    (and below the peak of the schedule that did not fit), up to ``MAX_ARENA_RETRIES``
+    times while time is left, warm-started from the previous schedule. The overhead is
+    recorded in ``Result.extra`` (``fragmentation_retries``, ``fragmentation_reserve_bytes``),
+    and which step kept a schedule in ``arena_rescue``.
     """
     if solver not in SOLVERS:
         raise SolverError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
     if formulation not in FORMULATIONS:
         raise PoetError(f"unknown formulation {formulation!r}; known: {', '.join(FORMULATIONS)}")
     started = time.perf_counter()
-    quick = quick_infeasibility(problem, time_limit_s=min(time_limit_s, QUICK_EXPLAIN_S), threads=threads)
+    time_limit_s = clock.limit_s
+    with clock.stage("quick_checks"):
+        quick = quick_infeasibility(problem, time_limit_s=min(clock.left(), QUICK_EXPLAIN_S), threads=threads)
     if quick is not None:
         res = _empty(problem, "infeasible", solver, formulation, started, quick.message)
         res.extra.merge(quick.extra)
         return res
     # Every schedule the heuristics know: the answer whenever the solver does not beat it.
-    candidates = warm_start_candidates(problem, warm_start)
+    with clock.stage("warm_starts"):
+        candidates = warm_start_candidates(problem, warm_start)
+    arena_failures = 0               # schedules whose live bytes fit but whose arena did not
+    first_arena = 0                  # the arena of the first of them
     reserve = 0                      # bytes held back from the budget for fragmentation
     previous: Schedule | None = warm_start if warm_start is not None else (candidates[0][2] if candidates else None)
     best: Result | None = None       # best schedule that finalize accepted
@@ -175,14 +206,15 @@ def _solve_family(
     full_bound: float | None = None  # the first attempt's bound: valid for the user's budget
     proven_infeasible: Result | None = None
     for attempt in range(MAX_ARENA_RETRIES + 1):
-        remaining = time_limit_s - (time.perf_counter() - started)
+        remaining = clock.left()
         if attempt and remaining < 1.0:
             break
         # The first solve leaves 1 - FIRST_SOLVE_SHARE of the time for fragmentation re-solves.
         share = remaining * FIRST_SOLVE_SHARE if attempt == 0 else remaining
-        last = _solve_once(problem, reserve, solver=solver, formulation=formulation, time_limit_s=share,
-                           threads=threads, progress=progress, warm_start=previous, gap_limit=gap_limit,
-                           started=started, candidates=candidates if attempt == 0 else None)
+        with clock.capped(time.perf_counter() + share):
+            last = _solve_once(problem, reserve, solver=solver, formulation=formulation, clock=clock,
+                               threads=threads, progress=progress, warm_start=previous, gap_limit=gap_limit,
+                               started=started, candidates=candidates if attempt == 0 else None)
         last.extra.set(fragmentation_retries=attempt, fragmentation_reserve_bytes=reserve)
         if attempt == 0:
             full_bound = last.extra.backend_bound_j
@@ -190,13 +222,21 @@ def _solve_family(
                 proven_infeasible = last
                 break
         if last.ok:
+            if attempt:
+                note = (f"arena: re-solved {attempt} time(s) with {reserve} B held back for fragmentation "
+                        f"(the schedule at the full budget needed a {first_arena} B arena)")
+                last.message = f"{last.message}; {note}" if last.message else note
             best = _better(best, last)
             break
         if not (last.status == "infeasible" and last.message.startswith("arena") and last.arena_bytes
                 and last.schedule is not None):
             break
-        # Live bytes fit, the arena does not: hold back the overshoot and solve again.
-        reserve += max(1, last.arena_bytes - problem.activation_budget)
+        # Live bytes fit, the arena does not (even re-planned harder): hold back the
+        # overshoot, and at least enough to exclude this schedule's peak, and solve again.
+        arena_failures += 1
+        first_arena = first_arena or last.arena_bytes
+        reserve = max(reserve + max(1, last.arena_bytes - problem.activation_budget),
+                      problem.activation_budget - (last.peak_ram_bytes or problem.activation_budget) + 1)
         previous = last.schedule
         if problem.activation_budget - reserve < 1:
             break
@@ -207,7 +247,9 @@ def _solve_family(
         # Only candidates that could beat the schedule in hand are worth finalizing (each
         # finalize plans an arena, which can take seconds on large graphs).
         cheaper = [c for c in candidates if best is None or best.energy_j is None or c[0] < best.energy_j]
-        fb = fallback_result(problem, cheaper, solver=solver, formulation=formulation, started=started)
+        with clock.stage("finalize"):
+            fb = fallback_result(problem, cheaper, solver=solver, formulation=formulation, started=started,
+                                 clock=clock, needed=best is None)
         if fb is not None and (best is None or fb.energy_j < best.energy_j):  # type: ignore[operator]
             why = last.message if last is not None and last.message else "no better schedule found"
             fb.message = f"best heuristic schedule ({fb.extra.fallback_schedule}); solver: {why}"
@@ -225,13 +267,27 @@ def _solve_family(
             extra = res.extra
             res = _empty(problem, "timeout", solver, formulation, started, why)
             res.extra.merge(extra)
+        if arena_failures:
+            res.extra.arena_rescue = {"replanned": 0, "resolved": 0, "lost": arena_failures}
         res.solve_time_s = time.perf_counter() - started
         return res
     _apply_bound(best, full_bound)
     best.solve_time_s = time.perf_counter() - started
     if best.arena_bytes is not None and best.peak_ram_bytes:
         best.extra.fragmentation_overhead_bytes = best.arena_bytes - best.peak_ram_bytes
+    _count_rescues(best, arena_failures)
     return best
+
+
+def _count_rescues(res: Result, arena_failures: int) -> None:
+    """``arena_rescue`` of the answer: did a harder arena re-plan keep its schedule
+    (``replanned``), a re-solve against the arena (``resolved``), and how many schedules
+    whose live bytes fit were given up for their arena (``lost``)."""
+    replanned = int(bool(res.program is not None and res.program.meta.get("arena_rescued")))
+    resolved = int(bool(res.extra.fragmentation_retries) and res.extra.fallback_schedule is None)
+    lost = max(0, arena_failures - resolved) + (res.extra.arena_rescue or {}).get("lost", 0)
+    if replanned or resolved or lost:
+        res.extra.arena_rescue = {"replanned": replanned, "resolved": resolved, "lost": lost}
 
 
 # With DMA and time that matters, both program families are searched only on graphs of
@@ -286,7 +342,7 @@ def _apply_bound(res: Result, bound: float | None) -> None:
 
 
 def _infeasible(problem: Problem, reserve: int, *, solver: str, formulation: str, started: float,
-                time_limit_s: float, threads: int, extra: ResultExtra, proof: str) -> Result:
+                clock: Clock, threads: int, extra: ResultExtra, proof: str) -> Result:
     """Infeasible at the budget minus ``reserve``: an arena problem when the reserve made it
     so, otherwise proven infeasible, with the smallest RAM / deadline that would work."""
     if reserve:
@@ -296,7 +352,9 @@ def _infeasible(problem: Problem, reserve: int, *, solver: str, formulation: str
                      f"the arena planner needs within the activation budget {problem.activation_budget}")
         res.extra.merge(extra)
         return res
-    why = explain_infeasible(problem, time_limit_s=max(5.0, time_limit_s), threads=threads)
+    with clock.stage("infeasibility"):
+        why = explain_infeasible(problem, time_limit_s=clock.left() + EXPLAIN_GRACE * clock.limit_s,
+                                 threads=threads)
     res = _empty(problem, "infeasible", solver, formulation, started, why.message)
     res.extra.merge(extra)
     res.extra.merge(why.extra, proven_infeasible=True, infeasible_proof=proof)
@@ -305,15 +363,16 @@ def _infeasible(problem: Problem, reserve: int, *, solver: str, formulation: str
 
 def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Schedule | None, *, solver: str,
                   formulation: str, gap: float, threads: int, progress: bool, started: float,
-                  time_limit_s: float, extra: ResultExtra) -> tuple[GuidedOutcome, Result | None, bool]:
+                  clock: Clock, extra: ResultExtra) -> tuple[GuidedOutcome, Result | None, bool]:
     """The cover-guided search at the (possibly reduced) budget of ``tight``.
 
     Returns ``(outcome, result, done)``. ``done``: ``result`` is final (within ``gap`` of
     the cover bound). Otherwise ``result``, when not None, is the guided schedule
     finalized with a static arena that fits: the answer if the full model's schedule
     turns out not to fit its arena."""
-    guided = guided_search(tight, cover, hint, solver=solver, threads=threads, relative_gap=gap,
-                           time_limit_s=GUIDED_SHARE * max(0.5, time_limit_s), progress=progress)
+    with clock.stage("guided"):
+        guided = guided_search(tight, cover, hint, solver=solver, threads=threads, relative_gap=gap,
+                               time_limit_s=GUIDED_SHARE * clock.left(), progress=progress, clock=clock)
     extra.set(guided_source=guided.source, guided_solve_s=round(guided.solve_s, 3))
     if guided.energy_j is None or cover.energy_j is None:
         return guided, None, False
@@ -322,19 +381,23 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
         # Not proven yet: the full model comes next. Keep this schedule (finalized, so its
         # arena is known) in case the full model's does not fit its arena.
         t_fin = time.perf_counter()
-        res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
-                       formulation=formulation, lower_bound_j=cover.energy_j,
-                       solve_time_s=time.perf_counter() - started)
+        with clock.stage("finalize"):
+            res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
+                           formulation=formulation, lower_bound_j=cover.energy_j,
+                           solve_time_s=time.perf_counter() - started, arena_time_s=clock.left(),
+                           rescue_s=clock.left(), clock=clock)
         extra.guided_finalize_s = round(time.perf_counter() - t_fin, 3)
         if res.ok:
             res.extra.merge(extra, solver_used=guided.source)
             return guided, res, False
-        return guided, _arena_fit_fallback(problem, tight, cover, solver, formulation, started, extra), False
+        return guided, _arena_fit_fallback(problem, tight, cover, solver, formulation, started, extra, clock), False
     message = "" if guided.energy_j <= cover.energy_j else \
         f"stopped within the relative gap limit {gap:g} of the eviction-cover bound"
-    res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
-                   formulation=formulation, lower_bound_j=cover.energy_j,
-                   solve_time_s=time.perf_counter() - started, message=message)
+    with clock.stage("finalize"):
+        res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
+                       formulation=formulation, lower_bound_j=cover.energy_j,
+                       solve_time_s=time.perf_counter() - started, message=message, arena_time_s=clock.left(),
+                       rescue_s=clock.left(), clock=clock)
     extra.set(backend_bound_j=cover.energy_j, warm_start_found=True, solver_used=guided.source)
     res.extra.merge(extra)
     if tight.ram_budget_bytes != problem.ram_budget_bytes and res.status == "optimal":
@@ -342,28 +405,31 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
     if not res.ok:
         # Within the gap, but its arena does not fit: keep a cover schedule whose arena
         # does as the fallback, and let the full model try (no fragmentation re-solve yet).
-        fallback = _arena_fit_fallback(problem, tight, cover, solver, formulation, started, extra)
+        fallback = _arena_fit_fallback(problem, tight, cover, solver, formulation, started, extra, clock)
         if fallback is not None:
             return guided, fallback, False
     return guided, res, True
 
 
 def _arena_fit_fallback(problem: Problem, tight: Problem, cover: CoverBound, solver: str, formulation: str,
-                        started: float, extra: ResultExtra) -> Result | None:
+                        started: float, extra: ResultExtra, clock: Clock) -> Result | None:
     """A cover schedule whose static arena fits (paging-heavy schedules fragment), finalized."""
-    schedule = cover_schedule(tight, cover, arena_fit=True)
-    if schedule is None:
+    if clock.expired():
         return None
-    res = finalize(problem, schedule, strategy=STRATEGY, status="feasible", solver=solver,
-                   formulation=formulation, lower_bound_j=cover.energy_j,
-                   solve_time_s=time.perf_counter() - started)
+    with clock.stage("arena_rescue"):
+        schedule = cover_schedule(tight, cover, arena_fit=True, until=clock.at)
+        if schedule is None:
+            return None
+        res = finalize(problem, schedule, strategy=STRATEGY, status="feasible", solver=solver,
+                       formulation=formulation, lower_bound_j=cover.energy_j,
+                       solve_time_s=time.perf_counter() - started, arena_time_s=clock.left())
     if not res.ok:
         return None
     res.extra.merge(extra, solver_used="cover (arena fit)")
     return res
 
 
-def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str, time_limit_s: float,
+def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str, clock: Clock,
                 threads: int, progress: bool, warm_start: Schedule | None, gap_limit: float | None,
                 started: float, candidates: list[tuple[float, str, Schedule]] | None = None) -> Result:
     """One build + solve + finalize at the activation budget minus ``reserve``.
@@ -375,16 +441,20 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     cover bound as its objective floor.
 
     ``extra`` carries ``backend_bound_j`` (a valid bound at this budget, even without a
-    schedule) and ``proven_infeasible``."""
+    schedule) and ``proven_infeasible``. Every stage ends by ``clock``'s deadline."""
     tight = dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes - reserve)
-    t0 = time.perf_counter()
+    time_limit_s = clock.limit_s
     # The eviction-cover bound (fast formulation): a valid bound at this budget in a
     # fraction of a second, a proof of infeasibility, and the guide for the first schedules.
-    cover = cover_bound(tight, time_limit_s=min(COVER_LIMIT_S, time_limit_s / 4)) if formulation == "fast" else None
+    cover = None
+    if formulation == "fast":
+        with clock.stage("cover"):
+            cover = cover_bound(tight, time_limit_s=min(COVER_LIMIT_S, clock.left() / 4))
     if candidates is not None:      # first attempt: the heuristics' best (the user's warm start among them)
         hint = candidates[0][2] if candidates else warm_start
     else:
-        hint = warm_start_schedule(tight, warm_start)
+        with clock.stage("warm_starts"):
+            hint = warm_start_schedule(tight, warm_start)
     large = problem.n > LARGE_GRAPH_NODES
     gap = (DEFAULT_GAP_LIMIT if large else 0.0) if gap_limit is None else float(gap_limit)
     extra = ResultExtra(gap_limit=gap)
@@ -394,19 +464,19 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         extra.set(cover_bound_j=cover.energy_j, cover_restores=len(cover.restores))
         if cover.infeasible:
             return _infeasible(problem, reserve, solver=solver, formulation=formulation, started=started,
-                               time_limit_s=time_limit_s - (time.perf_counter() - t0), threads=threads,
-                               extra=extra, proof="the eviction-cover bound")
+                               clock=clock, threads=threads, extra=extra, proof="the eviction-cover bound")
         guided, guided_res, done = _guided_stage(problem, tight, cover, hint, solver=solver, formulation=formulation,
-                                     gap=gap, threads=threads, progress=progress, started=started,
-                                     time_limit_s=time_limit_s - (time.perf_counter() - t0), extra=extra)
+                                                 gap=gap, threads=threads, progress=progress, started=started,
+                                                 clock=clock, extra=extra)
         if done:
             return guided_res  # type: ignore[return-value]
         hint = guided.schedule if guided.schedule is not None else hint
     # Finalizing the full model's schedule (arena planning) comes after its limit: leave
     # it the time the guided schedule's finalize took.
     finalize_s = extra.guided_finalize_s or 0.0
-    if cover is not None and guided_res is not None and large and \
-            time_limit_s - (time.perf_counter() - t0) - finalize_s < MIN_FULL_SOLVE_S:
+    full_limit = clock.solver_limit(clock.left(), reserve_s=finalize_s)
+    too_late = (large and clock.left(finalize_s) < MIN_FULL_SOLVE_S) or full_limit < MIN_STAGE_S
+    if cover is not None and guided_res is not None and too_late:
         # Too little time left for the full model to find anything (building and
         # loading it alone takes seconds on 100+ node graphs): keep the guided stage's.
         extra.set(backend_bound_j=cover.energy_j, full_model_skipped=True)
@@ -414,7 +484,25 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         guided_res.message = f"the {guided_res.extra.solver_used} schedule; stopped at the time limit " \
                              f"({time_limit_s:g} s) before the full model"
         return guided_res
-    # The full model, built only now: most zoo cells never get here.
+    if full_limit < MIN_STAGE_S:
+        # No time for the full model at all (the guided stage found nothing to keep).
+        res = _empty(problem, "timeout", solver, formulation, started,
+                     f"timeout: no schedule within {time_limit_s:g} s (no time left for the full model)")
+        res.extra.merge(extra, backend_bound_j=cover.energy_j if cover is not None else None)
+        return res
+    with clock.stage("full_model"):
+        return _full_model(problem, tight, reserve, cover, guided, guided_res, hint, extra, solver=solver,
+                           formulation=formulation, clock=clock, finalize_s=finalize_s, threads=threads,
+                           progress=progress, gap=gap, started=started)
+
+
+def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBound | None,
+                guided: GuidedOutcome | None, guided_res: Result | None, hint: Schedule | None,
+                extra: ResultExtra, *, solver: str, formulation: str, clock: Clock, finalize_s: float,
+                threads: int, progress: bool, gap: float, started: float) -> Result:
+    """The full model from ``hint`` with the cover bound as its floor, then its schedule
+    finalized (or the guided stage's kept; see :func:`_solve_once`)."""
+    time_limit_s = clock.limit_s
     t_build = time.perf_counter()
     built = build(problem, formulation, budget=tight.activation_budget)
     extra.set_model_stats(built.model.stats())
@@ -431,7 +519,8 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         built.hint_from(built.schedule(values))
         return dict(built.model.hint)
 
-    remaining = max(0.5, time_limit_s - (time.perf_counter() - t0) - finalize_s)
+    # What is left after the finalize reserve, such that the CP-SAT child's wall cap ends in it.
+    remaining = max(0.05, clock.solver_limit(clock.left(), reserve_s=finalize_s))  # >= MIN_STAGE_S before the build
     opts = BackendOptions(time_limit_s=remaining, threads=threads, progress=progress, relative_gap=gap,
                           large=is_large(built.model))
     out = solve_model(built.model, solver, opts, rehint=rehint if solver == "auto" else None)
@@ -442,8 +531,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
               backend_bound_j=bound, solver_used=out.solver)
     if out.status == "infeasible":
         return _infeasible(problem, reserve, solver=solver, formulation=formulation, started=started,
-                           time_limit_s=time_limit_s - (time.perf_counter() - t0), threads=threads,
-                           extra=extra, proof="the solver")
+                           clock=clock, threads=threads, extra=extra, proof="the solver")
     schedule = built.schedule(out.values) if out.values is not None else None
     if guided is not None and guided.energy_j is not None and \
             (schedule is None or (feasible_energy(tight, schedule) or float("inf")) > guided.energy_j):
@@ -470,9 +558,10 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         message = f"stopped within the relative gap limit {gap:g}"
     else:
         message = f"stopped at the time limit ({time_limit_s:g} s)"
-    res = finalize(problem, schedule, strategy=STRATEGY, status=out.status, solver=solver,
-                   formulation=formulation, lower_bound_j=bound, solve_time_s=time.perf_counter() - started,
-                   message=message)
+    with clock.stage("finalize"):
+        res = finalize(problem, schedule, strategy=STRATEGY, status=out.status, solver=solver,
+                       formulation=formulation, lower_bound_j=bound, solve_time_s=time.perf_counter() - started,
+                       message=message, arena_time_s=clock.left(), rescue_s=clock.left(), clock=clock)
     if res.lower_bound_j is not None and res.energy_j is not None and res.lower_bound_j > res.energy_j:
         # The bound of a proven optimum can exceed the simulated energy by float noise only.
         res.lower_bound_j = res.energy_j
@@ -490,6 +579,9 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         kept = guided_res.extra.solver_used
         guided_res.message = f"the {kept} schedule (the solver's did not fit: {res.message})"
         guided_res.extra.merge(extra, solver_used=kept)
+        if "arena" in res.message and res.peak_ram_bytes is not None and \
+                res.peak_ram_bytes <= problem.activation_budget:
+            guided_res.extra.arena_rescue = {"replanned": 0, "resolved": 0, "lost": 1}
         guided_res.lower_bound_j = bound if bound is not None else guided_res.lower_bound_j
         return guided_res
     return res

@@ -55,6 +55,15 @@ class ResultExtra:
     """Instructions the cleanup removed from the linearized Program."""
     stage_s: dict[str, float] | None = None
     """Wall seconds per stage of the compile (time accounting)."""
+    trace_s: float | None = None
+    costing_s: float | None = None
+    compile_s: float | None = None
+    """The compile's wall seconds outside the solve (api.compile): tracing or loading the
+    model, costing it (and the checkpoint-all reference), and the whole compile."""
+    arena_rescue: dict[str, int] | None = None
+    """Schedules whose live bytes fit but whose first arenas did not: how many a harder arena
+    re-plan kept (``replanned``), a re-solve against the arena kept (``resolved``), and
+    how many were given up (``lost``)."""
 
     # -- the MILP driver (solve/milp.py) -----------------------------------------------
     solver_used: str | None = None

@@ -1,0 +1,129 @@
+"""Does `poetc compile --time-limit S` stop at S? (issue 18, deliver 3)
+
+Runs `poetc compile ... --json` on a few cells, each in a fresh child process, and
+records the wall time of the whole command, the report's ``solve_time_s``, status, gap,
+where the time went (``stage_s``, when the report has it) and the peak RSS of the
+command (its own and its largest child's: ``resource.getrusage`` RUSAGE_SELF and
+RUSAGE_CHILDREN, the latter being the largest child such as CP-SAT's forked process).
+
+    PYTHONPATH=. .venv/bin/python bench/time_limit_bench.py -o bench/results/time_limit_bench.md
+
+Cells (``--cells`` selects by name):
+
+- ``resnet18_m4_50``: resnet18_cifar, op level, m4, 50 %, 1.5x, ``--time-limit 60``;
+- ``kws_a72_30``: kws_dscnn (ONNX), a72, 30 %, ``--time-limit 30``;
+- ``dag500_80``: a random layered DAG of 500 nodes (:func:`layered_dag`), remat mode,
+  80 % of its no-remat (checkpoint-all) peak, ``--time-limit 60``.
+
+``--root DIR`` runs another checkout (e.g. an export of the previous commit) with this
+interpreter, for a before/after comparison in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CELLS = {
+    "resnet18_m4_50": (["resnet18_cifar", "--device", "m4", "--ram", "50%", "--deadline", "1.5x"], 60.0),
+    "kws_a72_30": (["models/kws_dscnn.onnx", "--device", "a72", "--ram", "30%"], 30.0),
+    "dag500_80": (["{dag}", "--mode", "remat", "--ram", "80%"], 60.0),
+}
+
+# The child: run the CLI in-process, then print the peak RSS of itself and its children.
+_CHILD = r"""
+import resource, sys, time
+from poet_compiler.cli import main
+t0 = time.perf_counter()
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+wall = time.perf_counter() - t0
+me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print("POETC-BENCH", wall, me, kids, code, file=sys.stderr)
+"""
+
+
+def layered_dag(n: int = 500, width: int = 10, seed: int = 0) -> dict:
+    """A random layered DAG in poet-graph/1 (the shape of Moccasin's generator): layers
+    of ``width`` nodes, each node reading 1-3 nodes of the previous two layers; sizes
+    1-100 units, random compute and paging costs, no backward structure."""
+    rng = random.Random(seed)
+    nodes = []
+    for i in range(n):
+        layer = i // width
+        lo = max(0, (layer - 2) * width)
+        hi = layer * width
+        inputs = sorted(set(rng.sample(range(lo, hi), min(hi - lo, rng.randint(1, 3))))) if hi > 0 else []
+        if i > 0 and not inputs:
+            inputs = [i - 1]
+        size = rng.randint(1, 100)
+        nodes.append({
+            "id": i, "name": f"n{i}", "kind": "forward" if i < n // 2 else "backward", "op": "rand.op",
+            "op_class": "other", "inputs": inputs, "output_bytes": size, "workspace_bytes": 0,
+            "pinned": False,
+            "cost": {"compute_s": round(rng.uniform(0.5, 4.0), 3), "compute_j": round(rng.uniform(0.5, 4.0), 3),
+                     "page_in_s": round(0.1 + size * 0.01, 3), "page_in_j": round(0.05 + size * 0.01, 3),
+                     "page_out_s": round(0.1 + size * 0.01, 3), "page_out_j": round(0.05 + size * 0.01, 3)},
+        })
+    # Every node must be read by someone or be a sink the graph format accepts: keep it simple.
+    return {"format": "poet-graph/1", "name": f"layered_{n}_{seed}", "nodes": nodes}
+
+
+def run_cell(name: str, root: Path, dag: Path, python: str) -> dict:
+    args, limit = CELLS[name]
+    args = [a.replace("{dag}", str(dag)) for a in args]
+    out = Path(tempfile.mkdtemp(prefix="poetc-bench-")) / "out.poet"
+    cmd = [python, "-c", _CHILD, "compile", *args, "--time-limit", f"{limit:g}", "--json", "-o", str(out)]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    row: dict = {"cell": name, "limit_s": limit, "wall_s": round(wall, 1), "exit": proc.returncode}
+    try:
+        rep = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        rep = {}
+        row["error"] = proc.stderr.strip().splitlines()[-3:]
+    for line in proc.stderr.splitlines():
+        if line.startswith("POETC-BENCH"):
+            _, w, me, kids, _code = line.split()
+            row.update(rss_self_mb=round(int(me) / 1024), rss_child_mb=round(int(kids) / 1024))
+    row.update(solve_time_s=rep.get("solve_time_s"), status=rep.get("status"), gap=rep.get("gap"),
+               stage_s=rep.get("stage_s"), trace_s=rep.get("trace_s"), message=(rep.get("message") or "")[:160],
+               fragmentation=rep.get("arena_rescue"))
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cells", default=",".join(CELLS))
+    ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
+    ap.add_argument("--label", default="")
+    ap.add_argument("-o", "--out", type=Path)
+    args = ap.parse_args()
+    root = args.root.resolve()
+    dag = Path(tempfile.mkdtemp(prefix="poetc-dag-")) / "layered_500.json"
+    dag.write_text(json.dumps(layered_dag()))
+    rows = []
+    for name in args.cells.split(","):
+        row = run_cell(name, root, dag, sys.executable)
+        row["label"] = args.label
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        if args.out:
+            with args.out.open("a") as fh:
+                fh.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""The time limit is a limit (issue 18): one deadline for every stage of solve_milp.
+
+The stages are made slow on purpose (sleeps around the real calls), so that they add up to
+well beyond the limit if each took its own share as before. The checks are on the
+accounting, not on the machine's speed: every time-limited call was given at most the
+time left to the deadline when it started (a CP-SAT call: such that its child's wall cap,
+limit x 1.05 + 2 s, ends by then), and the per-stage seconds add up to solve_time_s.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import poet_compiler.solve.guided as guided_mod
+import poet_compiler.solve.milp as milp
+from poet_compiler.solve.clock import CPSAT_WALL_FACTOR, CPSAT_WALL_PAD_S, SHORT_SHARE, STAGES, TOLERANCE, Clock
+from poet_compiler.solve.milp import solve_milp
+from tests.support.graphs import random_problem
+
+EPS = 0.05      # the test's deadline starts a little before solve_milp's own clock
+
+
+class _Recorder:
+    """Wraps the time-limited calls of solve_milp: sleeps, then records (what it was
+    given, what was left to the deadline when it started)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, limit_s: float, sleep_s: float) -> None:
+        self.limit_s, self.sleep_s = limit_s, sleep_s
+        self.deadline = 0.0
+        self.calls: list[tuple[str, float, float]] = []   # (what, effective seconds asked, left)
+        real_cover_m, real_cover_g = milp.cover_bound, guided_mod.cover_bound
+        real_solve_m, real_solve_g = milp.solve_model, guided_mod.solve_model
+        real_warm, real_finalize = milp.warm_start_candidates, milp.finalize
+        real_explain = milp.explain_infeasible
+
+        def left() -> float:
+            return self.deadline - time.perf_counter()
+
+        def cover(real):  # noqa: ANN001, ANN202
+            def run(problem, **kw):  # noqa: ANN001, ANN003, ANN202
+                self.calls.append(("cover_bound", kw.get("time_limit_s", 10.0), left()))
+                time.sleep(self.sleep_s)
+                return real(problem, **kw)
+            return run
+
+        def solve(real):  # noqa: ANN001, ANN202
+            def run(model, solver, opts, **kw):  # noqa: ANN001, ANN003, ANN202
+                # CP-SAT's own limit within the time left, and the child's wall cap within
+                # it plus the limit's tolerance (or, with too little left for the cap's pad,
+                # CP-SAT's limit at most half of what is left).
+                now_left = left()
+                cap = opts.time_limit_s * CPSAT_WALL_FACTOR + CPSAT_WALL_PAD_S
+                if not (cap <= now_left + TOLERANCE * self.limit_s + EPS
+                        or opts.time_limit_s <= SHORT_SHARE * now_left + EPS):
+                    self.calls.append(("solve_model wall cap", cap, now_left))
+                self.calls.append(("solve_model", opts.time_limit_s, now_left))
+                return real(model, solver, opts, **kw)
+            return run
+
+        def warm(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+            time.sleep(self.sleep_s)
+            return real_warm(*a, **kw)
+
+        def finalize(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+            if kw.get("arena_time_s") is not None:
+                self.calls.append(("finalize arena", kw["arena_time_s"], left()))
+            time.sleep(self.sleep_s / 2)
+            return real_finalize(*a, **kw)
+
+        def explain(problem, **kw):  # noqa: ANN001, ANN003, ANN202
+            grace = milp.EXPLAIN_GRACE * self.limit_s
+            self.calls.append(("explain_infeasible", kw["time_limit_s"] - grace, left()))
+            return real_explain(problem, **kw)
+
+        monkeypatch.setattr(milp, "cover_bound", cover(real_cover_m))
+        monkeypatch.setattr(guided_mod, "cover_bound", cover(real_cover_g))
+        monkeypatch.setattr(milp, "solve_model", solve(real_solve_m))
+        monkeypatch.setattr(guided_mod, "solve_model", solve(real_solve_g))
+        monkeypatch.setattr(milp, "warm_start_candidates", warm)
+        monkeypatch.setattr(milp, "finalize", finalize)
+        monkeypatch.setattr(milp, "explain_infeasible", explain)
+
+    def solve(self, problem, **kw):  # noqa: ANN001, ANN003, ANN201
+        self.deadline = time.perf_counter() + self.limit_s
+        return solve_milp(problem, time_limit_s=self.limit_s, **kw)
+
+
+def _check_accounting(res, rec: _Recorder) -> None:  # noqa: ANN001
+    stage_s = res.extra.stage_s
+    assert stage_s, "no stage accounting"
+    assert set(stage_s) <= set(STAGES), stage_s
+    assert all(v >= 0 for v in stage_s.values())
+    # Exclusive stages: together they are the solve time (rounded to ms each).
+    assert sum(stage_s.values()) == pytest.approx(res.solve_time_s, abs=0.002 * len(stage_s) + 1e-3)
+    # Sleeps are lower bounds on what their stage took.
+    assert stage_s["warm_starts"] >= rec.sleep_s
+    assert rec.calls, "no time-limited call was made"
+    for what, asked, left in rec.calls:
+        # The one exception: a heuristic schedule that is the only answer left gets its
+        # arena planned for NEEDED_ARENA_S even past the deadline.
+        allowed = max(0.0, left, milp.NEEDED_ARENA_S if what == "finalize arena" else 0.0)
+        assert asked <= allowed + EPS, (what, asked, left, rec.calls)
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_every_stage_gets_at_most_what_is_left(monkeypatch, seed) -> None:
+    """Slow warm starts, cover solves and finalize: every later stage sees less time, and
+    none is given more than is left. Before, each took its own share of the limit (the
+    cover 10 s, each realization's cover 10 s, the full model at least 0.5 s, the
+    fallbacks' finalize after the limit), so the stages added up past it."""
+    rec = _Recorder(monkeypatch, limit_s=5.0, sleep_s=0.5)
+    problem = random_problem(seed, 30, "poet", deadline_prob=0.0, budget_fraction=0.1)
+    res = rec.solve(problem, gap_limit=0.0)
+    _check_accounting(res, rec)
+
+
+def test_infeasibility_analysis_gets_what_is_left(monkeypatch) -> None:
+    """A budget the cover proves infeasible: the analysis after it is bounded by the time left."""
+    rec = _Recorder(monkeypatch, limit_s=3.0, sleep_s=0.4)
+    problem = random_problem(1, 20, "remat", deadline_prob=0.0, budget_fraction=0.0)
+    res = rec.solve(problem)
+    _check_accounting(res, rec)
+
+
+def test_stage_seconds_are_exclusive() -> None:
+    """Nested stages charge the inner one only; ``other`` is the time outside every stage."""
+    clock = Clock(10.0)
+    with clock.stage("guided"):
+        time.sleep(0.02)
+        with clock.stage("finalize"):
+            time.sleep(0.03)
+    report = clock.report()
+    assert report["finalize"] >= 0.03 and 0.02 <= report["guided"] < report["guided"] + report["finalize"]
+    assert sum(report.values()) == pytest.approx(clock.elapsed(), abs=5e-3)
+    assert list(report) == [s for s in STAGES if s in report]
+
+
+def test_solver_limit_keeps_the_child_cap_within_the_time_left() -> None:
+    clock = Clock(10.0)
+    limit = clock.solver_limit(100.0, reserve_s=1.0)
+    assert limit * CPSAT_WALL_FACTOR + CPSAT_WALL_PAD_S <= clock.left(1.0) + TOLERANCE * 10.0 + 1e-3
+    assert limit <= clock.left(1.0)
+    with clock.capped(clock.started + 1.0):
+        assert clock.left() <= 1.0
+        # 1 s (+ 0.5 s) cannot hold the child's 2 s pad: CP-SAT gets half of what is left.
+        assert clock.solver_limit(100.0) <= SHORT_SHARE * 1.0
+    assert clock.left() > 9.0
