@@ -453,7 +453,7 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
 
 # Harder re-plans of a program whose live bytes fit the budget but whose first arenas did
 # not (finalize's two plans): (effort, CP-SAT seeds), tried in order while time is left.
-RESCUE_EFFORTS: tuple[tuple[int, int], ...] = ((64, 2), (256, 4))
+RESCUE_EFFORTS: tuple[tuple[int, int], ...] = ((48, 2), (128, 3))
 
 
 def rescue_arena(graph: TrainingGraph, program: Program, budget_bytes: int, *,

@@ -46,7 +46,8 @@ def fallback_result(problem: Problem, candidates: list[tuple[float, str, Schedul
         # Candidates are valid schedules: finalize raises InternalError on a broken one.
         res = finalize(problem, schedule, strategy=STRATEGY, status="feasible", solver=solver,
                        formulation=formulation, solve_time_s=time.perf_counter() - started,
-                       arena_time_s=arena_s, rescue_s=0.0 if clock is None else clock.left(), clock=clock)
+                       arena_time_s=arena_s, rescue_s=0.0 if clock is None else RESCUE_SHARE * clock.left(),
+                       clock=clock)
         if res.ok:
             res.extra.fallback_schedule = name
             return res
@@ -93,6 +94,14 @@ MIN_STAGE_S = 0.2
 # A fallback that is the only answer left plans its arena for at least this long (the
 # exact packing of a small program takes milliseconds; greedy layouts alone fragment).
 NEEDED_ARENA_S = 0.25
+# Harder arena re-plans (finalize's rescue_s) of a schedule whose live bytes fit: at most
+# this share of the time left; before the full model (which may still give a schedule
+# that fits) a smaller one. The full model leaves RESCUE_RESERVE of the limit for its
+# schedule's re-plan. Measured on resnet18_cifar m4 50 % (bench/time_limit_bench.py): a
+# re-plan given all the time left took 39 of 60 s without a fit.
+RESCUE_SHARE = 0.5
+RESCUE_EARLY_SHARE = 0.1
+RESCUE_RESERVE = 0.05
 
 
 def solve_milp(
@@ -385,7 +394,7 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
             res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
                            formulation=formulation, lower_bound_j=cover.energy_j,
                            solve_time_s=time.perf_counter() - started, arena_time_s=clock.left(),
-                           rescue_s=clock.left(), clock=clock)
+                           rescue_s=RESCUE_EARLY_SHARE * clock.left(), clock=clock)
         extra.guided_finalize_s = round(time.perf_counter() - t_fin, 3)
         if res.ok:
             res.extra.merge(extra, solver_used=guided.source)
@@ -397,7 +406,7 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
         res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
                        formulation=formulation, lower_bound_j=cover.energy_j,
                        solve_time_s=time.perf_counter() - started, message=message, arena_time_s=clock.left(),
-                       rescue_s=clock.left(), clock=clock)
+                       rescue_s=RESCUE_SHARE * clock.left(), clock=clock)
     extra.set(backend_bound_j=cover.energy_j, warm_start_found=True, solver_used=guided.source)
     res.extra.merge(extra)
     if tight.ram_budget_bytes != problem.ram_budget_bytes and res.status == "optimal":
@@ -473,7 +482,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         hint = guided.schedule if guided.schedule is not None else hint
     # Finalizing the full model's schedule (arena planning) comes after its limit: leave
     # it the time the guided schedule's finalize took.
-    finalize_s = extra.guided_finalize_s or 0.0
+    finalize_s = (extra.guided_finalize_s or 0.0) + RESCUE_RESERVE * clock.limit_s
     full_limit = clock.solver_limit(clock.left(), reserve_s=finalize_s)
     too_late = (large and clock.left(finalize_s) < MIN_FULL_SOLVE_S) or full_limit < MIN_STAGE_S
     if cover is not None and guided_res is not None and too_late:
