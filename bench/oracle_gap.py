@@ -24,7 +24,7 @@ MODES = ("poet", "remat", "paging", "none")
 
 
 def measure(seeds: int, n_fwd: int, dma: bool, static_w: float, deadline: bool) -> dict[str, object]:
-    same = above = lost = arena = n = 0
+    same = above = lost = arena = kept = n = 0
     gaps: list[float] = []
     for seed, mode in itertools.product(range(seeds), MODES):
         problem = training_problem(seed, n_fwd, mode, dma=dma, static_w=static_w, deadline=deadline)
@@ -34,8 +34,10 @@ def measure(seeds: int, n_fwd: int, dma: bool, static_w: float, deadline: bool) 
             continue
         n += 1
         if res.energy_j is None or (res.status != "optimal" and "arena" in res.message):
-            if "arena" in res.message:
-                arena += 1
+            if "arena" in res.message and res.ok:
+                kept += 1          # a schedule kept, whose arena fits (above the oracle's live-bytes optimum)
+            elif "arena" in res.message:
+                arena += 1         # lost: no schedule whose arena fits
             else:
                 lost += 1          # the oracle has a program, poetc says infeasible
             continue
@@ -46,7 +48,7 @@ def measure(seeds: int, n_fwd: int, dma: bool, static_w: float, deadline: bool) 
             above += 1
             gaps.append(g)
     return {"instances with a program": n, "equal": same, "above": above, "poetc infeasible": lost,
-            "arena only": arena, "max above": max(gaps, default=0.0),
+            "arena only": arena, "arena kept": kept, "max above": max(gaps, default=0.0),
             "mean above (where above)": sum(gaps) / len(gaps) if gaps else 0.0}
 
 
@@ -62,13 +64,14 @@ def main() -> None:
              ("DMA, static 0.3 W and deadline", 2, True, 0.3, True)]
     lines = [f"# The DMA restriction against the program oracle ({time.strftime('%Y-%m-%d')}, {args.seeds} seeds x "
              f"{len(MODES)} modes per row)", "",
-             "| case | nodes | with a program | equal | above | poetc infeasible | arena only | max above | mean above |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| case | nodes | with a program | equal | above | poetc infeasible | arena only (lost) | arena (kept) "
+             "| max above | mean above |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for label, n_fwd, dma, sw, dl in cases:
         t0 = time.time()
         r = measure(args.seeds, n_fwd, dma, sw, dl)
         lines.append(f"| {label} | {2 * n_fwd + 1} | {r['instances with a program']} | {r['equal']} | {r['above']} | "
-                     f"{r['poetc infeasible']} | {r['arena only']} | {r['max above']:.2%} | "
+                     f"{r['poetc infeasible']} | {r['arena only']} | {r['arena kept']} | {r['max above']:.2%} | "
                      f"{r['mean above (where above)']:.2%} |")
         print(lines[-1], f"({time.time() - t0:.0f} s)", flush=True)
     text = "\n".join(lines) + "\n"
