@@ -487,7 +487,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     # it the time the guided schedule's finalize took.
     finalize_s = (extra.guided_finalize_s or 0.0) + RESCUE_RESERVE * clock.limit_s
     full_limit = clock.solver_limit(clock.left(), reserve_s=finalize_s)
-    too_late = (large and clock.left(finalize_s) < MIN_FULL_SOLVE_S) or full_limit < MIN_STAGE_S
+    too_late = (large and clock.left(extra.guided_finalize_s or 0.0) < MIN_FULL_SOLVE_S) or full_limit < MIN_STAGE_S
     if cover is not None and guided_res is not None and too_late:
         # Too little time left for the full model to find anything (building and
         # loading it alone takes seconds on 100+ node graphs): keep the guided stage's.
