@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, Json, ValidationError, create
 
 from poet_compiler.errors import PoetError
 from poet_compiler.fileio import atomic_write_text
-from poet_compiler.solve.result import FIELDS, Result, ResultExtra
+from poet_compiler.solve.result import FIELDS, MEASURED_KEYS, Result, ResultExtra
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "docs" / "schemas"
 
@@ -95,6 +95,12 @@ def _attribute_docs(cls: type) -> dict[str, str]:
     return docs
 
 
+def _doc(name: str, doc: str | None) -> str | None:
+    if name in MEASURED_KEYS:
+        return f"{doc + ' ' if doc else ''}Measured wall time: differs from run to run (not a result)."
+    return doc
+
+
 def _report_fields() -> dict[str, tuple[Any, Any]]:
     """Result.report()'s keys: the fixed figures, then every ResultExtra field."""
     hints = typing.get_type_hints(Result)
@@ -103,9 +109,9 @@ def _report_fields() -> dict[str, tuple[Any, Any]]:
     out: dict[str, tuple[Any, Any]] = {}
     for name in (*Result.REPORT_KEYS, "arena_bytes", "message"):
         tp = Literal["optimal", "feasible", "infeasible", "timeout"] if name == "status" else hints[name]
-        out[name] = (tp, Field(... if name == "status" else None, description=REPORT_DOCS.get(name)))
+        out[name] = (tp, Field(... if name == "status" else None, description=_doc(name, REPORT_DOCS.get(name))))
     for f in FIELDS:
-        out[f.name] = (extra_hints[f.name], Field(None, description=extra_docs.get(f.name)))
+        out[f.name] = (extra_hints[f.name], Field(None, description=_doc(f.name, extra_docs.get(f.name))))
     return out
 
 

@@ -28,6 +28,11 @@ Status = Literal["optimal", "feasible", "infeasible", "timeout"]
 MODEL_STATS = ("variables", "binaries", "constraints", "nonzeros")
 
 
+# Field metadata of a measured wall time: it differs from run to run, so comparisons of
+# results (the sweep's pool/Ray/in-process equality test) leave it out (MEASURED_KEYS).
+MEASURED = {"measured": True}
+
+
 @dataclass
 class ResultExtra:
     """The report's figures beyond :attr:`Result.REPORT_KEYS`, typed (was ``dict[str, Any]``).
@@ -53,11 +58,11 @@ class ResultExtra:
     """Instructions of the final Program."""
     cleanup_removed_instructions: int | None = None
     """Instructions the cleanup removed from the linearized Program."""
-    stage_s: dict[str, float] | None = None
+    stage_s: dict[str, float] | None = field(default=None, metadata=MEASURED)
     """Wall seconds per stage of the compile (time accounting)."""
-    trace_s: float | None = None
-    costing_s: float | None = None
-    compile_s: float | None = None
+    trace_s: float | None = field(default=None, metadata=MEASURED)
+    costing_s: float | None = field(default=None, metadata=MEASURED)
+    compile_s: float | None = field(default=None, metadata=MEASURED)
     """The compile's wall seconds outside the solve (api.compile): tracing or loading the
     model, costing it (and the checkpoint-all reference), and the whole compile."""
     arena_rescue: dict[str, int] | None = None
@@ -74,8 +79,8 @@ class ResultExtra:
     """The eviction-cover lower bound at the (possibly reduced) budget."""
     cover_restores: int | None = None
     guided_source: str | None = None
-    guided_solve_s: float | None = None
-    guided_finalize_s: float | None = None
+    guided_solve_s: float | None = field(default=None, metadata=MEASURED)
+    guided_finalize_s: float | None = field(default=None, metadata=MEASURED)
     full_model_skipped: bool | None = None
     """The full model was not solved (too little time left after the guided stage)."""
     model_variables: int | None = None
@@ -83,8 +88,8 @@ class ResultExtra:
     model_constraints: int | None = None
     model_nonzeros: int | None = None
     """The full model's size (LinearModel.stats())."""
-    model_build_s: float | None = None
-    backend_solve_s: float | None = None
+    model_build_s: float | None = field(default=None, metadata=MEASURED)
+    backend_solve_s: float | None = field(default=None, metadata=MEASURED)
     backend_bound_j: float | None = None
     """A valid lower bound at this budget (the backend's, else the cover's), even without a schedule."""
     warm_start_found: bool | None = None
@@ -180,6 +185,9 @@ class ResultExtra:
 
 FIELDS = tuple(f for f in dataclasses.fields(ResultExtra) if not f.name.startswith("_"))
 FIELD_NAMES = frozenset(f.name for f in FIELDS)
+# Report keys that are measured wall times, not results: Result.solve_time_s and the
+# ResultExtra fields declared with ``metadata=MEASURED``.
+MEASURED_KEYS = frozenset({"solve_time_s", *(f.name for f in FIELDS if f.metadata.get("measured"))})
 
 
 @dataclass

@@ -13,13 +13,14 @@ from poet_compiler import sweeps
 from poet_compiler.cli import main
 from poet_compiler.comparison import parse_strategy, plot
 from poet_compiler.errors import PoetError
+from poet_compiler.solve.result import MEASURED_KEYS
 from tests.viz.graphs import chain, chain_dict
 
 RAM = ["60%", "80%", "100%"]
 DEADLINE = ["1.2x", "2x"]
 STRATEGIES = ["optimal", "checkmate", "paging_only"]
 KW = dict(time_limit_s=20.0, threads=1)
-TIMING = {"solve_time_s", "backend_solve_s", "model_build_s", "guided_solve_s", "guided_finalize_s"}  # measured, not results
+TIMING = MEASURED_KEYS  # measured wall times, not results (typed in ResultExtra: metadata=MEASURED)
 
 
 def results(df: pd.DataFrame) -> pd.DataFrame:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from poet_compiler.solve.result import FIELD_NAMES, Result, ResultExtra
+from poet_compiler.solve.result import FIELD_NAMES, MEASURED_KEYS, Result, ResultExtra
 
 
 def _result(**extra) -> Result:
@@ -44,3 +44,11 @@ def test_model_stats_and_no_private_field_in_report():
     e.set_model_stats({"variables": 3, "binaries": 2, "constraints": 1, "nonzeros": 4, "u_t": 0.5})
     assert e.to_dict() == {"model_variables": 3, "model_binaries": 2, "model_constraints": 1, "model_nonzeros": 4}
     assert "_set" not in FIELD_NAMES and "stage_s" in FIELD_NAMES
+
+
+def test_every_seconds_figure_is_declared_measured_or_a_result():
+    """A new wall-time figure must be marked measured, or the sweep's pool/Ray/in-process
+    equality breaks on it (as an untyped key once did in a clean-clone CI run)."""
+    results_in_seconds = {"runtime_s", "deadline_s", "min_deadline_s", "min_deadline_lower_s"}
+    seconds = {k for k in (*FIELD_NAMES, *Result.REPORT_KEYS) if k.endswith("_s")}
+    assert seconds - results_in_seconds == MEASURED_KEYS
