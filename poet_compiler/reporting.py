@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from poet_compiler.errors import PoetError
 from poet_compiler.fileio import atomic_write_text
-from poet_compiler.schemas import validate_report
 from poet_compiler.units import format_bytes
 
 if TYPE_CHECKING:
@@ -44,6 +43,10 @@ def read_sidecar(poet_path: Path) -> dict[str, Any] | None:
         data = json.loads(side.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise PoetError(f"sidecar report {side} is not readable JSON: {exc}") from None
+    # Imported here: the schemas build pydantic models at import, which every poetc
+    # command would otherwise pay at start (reporting is imported by the CLI).
+    from poet_compiler.schemas import validate_report
+
     return validate_report(data, str(side))
 
 

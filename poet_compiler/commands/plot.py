@@ -15,7 +15,6 @@ from typing import Any
 import typer
 
 from poet_compiler.errors import PoetError
-from poet_compiler.schemas import validate_report
 
 KINDS = ("grid", "memory", "ram", "deadline")
 
@@ -25,6 +24,8 @@ def _read_json(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise PoetError(f"cannot read report {path}: {exc}") from None
+    from poet_compiler.schemas import validate_report  # lazy: pydantic models, built at import
+
     return validate_report(data, str(path))
 
 
