@@ -8,7 +8,8 @@
 * :class:`SweepRow` — one row of a sweep CSV (``poetc sweep``, ``compare(output=...)``):
   the cell's labels, the same report keys, the checkpoint-all reference and
   ``count_fixed``. Empty cells are None; dict-valued figures are compact JSON text.
-  :func:`read_sweep_csv` validates every row (``poetc plot SWEEP.csv``).
+  :func:`read_sweep_csv` validates every row (``poetc plot SWEEP.csv``); a cached row
+  that does not match is a cache miss (:class:`poet_compiler.sweeps.Cache`).
 
 Both are built from the dataclasses that produce the figures (``Result``,
 ``ResultExtra``), so a new figure is typed in one place; unknown keys are refused. Only
@@ -176,6 +177,15 @@ def validate_report(data: Any, source: str) -> dict[str, Any]:
     except ValidationError as exc:
         raise PoetError(f"sidecar report {source} does not match the report schema: {_first_error(exc)}") from None
     return data
+
+
+def is_sweep_row(row: dict[str, Any]) -> bool:
+    """Whether ``row`` (a sweep row as cached: JSON scalars) matches :class:`SweepRow`."""
+    try:
+        SweepRow.model_validate(row)
+    except ValidationError:
+        return False
+    return True
 
 
 def read_sweep_csv(path: str | Path) -> list[dict[str, Any]]:

@@ -35,6 +35,7 @@ from poet_compiler.devices.costs import CostTable
 from poet_compiler.errors import PoetError
 from poet_compiler.fileio import atomic_write_text
 from poet_compiler.graph.ir import TrainingGraph
+from poet_compiler.schemas import is_sweep_row
 from poet_compiler.solve.strategies import SolveOptions
 
 Row = dict[str, Any]
@@ -208,7 +209,9 @@ class Cache:
             return None
         except (OSError, ValueError):
             return None  # a damaged entry is a miss; it is rewritten by the solve
-        return data.get("row") if isinstance(data, dict) and data.get("key") == key else None
+        row = data.get("row") if isinstance(data, dict) and data.get("key") == key else None
+        # A row that does not match the sweep-row schema is damaged too: a miss.
+        return row if isinstance(row, dict) and is_sweep_row(row) else None
 
     def put(self, key: str, row: Row) -> None:
         atomic_write_text(self._path(key), json.dumps({"key": key, "row": row}, sort_keys=True) + "\n")

@@ -201,3 +201,14 @@ def test_cli_sweep_writes_csv_and_reuses_cache(tmp_path, capsys):
     assert main([*argv, "-q"]) == 0
     assert "0 solved, 18 from cache" in capsys.readouterr().err
     assert out.read_bytes() == first
+
+
+def test_cache_entry_off_the_row_schema_is_a_miss(graph, tmp_path):
+    cache = tmp_path / "cache"
+    pc.sweep(graph, None, ["80%"], ["2x"], ["optimal"], jobs=1, cache_dir=cache, **KW)
+    (entry,) = cache.rglob("*.json")
+    data = json.loads(entry.read_text())
+    data["row"]["energy_j"] = "a lot"
+    entry.write_text(json.dumps(data))
+    df = pc.sweep(graph, None, ["80%"], ["2x"], ["optimal"], jobs=1, cache_dir=cache, **KW)
+    assert df.attrs["solved"] == 1 and isinstance(df["energy_j"].iloc[0], float)
