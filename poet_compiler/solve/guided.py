@@ -240,7 +240,7 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
     built.model.objective_floor = bound
     large = is_large(built.model)
     left = until - time.perf_counter()
-    limit = left if clock is None else clock.solver_limit(left)
+    limit = left if clock is None else clock.solver_limit(left, large=large)
     if limit <= 0.05:
         return best
     out = solve_model(built.model, "cpsat" if solver in ("auto", "cpsat") else solver,

@@ -532,9 +532,10 @@ def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBoun
         return dict(built.model.hint)
 
     # What is left after the finalize reserve, such that the CP-SAT child's wall cap ends in it.
-    remaining = max(0.05, clock.solver_limit(clock.left(), reserve_s=finalize_s))  # >= MIN_STAGE_S before the build
+    large_model = is_large(built.model)
+    remaining = max(0.05, clock.solver_limit(clock.left(), reserve_s=finalize_s, large=large_model))
     opts = BackendOptions(time_limit_s=remaining, threads=threads, progress=progress, relative_gap=gap,
-                          large=is_large(built.model))
+                          large=large_model)
     out = solve_model(built.model, solver, opts, rehint=rehint if solver == "auto" else None)
     extra.set_model_stats(out.stats)
     # The solver's bound, else the cover's (a solver that found nothing reports none).
