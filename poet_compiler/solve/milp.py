@@ -15,7 +15,7 @@ import time
 
 from poet_compiler.errors import PoetError, SolverError
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.solve.backends import SOLVERS, BackendOptions, solve_model
+from poet_compiler.solve.backends import SOLVERS, BackendOptions, BackendResult, solve_model
 from poet_compiler.solve.backends.base import is_large, within_gap
 from poet_compiler.solve.clock import Clock
 from poet_compiler.solve.cover import CoverBound, cover_bound
@@ -533,10 +533,20 @@ def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBoun
 
     # What is left after the finalize reserve, such that the CP-SAT child's wall cap ends in it.
     large_model = is_large(built.model)
-    remaining = max(0.05, clock.solver_limit(clock.left(), reserve_s=finalize_s, large=large_model))
+    # A large model's solver children start up (the model is sent to them, CP-SAT's is
+    # rebuilt there) at about the cost of building it: measured on a 500-node DAG, a
+    # 23 s build, and a 13.9 s limit that ended after 30.3 s. Reserve that too.
+    startup_s = time.perf_counter() - t_build if large_model else 0.0
+    remaining = clock.solver_limit(clock.left(), reserve_s=finalize_s + startup_s, large=large_model)
     opts = BackendOptions(time_limit_s=remaining, threads=threads, progress=progress, relative_gap=gap,
                           large=large_model)
-    out = solve_model(built.model, solver, opts, rehint=rehint if solver == "auto" else None)
+    if remaining < MIN_STAGE_S:
+        # Building the model used the time (seconds on 500+ node graphs): a solver started
+        # now would only overrun the limit by its child's start-up and kill grace.
+        out = BackendResult("timeout", None, None, None, 0.0, solver,
+                            f"no time left to solve after building the model ({extra.model_build_s} s)")
+    else:
+        out = solve_model(built.model, solver, opts, rehint=rehint if solver == "auto" else None)
     extra.set_model_stats(out.stats)
     # The solver's bound, else the cover's (a solver that found nothing reports none).
     bound = out.bound if out.bound is not None or cover is None else cover.energy_j
