@@ -109,7 +109,9 @@ def _finalize(
     if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes and rescue_s > 0:
         # The live bytes fit: before the schedule is given up, re-plan harder.
         with clock.stage("arena_rescue") if clock is not None else nullcontext():
-            rescued = rescue_arena(graph, program, budget, time_limit_s=rescue_s)
+            # rescue_s was given before the plans above ran: never past the arena's deadline.
+            limit = rescue_s if until is None else min(rescue_s, left() or 0.0)
+            rescued = rescue_arena(graph, program, budget, time_limit_s=limit) if limit > 0 else None
         if rescued is not None:
             rescued.meta["arena_rescued"] = True
             program = rescued

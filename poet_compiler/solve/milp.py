@@ -33,15 +33,17 @@ STRATEGY = "optimal"
 
 def fallback_result(problem: Problem, candidates: list[tuple[float, str, Schedule]], *, solver: str,
                     formulation: str, started: float, tries: int = 4, clock: Clock | None = None,
-                    needed: bool = True) -> Result | None:
+                    needed: bool = True, finalize_s: float = 0.0) -> Result | None:
     """The cheapest candidate that finalize accepts (arena included), as a Result.
 
     With a ``clock``, candidates are finalized only while time is left (arena planning
     within it), except the first when ``needed`` (nothing else to answer with: its
-    arena is then planned greedily if the time is up)."""
+    arena is then planned greedily if the time is up). ``finalize_s``: what one finalize
+    takes here (measured); no optional candidate starts with less than that left."""
     for _energy, name, schedule in candidates[:tries]:
-        if clock is not None and clock.expired() and not needed:
+        if clock is not None and not needed and clock.left() <= finalize_s:
             break
+        t_fin = time.perf_counter()
         arena_s = None if clock is None else max(clock.left(), NEEDED_ARENA_S if needed else 0.0)
         # Candidates are valid schedules: finalize raises InternalError on a broken one.
         res = finalize(problem, schedule, strategy=STRATEGY, status="feasible", solver=solver,
@@ -51,6 +53,7 @@ def fallback_result(problem: Problem, candidates: list[tuple[float, str, Schedul
         if res.ok:
             res.extra.fallback_schedule = name
             return res
+        finalize_s = max(finalize_s, time.perf_counter() - t_fin)
     return None
 
 
@@ -261,7 +264,8 @@ def _solve_family(
         cheaper = [c for c in candidates if best is None or best.energy_j is None or c[0] < best.energy_j]
         with clock.stage("finalize"):
             fb = fallback_result(problem, cheaper, solver=solver, formulation=formulation, started=started,
-                                 clock=clock, needed=best is None)
+                                 clock=clock, needed=best is None,
+                                 finalize_s=(last.extra.guided_finalize_s or 0.0) if last is not None else 0.0)
         if fb is not None and (best is None or fb.energy_j < best.energy_j):  # type: ignore[operator]
             why = last.message if last is not None and last.message else "no better schedule found"
             fb.message = f"best heuristic schedule ({fb.extra.fallback_schedule}); solver: {why}"
