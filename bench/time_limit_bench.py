@@ -100,7 +100,7 @@ def run_cell(name: str, root: Path, dag: Path, python: str) -> dict:
             row.update(rss_self_mb=round(int(me) / 1024), rss_child_mb=round(int(kids) / 1024))
     row.update(solve_time_s=rep.get("solve_time_s"), status=rep.get("status"), gap=rep.get("gap"),
                stage_s=rep.get("stage_s"), trace_s=rep.get("trace_s"), message=(rep.get("message") or "")[:160],
-               fragmentation=rep.get("arena_rescue"))
+               arena_rescue=rep.get("arena_rescue"))
     return row
 
 
