@@ -117,6 +117,12 @@ def check_schedule(graph: TrainingGraph, schedule: Schedule, mode: str = "poet",
                 fail(*_first(bad), f"pinned node is {key} (pinned nodes are never paged nor recomputed)")
 
 
+def _decisions(schedule: Schedule) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``R, S_RAM, M_in, M_out`` as boolean arrays (what both Program forms read)."""
+    return tuple(np.asarray(getattr(schedule, k), dtype=bool)  # type: ignore[return-value]
+                 for k in ("R", "S_RAM", "M_in", "M_out"))
+
+
 def linearize(graph: TrainingGraph, schedule: Schedule, *, mode: str = "poet", dma: bool = False) -> Program:
     """Emit the Program of a valid schedule (checked with :func:`check_schedule` first):
     synchronous transfers (:func:`_linearize_sync`) unless ``dma``."""
@@ -124,10 +130,7 @@ def linearize(graph: TrainingGraph, schedule: Schedule, *, mode: str = "poet", d
     if not dma:
         return _linearize_sync(graph, schedule)
     n = graph.n
-    R = np.asarray(schedule.R, dtype=bool)
-    S = np.asarray(schedule.S_RAM, dtype=bool)
-    Min = np.asarray(schedule.M_in, dtype=bool)
-    Mout = np.asarray(schedule.M_out, dtype=bool)
+    R, S, Min, Mout = _decisions(schedule)
     out: list[Instruction] = []
     starts: list[int] = []   # index of each stage's first instruction (viz)
     for t in range(n):
@@ -186,10 +189,7 @@ def _linearize_sync(graph: TrainingGraph, schedule: Schedule) -> Program:
     before it is freed: never more RAM, never more energy than the matrices say.
     """
     n = graph.n
-    R = np.asarray(schedule.R, dtype=bool)
-    S = np.asarray(schedule.S_RAM, dtype=bool)
-    Min = np.asarray(schedule.M_in, dtype=bool)
-    Mout = np.asarray(schedule.M_out, dtype=bool)
+    R, S, Min, Mout = _decisions(schedule)
     out: list[Instruction] = []
     deferred: set[int] = set()   # "resident" by the matrices, still on flash in fact
     starts: list[int] = []   # index of each stage's first instruction (viz)
