@@ -201,22 +201,20 @@ def _linearize_sync(graph: TrainingGraph, schedule: Schedule) -> Program:
         for k in computes:
             for i in graph.nodes[k].inputs:
                 last_read[i] = k
-        to_page_in = {int(i) for i in np.flatnonzero(Min[t])} | (deferred & {int(i) for i in np.flatnonzero(S[t])})
-        deferred = set()
+        resident = [int(i) for i in np.flatnonzero(S[t])]       # by the matrices
+        to_page_in = {int(i) for i in np.flatnonzero(Min[t])} | (deferred & set(resident))
         page_out = {int(i) for i in np.flatnonzero(Mout[t])} - to_page_in   # a deferred copy is on flash
-        for i in sorted(int(i) for i in np.flatnonzero(S[t])):
+        for i in resident:
             if i in to_page_in or last_read[i] >= 0:
                 continue
             if i in page_out:
                 out += [Instruction(Op.PAGE_OUT, i), Instruction(Op.FENCE)]
             if not kept[i]:
                 out.append(Instruction(Op.FREE, i))
+        # Tensors in RAM (or brought in) before the computes are done after their last reader.
         done_after: dict[int, list[int]] = {k: [] for k in computes}
-        for i in range(n):
-            if i in to_page_in:
-                if last_read[i] >= 0:
-                    done_after[last_read[i]].append(i)
-            elif S[t, i] and last_read[i] >= 0:
+        for i in to_page_in.union(resident):
+            if last_read[i] >= 0:
                 done_after[last_read[i]].append(i)
         for k in computes:
             done_after[max(k, last_read[k])].append(k)

@@ -8,6 +8,7 @@ of it.
 from __future__ import annotations
 
 import os
+import time
 
 from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.backends import cpsat
@@ -43,15 +44,15 @@ def test_a_solution_sent_before_the_child_dies_is_kept(monkeypatch) -> None:
     problem = training_problem(2, 3, "poet", slack=0.3)
     built = build_fast(problem)
 
+    real_solve = cpsat.solve_cpsat_here
+
     def solve_then_abort(model, options, *, on_solution=None, **kwargs):  # noqa: ANN001, ANN003
-        real = cpsat.__dict__["_real_solve_here"](model, options, **kwargs)
+        real = real_solve(model, options, **kwargs)
         on_solution(real.objective, real.values)      # as the solution callback does
         kwargs["on_good_enough"]()                     # the stop request, then...
-        import time
         time.sleep(0.5)                                # ...the child sends it, and dies
         os.abort()
 
-    monkeypatch.setitem(cpsat.__dict__, "_real_solve_here", cpsat.solve_cpsat_here)
     monkeypatch.setattr(cpsat, "solve_cpsat_here", solve_then_abort)
     out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=10))
     assert out.status == "feasible" and out.values is not None

@@ -88,7 +88,6 @@ def search(problem: Problem, *, budget: int | None = None, objective: str = "ene
     # Time is part of the state only where it matters: a deadline, or with DMA and static
     # power (a window's static energy depends on max(compute, transfer)).
     track_time = d.deadline is not None or (d.sw > 0 and d.dma and objective == "energy")
-    # Without time in the state the DMA lag is irrelevant too: drop it from the key.
     # State: ram, flash, nxt, arriving (page-ins in flight), leaving (page-outs in flight),
     # lag (how long the DMA channel stays busy after the CPU's clock). Label: (cost, CPU
     # clock, program link).
@@ -104,7 +103,7 @@ def search(problem: Problem, *, budget: int | None = None, objective: str = "ene
         cost, cpu, _, state, link = heapq.heappop(heap)
         ram, flash, nxt, arriving, leaving, lag = state
         t_now = now(cpu, lag)
-        key = state if d.dma and track_time else state[:5]
+        key = state if d.dma and track_time else state[:5]   # without time, the DMA lag is moot too
         times = settled.setdefault(key, [])
         if any(t <= t_now + _EPS for t in times) or (not track_time and times):
             continue
