@@ -52,6 +52,44 @@ def test_defaults_do_nothing_and_return_none() -> None:
     assert walker.run() is None and walker.index == 1
 
 
+class _Hooked(ProgramInterpreter):
+    """Records the per-instruction hooks around the opcode's method; stops at ``stop_at``."""
+
+    def __init__(self, program: Program, stop_at: int | None = None) -> None:
+        super().__init__(program)
+        self.stop_at = stop_at
+        self.calls: list[tuple[str, int]] = []
+
+    def before(self, ins: Instruction) -> None:
+        self.calls.append(("before", self.index))
+
+    def after(self, ins: Instruction) -> None:
+        self.calls.append(("after", self.index))
+        if self.index == self.stop_at:
+            self.stop()
+
+    def compute(self, ins: Instruction) -> None:
+        self.calls.append(("compute", self.index))
+
+    def free(self, ins: Instruction) -> None:
+        self.calls.append(("free", self.index))
+
+    def finish(self) -> list[tuple[str, int]]:
+        return [*self.calls, ("finish", self.index)]
+
+
+def test_before_and_after_wrap_every_instruction_and_stop_ends_the_walk() -> None:
+    program = Program(n_nodes=2, instructions=(Instruction(Op.COMPUTE, 0), Instruction(Op.COMPUTE, 1),
+                                               Instruction(Op.FREE, 0)))
+    whole = [("before", 0), ("compute", 0), ("after", 0), ("before", 1), ("compute", 1), ("after", 1),
+             ("before", 2), ("free", 2), ("after", 2), ("finish", 2)]
+    assert _Hooked(program).run() == whole
+    walker = _Hooked(program, stop_at=1)
+    assert walker.run() == [*whole[:6], ("finish", 1)]      # finish() still runs after stop()
+    walker.calls.clear()
+    assert walker.run() == [*whole[:6], ("finish", 1)]      # a second run() starts over
+
+
 def _reference_lifetimes(graph: TrainingGraph, ins: list[Instruction]) -> list[tuple[int, int | None, bool, bool]]:
     """cleanup's walk as it was written before the interpreter (an if/elif on Op)."""
     open_: dict[int, int] = {}
