@@ -1,6 +1,7 @@
 """ScheduledStep: run one training step of a traced model by following a Program.
 
-The rewritten training step of design.md ("Outputs"): instruction by instruction,
+The rewritten training step of design.md ("Outputs"): instruction by instruction (a
+:class:`~poet_compiler.schedule.interpreter.ProgramInterpreter`, one method per opcode),
 
 * ``COMPUTE i`` runs node ``i``'s FX ops (the prelude once, first); a second COMPUTE of
   a node is a recomputation from its inputs, exactly as the schedule asks;
@@ -28,7 +29,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 import torch.fx
@@ -36,7 +37,8 @@ import torch.fx
 from poet_compiler.codegen.pager import PageFile, _tensors
 from poet_compiler.codegen.plan import StepPlan, build_plan, constants, trimmed
 from poet_compiler.errors import ScheduleError
-from poet_compiler.schedule.program import Op, Program
+from poet_compiler.schedule.interpreter import ProgramInterpreter
+from poet_compiler.schedule.program import Instruction, Op, Program
 
 if TYPE_CHECKING:
     from poet_compiler.frontends.torch.traced import TracedModel
@@ -196,103 +198,145 @@ class ScheduledStep:
         tm, plan = self.traced, self.plan
         pages = self.pages
         pages.reset_counters()
-        stats = StepStats()
         t0 = time.perf_counter()
         args = tm.flat_args(inputs, target)
         if len(args) != len(plan.placeholders):
             raise ScheduleError(f"the step takes {len(plan.placeholders) - len(tm.param_names) - len(tm.buffer_names)} "
                                 f"inputs and a target, got {len(args) - len(tm.param_names) - len(tm.buffer_names)}")
-        fx = plan.fx_nodes
-        env: dict[str, Any] = dict(zip(plan.placeholders, args))
-        env.update(constants(tm))
-        outputs: list[Any] = [None] * len(plan.output_names)
-        out_pos: dict[str, list[int]] = {}
-        for k, name in enumerate(plan.output_names):
-            out_pos.setdefault(name, []).append(k)
-
-        def load(a: torch.fx.Node) -> Any:
-            return env[a.name]
-
-        def run_fx(name: str) -> Any:
-            node = fx[name]
-            a = torch.fx.node.map_arg(node.args, load)
-            kw = torch.fx.node.map_arg(node.kwargs, load)
-            return node.target(*a, **kw)  # type: ignore[operator]
-
         with torch.no_grad():
-            for name in plan.prelude:
-                env[name] = run_fx(name)
-            for name, k in plan.prelude_outputs:
-                outputs[k] = env[name]
-            excluded = {t.untyped_storage().data_ptr() for v in env.values() for t in _tensors(v)}
-            live = _Live(excluded)
-            graph = tm.graph
-            resident: set[int] = set()
-            for idx, ins in enumerate(self.program.instructions):
-                op, i = ins.op, ins.node
-                point = None
-                if op is Op.COMPUTE:
-                    for j in graph.nodes[i].inputs:
-                        if j not in resident:
-                            raise ScheduleError(f"instruction {idx} (COMPUTE {i}): input node {j} is not in RAM")
-                    if i in resident:
-                        raise ScheduleError(f"instruction {idx} (COMPUTE {i}): node {i} is already in RAM")
-                    npl = plan.nodes[i]
-                    point = live.bytes
-                    for name, drops in zip(npl.fx, npl.drop_after):
-                        value = run_fx(name)
-                        env[name] = value
-                        live.add(value)
-                        point = max(point, live.bytes)
-                        for k in out_pos.get(name, ()):
-                            outputs[k] = value
-                        for dead in drops:
-                            live.remove(env.pop(dead))
-                    for name, keep in npl.trim:
-                        value = env[name]
-                        live.remove(value)
-                        env[name] = trimmed(value, keep)
-                        live.add(env[name])
-                    value = None  # no stray reference may keep a dropped storage alive
-                    resident.add(i)
-                    stats.n_compute += 1
-                elif op is Op.FREE:
-                    if i not in resident:
-                        raise ScheduleError(f"instruction {idx} (FREE {i}): node {i} is not in RAM")
-                    for name in plan.nodes[i].kept:
-                        live.remove(env.pop(name))
-                    resident.discard(i)
-                elif op is Op.PAGE_OUT:
-                    if i not in resident:
-                        raise ScheduleError(f"instruction {idx} (PAGE_OUT {i}): node {i} is not in RAM")
-                    pages.page_out(i, {name: env[name] for name in plan.nodes[i].kept})
-                elif op is Op.PAGE_IN:
-                    if i in resident:
-                        raise ScheduleError(f"instruction {idx} (PAGE_IN {i}): node {i} is already in RAM")
-                    if not pages.has(i):
-                        raise ScheduleError(f"instruction {idx} (PAGE_IN {i}): node {i} has no copy in the page file")
-                    for name, value in pages.page_in(i).items():
-                        env[name] = value
-                        live.add(value)
-                    value = None
-                    resident.add(i)
-                elif op is Op.FENCE:
-                    pages.fence()
-                current = live.bytes if point is None else max(point, live.bytes)
-                stats.timeline.append(current)
-                if current > stats.peak_bytes:
-                    stats.peak_bytes, stats.peak_at = current, idx
-            missing = [k for k, v in enumerate(outputs) if v is None]
-            if missing:
-                raise ScheduleError(
-                    f"end of program: graph output {plan.output_names[missing[0]]!r} was never computed"
-                )
-            env.clear()
+            walk = _StepWalk(self.program, tm, plan, pages, args)
+            outputs = walk.run()
+        stats = walk.stats
         stats.wall_s = time.perf_counter() - t0
         stats.page_out_bytes, stats.page_in_bytes = pages.bytes_written, pages.bytes_read
         stats.n_page_out, stats.n_page_in, stats.n_fsync = pages.n_writes, pages.n_reads, pages.n_fsync
         self.last = stats
         return outputs
+
+
+class _StepWalk(ProgramInterpreter):
+    """One run of the Program on the real tensors: :meth:`start` binds the placeholders
+    and runs the prelude, each opcode's method does what the module docstring says, and
+    :meth:`finish` returns the graph's outputs. Run it under ``torch.no_grad()``."""
+
+    def __init__(self, program: Program, traced: TracedModel, plan: StepPlan, pages: PageFile,
+                 args: tuple[Any, ...] | list[Any]) -> None:
+        super().__init__(program)
+        self.traced, self.plan, self.pages, self.args = traced, plan, pages, args
+        self.graph = traced.graph
+        self.stats = StepStats()
+        self.env: dict[str, Any] = {}
+        self.outputs: list[Any] = [None] * len(plan.output_names)
+        self.out_pos: dict[str, list[int]] = {}
+        for k, name in enumerate(plan.output_names):
+            self.out_pos.setdefault(name, []).append(k)
+        self.resident: set[int] = set()
+        self.live = _Live(set())
+        self.point: int | None = None   # the most live bytes seen during the current COMPUTE
+
+    def run_fx(self, name: str) -> Any:
+        node = self.plan.fx_nodes[name]
+        env = self.env
+
+        def load(a: torch.fx.Node) -> Any:
+            return env[a.name]
+
+        a = torch.fx.node.map_arg(node.args, load)
+        kw = torch.fx.node.map_arg(node.kwargs, load)
+        return node.target(*a, **kw)  # type: ignore[operator]
+
+    def start(self) -> None:
+        plan, env = self.plan, self.env
+        env.update(zip(plan.placeholders, self.args))
+        env.update(constants(self.traced))
+        for name in plan.prelude:
+            env[name] = self.run_fx(name)
+        for name, k in plan.prelude_outputs:
+            self.outputs[k] = env[name]
+        # Placeholders, constants and the prelude are not activations: never counted.
+        self.live = _Live({t.untyped_storage().data_ptr() for v in env.values() for t in _tensors(v)})
+
+    def fail(self, what: str) -> NoReturn:
+        ins = self.instructions[self.index]
+        raise ScheduleError(f"instruction {self.index} ({ins.op.name} {ins.node}): {what}")
+
+    # -- every instruction: the timeline and the peak ----------------------------------
+    def before(self, ins: Instruction) -> None:
+        self.point = None
+
+    def after(self, ins: Instruction) -> None:
+        stats, live = self.stats, self.live.bytes
+        current = live if self.point is None else max(self.point, live)
+        stats.timeline.append(current)
+        if current > stats.peak_bytes:
+            stats.peak_bytes, stats.peak_at = current, self.index
+
+    # -- the opcodes -------------------------------------------------------------------
+    # A handler's locals die when it returns, so no stray reference keeps a storage that
+    # an instruction dropped alive (and its bytes in the measured peak).
+    def compute(self, ins: Instruction) -> None:
+        i, env, live = ins.node, self.env, self.live
+        for j in self.graph.nodes[i].inputs:
+            if j not in self.resident:
+                self.fail(f"input node {j} is not in RAM")
+        if i in self.resident:
+            self.fail(f"node {i} is already in RAM")
+        npl = self.plan.nodes[i]
+        point = live.bytes
+        for name, drops in zip(npl.fx, npl.drop_after):
+            value = self.run_fx(name)
+            env[name] = value
+            live.add(value)
+            point = max(point, live.bytes)
+            for k in self.out_pos.get(name, ()):
+                self.outputs[k] = value
+            for dead in drops:
+                live.remove(env.pop(dead))
+        for name, keep in npl.trim:
+            value = env[name]
+            live.remove(value)
+            env[name] = trimmed(value, keep)
+            live.add(env[name])
+        self.point = point
+        self.resident.add(i)
+        self.stats.n_compute += 1
+
+    def free(self, ins: Instruction) -> None:
+        i = ins.node
+        if i not in self.resident:
+            self.fail(f"node {i} is not in RAM")
+        for name in self.plan.nodes[i].kept:
+            self.live.remove(self.env.pop(name))
+        self.resident.discard(i)
+
+    def page_out(self, ins: Instruction) -> None:
+        i = ins.node
+        if i not in self.resident:
+            self.fail(f"node {i} is not in RAM")
+        self.pages.page_out(i, {name: self.env[name] for name in self.plan.nodes[i].kept})
+
+    def page_in(self, ins: Instruction) -> None:
+        i = ins.node
+        if i in self.resident:
+            self.fail(f"node {i} is already in RAM")
+        if not self.pages.has(i):
+            self.fail(f"node {i} has no copy in the page file")
+        for name, value in self.pages.page_in(i).items():
+            self.env[name] = value
+            self.live.add(value)
+        self.resident.add(i)
+
+    def fence(self, ins: Instruction) -> None:
+        self.pages.fence()
+
+    def finish(self) -> list[Any]:
+        missing = [k for k, v in enumerate(self.outputs) if v is None]
+        if missing:
+            raise ScheduleError(
+                f"end of program: graph output {self.plan.output_names[missing[0]]!r} was never computed"
+            )
+        self.env.clear()
+        return self.outputs
 
 
 __all__ = ["ScheduledStep", "StepStats"]
