@@ -40,10 +40,12 @@ import math
 import random
 import time
 from dataclasses import dataclass, replace
+from typing import Any
 
 from poet_compiler.errors import ScheduleError
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.program import Instruction, Op, Program
+from poet_compiler.solve.backends.native import NativeLimits, new_model, solve_native
 
 # Local improvement: moves tried per call (each is one placement, O(conflicting pairs)),
 # capped so that moves x conflicting pairs stays below IMPROVE_WORK (~1 s of Python).
@@ -280,9 +282,9 @@ def _exact(inst: _Instance, hint: list[int], upper: int, peak: int, det_time_s: 
            coarse: bool = False, wall_s: float | None = None, seed: int = 0) -> tuple[int, list[int]] | None:
     """CP-SAT packing (see module docstring); None when it finds nothing better than
     ``upper``. ``coarse``: in the address units of :func:`_quantum`, else of the sizes' gcd.
-    ``wall_s``: a wall-clock cap below the usual safety net (the caller's time left)."""
-    from ortools.sat.python import cp_model
-
+    ``wall_s``: a wall-clock cap below the usual safety net (the caller's time left).
+    Solved by :func:`~poet_compiler.solve.backends.native.solve_native` (its one stopping
+    rule: the wall limit, the deterministic time, and ``target`` as the objective's floor)."""
     real_width = inst.width
     g = _quantum(inst.buffers, peak) if coarse else _gcd(inst.buffers)
     if any(b.size % g or b.workspace % g for b in inst.buffers):
@@ -295,10 +297,10 @@ def _exact(inst: _Instance, hint: list[int], upper: int, peak: int, det_time_s: 
         upper = max(upper, max((h + w for h, w in zip(hint, inst.width)), default=0))
     buffers = inst.buffers
     width = [w // g for w in inst.width]
-    m = cp_model.CpModel()
+    m = new_model()
     horizon = -(-upper // g)
     arena = m.new_int_var(-(-peak // g), horizon, "arena")
-    xs: list[cp_model.IntVar | None] = []
+    xs: list[Any] = []      # CP-SAT IntVar or None (a buffer of width 0)
     x_iv, y_iv = [], []
     for j, b in enumerate(buffers):
         if width[j] == 0:
@@ -318,30 +320,21 @@ def _exact(inst: _Instance, hint: list[int], upper: int, peak: int, det_time_s: 
             m.add_hint(x, hint[j] // g)
     m.add_no_overlap_2d(x_iv, y_iv)
     m.minimize(arena)
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = seed
-    solver.parameters.max_deterministic_time = det_time_s
-    solver.parameters.linearization_level = linearization
     # Wall-clock safety net, never meant to bind: deterministic time accrues at about
     # 0.16 per wall second without the LP on a 175-buffer ResNet-18 program (4x bound
     # there, and the layout then changed between runs). When it binds the layout is
     # still valid and never worse than the hint, but may differ between runs.
-    solver.parameters.max_time_in_seconds = EXACT_WALL_PER_DET_S * det_time_s + 1.0
+    wall = EXACT_WALL_PER_DET_S * det_time_s + 1.0
     if wall_s is not None:
-        solver.parameters.max_time_in_seconds = max(0.01, min(wall_s, EXACT_WALL_PER_DET_S * det_time_s + 1.0))
-
-    class _StopAtTarget(cp_model.CpSolverSolutionCallback):
-        """Stop at the first layout within ``target`` (the caller's budget)."""
-
-        def on_solution_callback(self) -> None:
-            if target is not None and self.objective_value * g <= target:
-                self.stop_search()
-
-    status = solver.solve(m, _StopAtTarget())
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        wall = max(0.01, min(wall_s, wall))
+    # The target (the caller's budget) in address units: the first layout within it ends
+    # the search (the objective is floored there, so it is optimal).
+    res = solve_native(m, NativeLimits(time_limit_s=wall, deterministic_s=det_time_s,
+                                       target=None if target is None else target // g, workers=1,
+                                       seed=seed, linearization_level=linearization))
+    if not res.has_solution:
         return None
-    offsets = [0 if x is None else g * int(solver.value(x)) for x in xs]
+    offsets = [0 if x is None else g * res.value(x) for x in xs]
     a = max((offsets[j] + real_width[j] for j in range(len(buffers))), default=0)
     return a, offsets
 

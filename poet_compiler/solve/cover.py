@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any  # CP-SAT objects: ortools is imported lazily (see _solve)
+from typing import Any  # CP-SAT objects: the model is built on solve/backends/native.py
 
+from poet_compiler.solve.backends.native import NativeLimits, NativeResult, new_model, solve_native
 from poet_compiler.solve.problem import Problem
 
 RECOMPUTE, PAGE = "recompute", "page"
@@ -179,8 +180,6 @@ class _Cover:
 def _build(problem: Problem, *, closure: bool, deadline: bool = True) -> _Cover:
     """The choices of :func:`cover_bound` (``deadline=False``: options are not filtered by
     the deadline's slack, for the minimum-time bound)."""
-    from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
-
     g, c, n = problem.graph, problem.costs, problem.n
     size = [node.output_bytes for node in g.nodes]
     need = [size[t] + g.nodes[t].workspace_bytes for t in range(n)]
@@ -188,7 +187,7 @@ def _build(problem: Problem, *, closure: bool, deadline: bool = True) -> _Cover:
         problem.deadline_s * (1 + _DEADLINE_TOL) - c.compute_only_s + 1e-12
     e_scale = _SCALE / max(max(c.compute_j), max(c.page_in_j), max(c.page_out_j), 1e-300)
     t_scale = _SCALE / max(max(c.compute_s), max(c.page_in_s), max(c.page_out_s), 1e-300)
-    m = cp_model.CpModel()
+    m = new_model()
     cost: list[tuple[Any, int]] = []
     time_terms: list[tuple[Any, int]] = []
     page_out: dict[int, Any] = {}
@@ -277,15 +276,16 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
         m.add(sum(s * x for x, s in cv.around[t]) >= excess)
     _deadline_row(cv)
     m.minimize(sum(k * x for x, k in cv.cost))
-    solver, status = _solve(m, time_limit_s)
+    res = _solve(m, time_limit_s)
+    status = res.status
     base = problem.costs.compute_only_j
     if status == "infeasible":
         return CoverBound(None, True, True, gaps=len(gaps))
     if status == "unknown":
         return CoverBound(base, False, False, gaps=len(gaps))
     restores = tuple(Restore(gap.node, gap.next_use, how) for gap in gaps
-                     for how, x in gap.options.items() if solver.value(x))
-    bound = base + math.floor(solver.best_objective_bound + 1e-6) / cv.e_scale
+                     for how, x in gap.options.items() if res.value(x))
+    bound = base + math.floor(_bound(res) + 1e-6) / cv.e_scale
     return CoverBound(bound, False, status == "optimal", restores, len(gaps))
 
 
@@ -296,17 +296,17 @@ def _deadline_row(cv: _Cover) -> None:
                  <= math.floor(cv.slack * cv.t_scale) + len(cv.time_terms))
 
 
-def _solve(m: Any, time_limit_s: float) -> tuple[Any, str]:
-    """Solve a cover model on one worker (deterministic, and the models are small):
-    ``(solver, "optimal" | "feasible" | "infeasible" | "unknown")``."""
-    from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
+def _solve(m: Any, time_limit_s: float) -> NativeResult:
+    """Solve a cover model on one worker (deterministic, and the models are small) within
+    ``time_limit_s`` wall seconds (the caller's time left), on the backends' entry point
+    for native CP-SAT models; status "optimal" | "feasible" | "infeasible" | "unknown"."""
+    return solve_native(m, NativeLimits(time_limit_s=time_limit_s, workers=1))
 
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = time_limit_s
-    solver.parameters.num_workers = 1
-    status = solver.solve(m)
-    return solver, {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible",
-                    cp_model.INFEASIBLE: "infeasible"}.get(status, "unknown")
+
+def _bound(res: NativeResult) -> float:
+    """CP-SAT's bound of a result that has a solution."""
+    assert res.bound is not None
+    return res.bound
 
 
 def cover_min_budget(problem: Problem, *, time_limit_s: float = 10.0) -> int | None:
@@ -324,12 +324,12 @@ def cover_min_budget(problem: Problem, *, time_limit_s: float = 10.0) -> int | N
         m.add(sum(s * x for x, s in cv.around[t]) + b >= cv.need[t])
     _deadline_row(cv)
     m.minimize(b)
-    solver, status = _solve(m, time_limit_s)
-    if status == "infeasible":
+    res = _solve(m, time_limit_s)
+    if res.status == "infeasible":
         return None
-    if status == "unknown":
+    if res.status == "unknown":
         return 0
-    return max(0, math.ceil(solver.best_objective_bound - 1e-6))
+    return max(0, math.ceil(_bound(res) - 1e-6))
 
 
 def cover_min_time(problem: Problem, *, budget: int | None = None,
@@ -354,15 +354,16 @@ def cover_min_time(problem: Problem, *, budget: int | None = None,
     worst_cost = sum(k for _, k in cv.cost) + 1
     m.minimize(sum(k * worst_cost * x for x, k in cv.time_terms)
                + sum(k * x for x, k in cv.cost))
-    solver, status = _solve(m, time_limit_s)
+    res = _solve(m, time_limit_s)
+    status = res.status
     if status == "infeasible":
         return None
     base = problem.costs.compute_only_s
     if status == "unknown":
         return base, CoverBound(None, False, False, gaps=len(cv.gaps))
-    t_units = max(0, math.floor(solver.best_objective_bound / worst_cost + 1e-9))
+    t_units = max(0, math.floor(_bound(res) / worst_cost + 1e-9))
     restores = tuple(Restore(gap.node, gap.next_use, how) for gap in cv.gaps
-                     for how, x in gap.options.items() if solver.value(x))
+                     for how, x in gap.options.items() if res.value(x))
     energy = problem.costs.compute_only_j + sum(
-        k for x, k in cv.cost if solver.value(x)) / cv.e_scale
+        k for x, k in cv.cost if res.value(x)) / cv.e_scale
     return base + t_units / cv.t_scale, CoverBound(energy, False, status == "optimal", restores, len(cv.gaps))

@@ -1,0 +1,225 @@
+"""Native CP-SAT models: the one entry point for a model built on CP-SAT's own API.
+
+Some of poetc's models use what only CP-SAT has — intervals and ``NoOverlap2D`` (the
+arena's exact packing, :mod:`poet_compiler.schedule.arena`), implications and at-most-one
+over literals (the eviction cover, :mod:`poet_compiler.solve.cover`) — so they are built
+as a ``cp_model.CpModel`` (:func:`new_model`) rather than as the solver-neutral
+``LinearModel``, and solved by :func:`solve_native`. Only ``solve/backends/`` imports
+OR-Tools: a caller builds the model and reads the result's values without naming it.
+
+The stopping rule (:class:`NativeLimits`), the same for every native model: the search
+ends at the first of
+
+- ``time_limit_s``: wall seconds, the caller's time left on its clock (required);
+- ``deterministic_s``: CP-SAT's deterministic seconds, optional: a work limit for a caller
+  whose answer must not depend on the machine's load (the wall limit stays as the cap);
+- a proven optimum;
+- with ``target``: the first solution whose objective is at most ``target``.
+
+Nothing ever stops CP-SAT's search (``stop_search()``) from a solution callback or from
+another thread: OR-Tools 9.15 can abort the whole process when it is stopped while a
+hinted solution is still being postsolved (:mod:`.cpsat`). Without a target the search
+runs in this process and only its own limits end it. With a target it runs in a forked
+child whose solution callback only *sends* the first solution within the target; the
+parent then kills the child (a process, not a search, is ended), so the answer is the
+one a stop at that solution would give, and a failure inside CP-SAT is a status here,
+never the end of poetc. The parent kills a child that outlives its wall limit by
+:data:`CHILD_GRACE_S` (a presolve that does not stop).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+NativeStatus = Literal["optimal", "feasible", "infeasible", "unknown"]
+
+# Seconds past its wall limit before the parent kills a target-seeking child.
+CHILD_GRACE_S = 2.0
+
+
+def new_model() -> Any:
+    """An empty ``cp_model.CpModel`` to build a native model in."""
+    from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
+
+    return cp_model.CpModel()
+
+
+def domain_from_values(values: list[int]) -> Any:
+    """A ``cp_model.Domain`` of exactly ``values`` (for ``new_int_var_from_domain``)."""
+    from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
+
+    return cp_model.Domain.from_values(values)
+
+
+@dataclass(frozen=True)
+class NativeLimits:
+    """When :func:`solve_native` stops (module docstring) and how it searches."""
+
+    time_limit_s: float
+    deterministic_s: float | None = None
+    # Objective value (model units, minimization) at or below which the first solution is
+    # the answer.
+    target: int | None = None
+    workers: int = 1
+    # None: CP-SAT's default.
+    seed: int | None = None
+    linearization_level: int | None = None
+
+
+@dataclass
+class NativeResult:
+    """``objective`` and ``bound`` in the model's units (``bound``: CP-SAT's best bound,
+    when a solution was found). ``values``: the solution, one integer per model variable.
+    ``at_target``: the search ended at a solution within the target."""
+
+    status: NativeStatus
+    objective: float | None
+    bound: float | None
+    solve_time_s: float
+    values: list[int] | None = None
+    at_target: bool = False
+    message: str = ""
+
+    @property
+    def has_solution(self) -> bool:
+        return self.values is not None
+
+    def value(self, var: Any) -> int:
+        """The solution's value of a variable or literal (``~b`` included) of the model."""
+        if self.values is None:
+            raise ValueError(f"no solution to read ({self.status})")
+        i = var.index
+        return self.values[i] if i >= 0 else 1 - self.values[-i - 1]
+
+
+def solve_native(m: Any, limits: NativeLimits) -> NativeResult:
+    """Solve the native model ``m`` (from :func:`new_model`) under ``limits`` (the module's
+    stopping rule)."""
+    if limits.target is None:
+        return _solve_here(m, limits)
+    return _solve_forked(m, limits)
+
+
+def _solve_here(m: Any, limits: NativeLimits,
+                on_solution: Callable[[float, float, list[int]], None] | None = None) -> NativeResult:
+    """Solve in this process; ``on_solution(objective, bound, values)`` sees each solution."""
+    from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
+
+    started = time.perf_counter()
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.0, float(limits.time_limit_s))
+    solver.parameters.num_workers = max(1, int(limits.workers))
+    if limits.deterministic_s is not None:
+        solver.parameters.max_deterministic_time = limits.deterministic_s
+    if limits.seed is not None:
+        solver.parameters.random_seed = limits.seed
+    if limits.linearization_level is not None:
+        solver.parameters.linearization_level = limits.linearization_level
+    if on_solution is None:
+        code = solver.solve(m)
+    else:
+        report = on_solution
+
+        class _Report(cp_model.CpSolverSolutionCallback):
+            """Hands each solution on; never stops the search (module docstring)."""
+
+            def on_solution_callback(self) -> None:
+                report(self.objective_value, self.best_objective_bound, list(self.response_proto.solution))
+
+        code = solver.solve(m, _Report())
+    status: NativeStatus = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible",
+                            cp_model.INFEASIBLE: "infeasible"}.get(code, "unknown")  # type: ignore[assignment]
+    elapsed = time.perf_counter() - started
+    if status not in ("optimal", "feasible"):
+        message = "model invalid: " + m.validate() if code == cp_model.MODEL_INVALID else ""
+        return NativeResult(status, None, None, elapsed, message=message)
+    return NativeResult(status, solver.objective_value, solver.best_objective_bound, elapsed,
+                        list(solver.response_proto.solution))
+
+
+def _child(conn: Any, m: Any, limits: NativeLimits) -> None:
+    """Body of the target-seeking child: send the first solution within the target (the
+    parent then kills this process), else the search's own result."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the parent's to handle
+    target = limits.target
+    sent = False
+
+    def on_solution(objective: float, bound: float, values: list[int]) -> None:
+        nonlocal sent
+        if not sent and target is not None and objective <= target:
+            sent = True
+            conn.send(("target", objective, bound, values))
+
+    try:
+        res = _solve_here(m, limits, on_solution)
+        conn.send(("result", res))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent as a status
+        conn.send(("error", f"CP-SAT raised {type(exc).__name__}: {exc}"))
+    conn.close()
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+def _solve_forked(m: Any, limits: NativeLimits) -> NativeResult:
+    """Solve in a forked child; stop at the first solution within ``limits.target`` by
+    killing the child once it has sent that solution (module docstring)."""
+    started = time.perf_counter()
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(child, m, limits), daemon=True)
+    proc.start()
+    child.close()
+    cap = started + max(0.0, float(limits.time_limit_s)) + CHILD_GRACE_S
+    result: NativeResult | None = None
+    error = ""
+    while result is None and not error:
+        try:
+            ready = parent.poll(0.02)
+        except (OSError, EOFError):
+            ready = False
+        if ready:
+            try:
+                msg = parent.recv()
+            except (EOFError, OSError):
+                proc.join(timeout=1.0)
+                error = f"the CP-SAT process died ({_exit_reason(proc.exitcode)})"
+                continue
+            if msg[0] == "target":
+                result = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - started, msg[3],
+                                      at_target=True)
+            elif msg[0] == "result":
+                result = msg[1]
+            else:
+                error = msg[1]
+            continue
+        if not proc.is_alive():
+            if parent.poll(0):
+                continue    # what the child sent just before it ended
+            error = f"the CP-SAT process died ({_exit_reason(proc.exitcode)})"
+        elif time.perf_counter() > cap:
+            error = "the CP-SAT process outlived its time limit"
+    if proc.is_alive():
+        proc.kill()
+    proc.join(timeout=5.0)
+    parent.close()
+    if result is not None:
+        return result
+    return NativeResult("unknown", None, None, time.perf_counter() - started, message=error)
+
+
+__all__ = ["CHILD_GRACE_S", "NativeLimits", "NativeResult", "NativeStatus", "domain_from_values", "new_model",
+           "solve_native"]
