@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from poet_compiler.devices.costs import CostTable
@@ -24,7 +24,6 @@ class Problem:
     deadline_s: float | None = None  # None: no deadline
     mode: Mode = "poet"
     count_fixed: bool = False      # also count params/grads/optimizer state/input in the budget
-    options: dict[str, object] = field(default_factory=dict, compare=False, hash=False)
     # "sync" or "stage" (see ``synchronous``); None: chosen from the device and budgets at
     # construction, then kept by every derived problem (``dataclasses.replace``), so that a
     # relaxed deadline in the infeasibility analysis does not change the semantics.

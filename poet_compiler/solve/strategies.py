@@ -8,26 +8,14 @@ figures come from the simulator, so they can be compared side by side.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from poet_compiler.errors import PoetError
 from poet_compiler.solve import baselines, milp
 from poet_compiler.solve.baselines.optimal import checkmate, paging_only
+from poet_compiler.solve.options import SolveOptions
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
-
-
-@dataclass(frozen=True)
-class SolveOptions:
-    solver: str = "auto"
-    formulation: str = "fast"
-    time_limit_s: float = 60.0
-    threads: int = 2
-    progress: bool = False
-    # Stop once within this relative gap of the bound (None: 0.1 % on large graphs, 0 on small).
-    gap_limit: float | None = None
 
 
 def _optimal(problem: Problem, opts: SolveOptions) -> Result:
@@ -42,7 +30,15 @@ def _optimal(problem: Problem, opts: SolveOptions) -> Result:
     )
 
 
-#: Every baseline, Problem -> Result: the heuristics, then the MILP in one mechanism's mode.
+#: The baselines that reach the MILP, (Problem, SolveOptions) -> Result: its optimum in
+#: one mechanism's mode, under the user's solver settings.
+SOLVER_BASELINES: dict[str, Callable[[Problem, SolveOptions | None], Result]] = {
+    "checkmate": checkmate,
+    "paging_only": paging_only,
+}
+
+#: Every baseline, Problem -> Result: the heuristics, then the MILP in one mechanism's mode
+#: (with the MILP's default settings).
 BASELINES: dict[str, Callable[[Problem], Result]] = {
     **baselines.BASELINES,
     "checkmate": checkmate,
@@ -59,13 +55,12 @@ def get_strategy(name: str) -> Callable[[Problem, SolveOptions], Result]:
         return _optimal
     if name not in BASELINES:
         raise PoetError(f"unknown strategy {name!r}; known: {', '.join(strategy_names())}")
+    if name in SOLVER_BASELINES:
+        return SOLVER_BASELINES[name]   # the solver settings go to the MILP
     fn = BASELINES[name]
 
     def run(problem: Problem, opts: SolveOptions) -> Result:
-        # Baselines take only a Problem; the MILP-backed ones (checkmate, paging_only)
-        # read the solver options from problem.options.
-        options = {**problem.options, **dataclasses.asdict(opts)}
-        return fn(dataclasses.replace(problem, options=options))
+        return fn(problem)   # a heuristic: no solver settings
 
     return run
 

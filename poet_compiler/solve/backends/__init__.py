@@ -6,6 +6,10 @@
 - ``highs``: HiGHS through highspy, in a child process — the OR-Tools wheel bundles its
   own HiGHS and the two native libraries cannot be loaded into one process.
 - ``gurobi``: gurobipy when installed with a license.
+
+Models built on CP-SAT's own API (intervals, no-overlap) go to
+:func:`.native.solve_native` instead, with the same rule for every caller of when the
+search stops (:mod:`.native`).
 """
 
 from __future__ import annotations
