@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 
-from poet_compiler.codegen.plan import build_plan, constants
+from poet_compiler.codegen.plan import NodePlan, build_plan, constants
 from poet_compiler.errors import FrontendError, ScheduleError
-from poet_compiler.schedule.program import Op, Program
+from poet_compiler.schedule.interpreter import ProgramInterpreter
+from poet_compiler.schedule.program import Instruction, Op, Program
 
 if TYPE_CHECKING:
     from poet_compiler.frontends.torch.traced import TracedModel
+    from poet_compiler.graph.ir import Node
 
 _HEADER = '''\
 # Scheduled training step of {name!r}: {n} nodes, {m} instructions
@@ -96,68 +98,103 @@ def to_python(traced: TracedModel, program: Program, *, fn: str = "scheduled_ste
         raise ScheduleError(
             f"the program is for {program.n_nodes} nodes but the traced graph {graph.name!r} has {graph.n}"
         )
-    plan = build_plan(traced)
-    fx = plan.fx_nodes
-    consts = [n.name for n in traced.gm.graph.nodes if n.op == "get_attr"]
-    params = ", ".join([*plan.placeholders, *consts])
-    out_pos: dict[str, list[int]] = {}
-    for k, name in enumerate(plan.output_names):
-        out_pos.setdefault(name, []).append(k)
-    lines = [_HEADER.format(name=graph.name, n=graph.n, m=len(program), n_recompute=program.n_recompute,
-                            n_out=program.n_page_out, n_in=program.n_page_in, fn=fn, params=params,
-                            n_outputs=len(plan.output_names))]
-    ind = "    "
+    return _Writer(traced, program, fn).run()
 
-    def emit_outputs(name: str) -> None:
-        for k in out_pos.get(name, ()):
-            lines.append(f"{ind}_out[{k}] = {name}")
 
-    for name in plan.placeholders:
-        emit_outputs(name)
-    if plan.prelude:
-        lines.append(f"{ind}# prelude: views of parameters and scalar updates, run once")
-    for name in plan.prelude:
-        lines.append(f"{ind}{name} = {_call(fx[name])}")
-        emit_outputs(name)
-    computed = [0] * graph.n
-    for idx, ins in enumerate(program.instructions):
-        op, i = ins.op, ins.node
-        if op is Op.FENCE:
-            lines.append(f"{ind}# [{idx}] FENCE")
-            lines.append(f"{ind}_pages.fence()")
-            continue
-        node = graph.nodes[i]
-        npl = plan.nodes[i]
-        label = f"{i} {node.name!r}"
-        if op is Op.COMPUTE:
-            what = "RECOMPUTE" if computed[i] else "COMPUTE"
-            computed[i] += 1
-            lines.append(f"{ind}# [{idx}] {what} {label} ({node.kind}, {node.output_bytes} B)")
-            for name, drops in zip(npl.fx, npl.drop_after):
-                lines.append(f"{ind}{name} = {_call(fx[name])}")
-                emit_outputs(name)
-                if drops:
-                    lines.append(f"{ind}del {', '.join(drops)}  # transient")
-            for name, keep in npl.trim:
-                lines.append(f"{ind}{name} = _trim({name}, {_literal(tuple(keep))})  # keep what later nodes read")
-        elif op is Op.FREE:
-            lines.append(f"{ind}# [{idx}] FREE {label}")
-            if npl.kept:
-                lines.append(f"{ind}del {', '.join(npl.kept)}")
-        elif op is Op.PAGE_OUT:
-            lines.append(f"{ind}# [{idx}] PAGE_OUT {label} ({node.output_bytes} B to the page file)")
-            items = ", ".join(f"{n!r}: {n}" for n in npl.kept)
-            lines.append(f"{ind}_pages.page_out({i}, {{{items}}})")
-        elif op is Op.PAGE_IN:
-            lines.append(f"{ind}# [{idx}] PAGE_IN {label} ({node.output_bytes} B from the page file)")
-            if npl.kept:
-                lines.append(f"{ind}_in = _pages.page_in({i})")
-                lines.append(f"{ind}{', '.join(npl.kept)}, = ({', '.join(f'_in[{n!r}]' for n in npl.kept)},)")
-                lines.append(f"{ind}del _in")
-            else:
-                lines.append(f"{ind}_pages.page_in({i})")
-    lines.append(f"{ind}return tuple(_out)")
-    return "\n".join(lines) + "\n"
+class _Writer(ProgramInterpreter):
+    """Writes the step function: the header and prelude in :meth:`start`, every
+    instruction's comment and code in its opcode's method, the ``return`` in :meth:`finish`."""
+
+    IND = "    "
+
+    def __init__(self, traced: TracedModel, program: Program, fn: str) -> None:
+        super().__init__(program)
+        self.traced, self.program, self.fn = traced, program, fn
+        self.graph = traced.graph
+        self.plan = build_plan(traced)
+        self.out_pos: dict[str, list[int]] = {}
+        for k, name in enumerate(self.plan.output_names):
+            self.out_pos.setdefault(name, []).append(k)
+        self.lines: list[str] = []
+        self.computed = [0] * self.graph.n
+        # The node of the current instruction (not FENCE), set by before().
+        self.node: Node | None = None
+        self.npl: NodePlan | None = None
+        self.label = ""
+
+    def emit(self, line: str) -> None:
+        self.lines.append(f"{self.IND}{line}")
+
+    def emit_outputs(self, name: str) -> None:
+        for k in self.out_pos.get(name, ()):
+            self.emit(f"_out[{k}] = {name}")
+
+    def start(self) -> None:
+        graph, plan, program, fx = self.graph, self.plan, self.program, self.plan.fx_nodes
+        consts = [n.name for n in self.traced.gm.graph.nodes if n.op == "get_attr"]
+        params = ", ".join([*plan.placeholders, *consts])
+        self.lines.append(_HEADER.format(
+            name=graph.name, n=graph.n, m=len(program), n_recompute=program.n_recompute, n_out=program.n_page_out,
+            n_in=program.n_page_in, fn=self.fn, params=params, n_outputs=len(plan.output_names)))
+        for name in plan.placeholders:
+            self.emit_outputs(name)
+        if plan.prelude:
+            self.emit("# prelude: views of parameters and scalar updates, run once")
+        for name in plan.prelude:
+            self.emit(f"{name} = {_call(fx[name])}")
+            self.emit_outputs(name)
+
+    def before(self, ins: Instruction) -> None:
+        if ins.op is not Op.FENCE:
+            i = ins.node
+            self.node, self.npl = self.graph.nodes[i], self.plan.nodes[i]
+            self.label = f"{i} {self.node.name!r}"
+
+    def compute(self, ins: Instruction) -> None:
+        i, node, npl, fx = ins.node, self.node, self.npl, self.plan.fx_nodes
+        assert node is not None and npl is not None   # before() set them
+        what = "RECOMPUTE" if self.computed[i] else "COMPUTE"
+        self.computed[i] += 1
+        self.emit(f"# [{self.index}] {what} {self.label} ({node.kind}, {node.output_bytes} B)")
+        for name, drops in zip(npl.fx, npl.drop_after):
+            self.emit(f"{name} = {_call(fx[name])}")
+            self.emit_outputs(name)
+            if drops:
+                self.emit(f"del {', '.join(drops)}  # transient")
+        for name, keep in npl.trim:
+            self.emit(f"{name} = _trim({name}, {_literal(tuple(keep))})  # keep what later nodes read")
+
+    def free(self, ins: Instruction) -> None:
+        assert self.npl is not None
+        self.emit(f"# [{self.index}] FREE {self.label}")
+        if self.npl.kept:
+            self.emit(f"del {', '.join(self.npl.kept)}")
+
+    def page_out(self, ins: Instruction) -> None:
+        node, npl = self.node, self.npl
+        assert node is not None and npl is not None
+        self.emit(f"# [{self.index}] PAGE_OUT {self.label} ({node.output_bytes} B to the page file)")
+        items = ", ".join(f"{n!r}: {n}" for n in npl.kept)
+        self.emit(f"_pages.page_out({ins.node}, {{{items}}})")
+
+    def page_in(self, ins: Instruction) -> None:
+        node, npl = self.node, self.npl
+        assert node is not None and npl is not None
+        self.emit(f"# [{self.index}] PAGE_IN {self.label} ({node.output_bytes} B from the page file)")
+        if npl.kept:
+            self.emit(f"_in = _pages.page_in({ins.node})")
+            self.emit(f"{', '.join(npl.kept)}, = ({', '.join(f'_in[{n!r}]' for n in npl.kept)},)")
+            self.emit("del _in")
+        else:
+            self.emit(f"_pages.page_in({ins.node})")
+
+    def fence(self, ins: Instruction) -> None:
+        self.emit(f"# [{self.index}] FENCE")
+        self.emit("_pages.fence()")
+
+    def finish(self) -> str:
+        self.emit("return tuple(_out)")
+        return "\n".join(self.lines) + "\n"
 
 
 def compile_python(source: str, *, fn: str = "scheduled_step") -> Callable[..., tuple[Any, ...]]:
