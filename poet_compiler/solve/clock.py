@@ -14,6 +14,11 @@ CPSAT_WALL_PAD_S`` (:mod:`.backends.cpsat`); :meth:`Clock.solver_limit` gives th
 largest limit whose cap still ends within the time left plus the limit's tolerance
 (``TOLERANCE`` of it: ``solve_time_s`` may reach ``limit * (1 + TOLERANCE)``). CP-SAT
 itself stops at its limit; the cap is the worst case.
+
+The eviction cover and the arena's exact packing run CP-SAT through
+:func:`.backends.native.solve_native` with the wall seconds their caller has left as the
+limit: in this process, or (a packing with a target budget) in a child that the parent
+kills once it has a layout within the target, or at worst ``CHILD_GRACE_S`` past the limit.
 """
 
 from __future__ import annotations

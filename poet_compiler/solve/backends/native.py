@@ -36,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from poet_compiler.solve.backends.cpsat import _exit_reason
+
 NativeStatus = Literal["optimal", "feasible", "infeasible", "unknown"]
 
 # Seconds past its wall limit before the parent kills a target-seeking child.
@@ -161,17 +163,6 @@ def _child(conn: Any, m: Any, limits: NativeLimits) -> None:
     except Exception as exc:  # noqa: BLE001 - reported to the parent as a status
         conn.send(("error", f"CP-SAT raised {type(exc).__name__}: {exc}"))
     conn.close()
-
-
-def _exit_reason(code: int | None) -> str:
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            return f"signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit code {code}"
 
 
 def _solve_forked(m: Any, limits: NativeLimits) -> NativeResult:
