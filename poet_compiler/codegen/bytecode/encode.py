@@ -1,4 +1,10 @@
-"""The encoder: a validated Program (and its graph) to .poet bytes."""
+"""The encoder: a validated Program (and its graph) to .poet bytes.
+
+Two walks over the Program, each a :class:`ProgramInterpreter`: :class:`_Validator`
+applies the decoder's rules and picks the placement codes (the offset table holds only
+the offsets no code reaches, so it is known only after the whole walk), then
+:class:`_Emitter` writes the instruction stream.
+"""
 
 from __future__ import annotations
 
@@ -35,7 +41,8 @@ from poet_compiler.codegen.bytecode.machine import _Machine
 from poet_compiler.codegen.bytecode.palette import _palette, _size_section, _workspace_section
 from poet_compiler.codegen.bytecode.varint import _first_byte, _leb128, _uvarint, _zz
 from poet_compiler.graph.ir import KINDS, OP_CLASSES, TrainingGraph
-from poet_compiler.schedule.program import Op, Program
+from poet_compiler.schedule.interpreter import ProgramInterpreter
+from poet_compiler.schedule.program import Instruction, Op, Program
 
 
 def _offsets_mode(program: Program) -> bool:
@@ -102,25 +109,7 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
 
     # Validate the program with the decoder's own rules, so that what we write decodes.
     machine = _Machine(n, sizes, program.arena_bytes, with_offsets, workspace)
-    places: dict[int, int | None] = {}   # allocation index -> placement code (None: offset table)
-    for k, ins in enumerate(program):
-        if ins.op is Op.FENCE:
-            if ins.node != -1 or ins.offset is not None:
-                raise BytecodeFormatError(E_OPCODE,
-                                          f"cannot encode: instruction {k}: a FENCE carries no node or offset")
-        elif ins.op in (Op.COMPUTE, Op.PAGE_IN):
-            if with_offsets:   # then every allocation has an offset (_offsets_mode)
-                off = ins.offset
-                if off is None or not 0 <= off < lim.max_bytes:
-                    raise BytecodeFormatError(E_OFFSET, f"cannot encode: instruction {k}: offset {off} out of range")
-                machine._node(k, ins.node)
-                places[k] = machine.place_code(ins.op, ins.node, off)
-            machine.alloc(k, ins.op, ins.node, ins.offset)
-        else:
-            at = machine.touch(k, ins.op, ins.node)
-            if at != ins.offset:
-                raise BytecodeFormatError(
-                    E_OFFSET, f"cannot encode: instruction {k} ({ins}) but node {ins.node} lives at @{at}")
+    places = _Validator(program, machine, with_offsets, lim.max_bytes).run()
 
     # Only offsets that no placement code reaches go to the offset table.
     table_offsets: set[int] = set()
@@ -131,53 +120,7 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
     offsets_pal = sorted(table_offsets)
     off_index = {v: k for k, v in enumerate(offsets_pal)}
 
-    # Instruction stream; predictor registers exactly as in the decoder.
-    code = bytearray()
-    prev_compute, frontier, far_free, last_io, prev_slot = -1, 0, 0, 0, 0
-
-    def place(k: int) -> bytes:
-        """Placement operand of allocation k: a code >= 1, or 0 plus an offset-table slot."""
-        nonlocal prev_slot
-        v = places[k]
-        if v is not None:
-            return _uvarint(v)
-        off = program.instructions[k].offset
-        assert off is not None   # with_offsets: every allocation has one
-        index = off_index[off]
-        value, prev_slot = _zz(index - prev_slot), index
-        return b"\x00" + _uvarint(value)
-
-    for k, ins in enumerate(program):
-        node = ins.node
-        if ins.op is Op.COMPUTE:
-            op_code = C_COMPUTE_SEQ if node == prev_compute + 1 else C_COMPUTE_NEW if node == frontier else C_COMPUTE_X
-            if op_code == C_COMPUTE_X:
-                enc = _first_byte(C_COMPUTE_X, _zz(node - prev_compute - 1)) + (place(k) if with_offsets else b"")
-            elif with_offsets:
-                # The placement operand is the immediate; an explicit slot follows it.
-                operand = place(k)
-                v = places[k]
-                enc = _first_byte(op_code, v) if v is not None else _first_byte(op_code, 0) + operand[1:]
-            else:
-                enc = _first_byte(op_code, 0)
-            prev_compute = node
-            frontier = max(frontier, node + 1)
-        elif ins.op is Op.FREE:
-            a = _first_byte(C_FREE_C, _zz(node - prev_compute))
-            b = _first_byte(C_FREE_F, _zz(node - far_free))
-            if len(a) <= len(b):
-                enc = a
-            else:
-                enc, far_free = b, node
-        elif ins.op is Op.PAGE_OUT:
-            enc = _first_byte(C_PAGE_OUT, _zz(node - last_io))
-            last_io = node
-        elif ins.op is Op.PAGE_IN:
-            enc = _first_byte(C_PAGE_IN, _zz(node - last_io)) + (place(k) if with_offsets else b"")
-            last_io = node
-        else:
-            enc = _first_byte(C_FENCE, 0)
-        code += enc
+    code = _Emitter(program, places, off_index, with_offsets).run()
 
     sec_sizes = _size_section(list(sizes)) if sizes is not None else b""
     sec_ws = _workspace_section(list(workspace)) if flags & F_WORKSPACE else b""  # type: ignore[arg-type]
@@ -188,7 +131,7 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
     counts = _uvarint(n) + _uvarint(len(program))
     if flags & F_ARENA:
         counts += _leb128(program.arena_bytes)  # type: ignore[arg-type]  # < lim.max_bytes
-    rest = counts + sec_sizes + sec_ws + sec_off + bytes(code) + sec_table
+    rest = counts + sec_sizes + sec_ws + sec_off + code + sec_table
     # file_len counts itself; its own varint length depends on the total, so iterate.
     total = PREFIX_BYTES + len(rest)
     while PREFIX_BYTES + len(_uvarint(total)) + len(rest) != total:
@@ -210,6 +153,116 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
             "stripped": not flags & F_NODE_TABLE,
         })
     return data
+
+
+class _Validator(ProgramInterpreter):
+    """Checks every instruction with the decoder's rules (:class:`_Machine`) and picks
+    each allocation's placement code; :meth:`run` returns them by instruction index
+    (None: the offset goes through the offset table)."""
+
+    def __init__(self, program: Program, machine: _Machine, with_offsets: bool, max_bytes: int) -> None:
+        super().__init__(program)
+        self.machine, self.with_offsets, self.max_bytes = machine, with_offsets, max_bytes
+        self.places: dict[int, int | None] = {}   # allocation index -> placement code
+
+    def _alloc(self, ins: Instruction) -> None:
+        k, machine = self.index, self.machine
+        if self.with_offsets:   # then every allocation has an offset (_offsets_mode)
+            off = ins.offset
+            if off is None or not 0 <= off < self.max_bytes:
+                raise BytecodeFormatError(E_OFFSET, f"cannot encode: instruction {k}: offset {off} out of range")
+            machine._node(k, ins.node)
+            self.places[k] = machine.place_code(ins.op, ins.node, off)
+        machine.alloc(k, ins.op, ins.node, ins.offset)
+
+    def _touch(self, ins: Instruction) -> None:
+        at = self.machine.touch(self.index, ins.op, ins.node)
+        if at != ins.offset:
+            raise BytecodeFormatError(
+                E_OFFSET, f"cannot encode: instruction {self.index} ({ins}) but node {ins.node} lives at @{at}")
+
+    def compute(self, ins: Instruction) -> None:
+        self._alloc(ins)
+
+    def page_in(self, ins: Instruction) -> None:
+        self._alloc(ins)
+
+    def free(self, ins: Instruction) -> None:
+        self._touch(ins)
+
+    def page_out(self, ins: Instruction) -> None:
+        self._touch(ins)
+
+    def fence(self, ins: Instruction) -> None:
+        if ins.node != -1 or ins.offset is not None:
+            raise BytecodeFormatError(E_OPCODE,
+                                      f"cannot encode: instruction {self.index}: a FENCE carries no node or offset")
+
+    def finish(self) -> dict[int, int | None]:
+        return self.places
+
+
+class _Emitter(ProgramInterpreter):
+    """The instruction stream (docs/bytecode.md, "Instructions"): one method per opcode,
+    with the predictor registers exactly as in the decoder; :meth:`run` returns the bytes."""
+
+    def __init__(self, program: Program, places: dict[int, int | None], off_index: dict[int, int],
+                 with_offsets: bool) -> None:
+        super().__init__(program)
+        self.places, self.off_index, self.with_offsets = places, off_index, with_offsets
+        self.code = bytearray()
+        self.prev_compute, self.frontier, self.far_free, self.last_io, self.prev_slot = -1, 0, 0, 0, 0
+
+    def place(self) -> bytes:
+        """Placement operand of the current allocation: a code >= 1, or 0 plus an offset-table slot."""
+        v = self.places[self.index]
+        if v is not None:
+            return _uvarint(v)
+        off = self.instructions[self.index].offset
+        assert off is not None   # with_offsets: every allocation has one
+        index = self.off_index[off]
+        value, self.prev_slot = _zz(index - self.prev_slot), index
+        return b"\x00" + _uvarint(value)
+
+    def compute(self, ins: Instruction) -> None:
+        node, prev_compute = ins.node, self.prev_compute
+        op_code = C_COMPUTE_SEQ if node == prev_compute + 1 else C_COMPUTE_NEW if node == self.frontier else C_COMPUTE_X
+        if op_code == C_COMPUTE_X:
+            enc = _first_byte(C_COMPUTE_X, _zz(node - prev_compute - 1)) + (self.place() if self.with_offsets else b"")
+        elif self.with_offsets:
+            # The placement operand is the immediate; an explicit slot follows it.
+            operand = self.place()
+            v = self.places[self.index]
+            enc = _first_byte(op_code, v) if v is not None else _first_byte(op_code, 0) + operand[1:]
+        else:
+            enc = _first_byte(op_code, 0)
+        self.prev_compute = node
+        self.frontier = max(self.frontier, node + 1)
+        self.code += enc
+
+    def free(self, ins: Instruction) -> None:
+        node = ins.node
+        a = _first_byte(C_FREE_C, _zz(node - self.prev_compute))
+        b = _first_byte(C_FREE_F, _zz(node - self.far_free))
+        if len(a) <= len(b):
+            self.code += a
+        else:
+            self.code += b
+            self.far_free = node
+
+    def page_out(self, ins: Instruction) -> None:
+        self.code += _first_byte(C_PAGE_OUT, _zz(ins.node - self.last_io))
+        self.last_io = ins.node
+
+    def page_in(self, ins: Instruction) -> None:
+        self.code += _first_byte(C_PAGE_IN, _zz(ins.node - self.last_io)) + (self.place() if self.with_offsets else b"")
+        self.last_io = ins.node
+
+    def fence(self, ins: Instruction) -> None:
+        self.code += _first_byte(C_FENCE, 0)
+
+    def finish(self) -> bytes:
+        return bytes(self.code)
 
 
 def _offset_table(offsets: list[int], size_pal: list[int]) -> bytes:
