@@ -42,9 +42,14 @@ from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, cover_bound
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.formulation.common import Built
 from poet_compiler.solve.formulation.fast import Restriction, build_fast, canonical
+from poet_compiler.solve.interval_search import IntervalOutcome, interval_search
 from poet_compiler.solve.problem import Problem, feasible_energy, simulate_schedule
 
 CASCADE_DEPTH = 2   # inputs, and their inputs, may be recomputed with a chosen node
+# Graphs with more nodes than this run the interval search (:mod:`.interval_search`)
+# before the guided sub-problem, with this share of the stage's time.
+INTERVAL_MIN_NODES = 200
+INTERVAL_SHARE = 0.75
 
 
 def restriction_for(problem: Problem, cover: CoverBound, warm: Schedule | None = None,
@@ -212,6 +217,7 @@ class GuidedOutcome:
     energy_j: float | None
     source: str
     solve_s: float = 0.0
+    interval: IntervalOutcome | None = None   # what the interval search found, if it ran
 
 
 def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *, solver: str,
@@ -236,11 +242,22 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
     bound = cover.energy_j
     if bound is None or (best.energy_j is not None and within_gap(best.energy_j, bound, relative_gap)):
         return best
+    found: IntervalOutcome | None = None
+    if problem.n > INTERVAL_MIN_NODES:
+        share = INTERVAL_SHARE * (until - time.perf_counter())
+        found = interval_search(problem, [h for h in (best.schedule, warm) if h is not None],
+                                time_limit_s=share if clock is None else clock.solver_limit(share),
+                                threads=threads, target_j=bound * (1 + relative_gap))
+        if found.energy_j is not None and (best.energy_j is None or found.energy_j < best.energy_j):
+            best = GuidedOutcome(found.schedule, found.energy_j, "interval", interval=found)
+            if within_gap(found.energy_j, bound, relative_gap):
+                return best
     built = build_guided(problem, cover, best.schedule)
     built.model.objective_floor = bound
     large = is_large(built.model)
     left = until - time.perf_counter()
     limit = left if clock is None else clock.solver_limit(left, large=large)
+    best.interval = found
     if limit <= 0.05:
         return best
     out = solve_model(built.model, "cpsat" if solver in ("auto", "cpsat") else solver,
@@ -250,6 +267,6 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
         s = built.schedule(out.values)
         e = feasible_energy(problem, s)
         if e is not None and (best.energy_j is None or e < best.energy_j):
-            best = GuidedOutcome(s, e, "guided")
+            best = GuidedOutcome(s, e, "guided", interval=found)
     best.solve_s = out.solve_time_s
     return best

@@ -390,6 +390,11 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
         guided = guided_search(tight, cover, hint, solver=solver, threads=threads, relative_gap=gap,
                                time_limit_s=GUIDED_SHARE * clock.left(), progress=progress, clock=clock)
     extra.set(guided_source=guided.source, guided_solve_s=round(guided.solve_s, 3))
+    if guided.interval is not None:
+        iv = guided.interval
+        extra.interval = {"copies": iv.copies, "status": iv.status, "energy_j": iv.energy_j,
+                          "bound_j": iv.bound_j, "message": iv.message}
+        extra.interval_solve_s = round(iv.build_s + iv.solve_s, 3)
     if guided.energy_j is None or cover.energy_j is None:
         return guided, None, False
     assert guided.schedule is not None  # it has an energy

@@ -81,6 +81,11 @@ class ResultExtra:
     guided_source: str | None = None
     guided_solve_s: float | None = field(default=None, metadata=MEASURED)
     guided_finalize_s: float | None = field(default=None, metadata=MEASURED)
+    interval: dict[str, Any] | None = None
+    """The interval search on a large graph (solve/interval_search.py): copies per tensor,
+    status, simulated energy of its schedule, its own bound (for at most that many copies
+    per tensor: never an optimality claim), message."""
+    interval_solve_s: float | None = field(default=None, metadata=MEASURED)
     full_model_skipped: bool | None = None
     """The full model was not solved (too little time left after the guided stage)."""
     model_variables: int | None = None

@@ -71,6 +71,12 @@ class NativeLimits:
     # None: CP-SAT's default.
     seed: int | None = None
     linearization_level: int | None = None
+    # Run in a forked child even without a target, and keep its latest solution if it
+    # dies or outlives its limit: for large models whose failure must not end poetc and
+    # whose memory should be returned when the search ends.
+    isolate: bool = False
+    # Solve with every hinted variable fixed to its hint (does the hint satisfy the model?).
+    fix_to_hint: bool = False
 
 
 @dataclass
@@ -102,7 +108,7 @@ class NativeResult:
 def solve_native(m: Any, limits: NativeLimits) -> NativeResult:
     """Solve the native model ``m`` (from :func:`new_model`) under ``limits`` (the module's
     stopping rule)."""
-    if limits.target is None:
+    if limits.target is None and not limits.isolate:
         return _solve_here(m, limits)
     return _solve_forked(m, limits)
 
@@ -122,6 +128,8 @@ def _solve_here(m: Any, limits: NativeLimits,
         solver.parameters.random_seed = limits.seed
     if limits.linearization_level is not None:
         solver.parameters.linearization_level = limits.linearization_level
+    if limits.fix_to_hint:
+        solver.parameters.fix_variables_to_their_hinted_value = True
     if on_solution is None:
         code = solver.solve(m)
     else:
@@ -156,6 +164,8 @@ def _child(conn: Any, m: Any, limits: NativeLimits) -> None:
         if not sent and target is not None and objective <= target:
             sent = True
             conn.send(("target", objective, bound, values))
+        elif limits.isolate and not sent:
+            conn.send(("solution", objective, bound, values))
 
     try:
         res = _solve_here(m, limits, on_solution)
@@ -176,6 +186,7 @@ def _solve_forked(m: Any, limits: NativeLimits) -> NativeResult:
     child.close()
     cap = started + max(0.0, float(limits.time_limit_s)) + CHILD_GRACE_S
     result: NativeResult | None = None
+    latest: NativeResult | None = None     # an isolated child's latest solution
     error = ""
     while result is None and not error:
         try:
@@ -192,6 +203,8 @@ def _solve_forked(m: Any, limits: NativeLimits) -> NativeResult:
             if msg[0] == "target":
                 result = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - started, msg[3],
                                       at_target=True)
+            elif msg[0] == "solution":
+                latest = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - started, msg[3])
             elif msg[0] == "result":
                 result = msg[1]
             else:
@@ -209,6 +222,10 @@ def _solve_forked(m: Any, limits: NativeLimits) -> NativeResult:
     parent.close()
     if result is not None:
         return result
+    if latest is not None:
+        latest.solve_time_s = time.perf_counter() - started
+        latest.message = f"{error}; its last solution is kept"
+        return latest
     return NativeResult("unknown", None, None, time.perf_counter() - started, message=error)
 
 

@@ -1,0 +1,338 @@
+"""The interval formulation: each tensor's stays in RAM as CP-SAT intervals.
+
+Size O(n·C + |E|·C²) instead of the stage matrices' O(n²): the way to schedules for
+graphs of hundreds to thousands of nodes (retention intervals with a cumulative memory
+resource, as Moccasin, ICML 2023, here with page-out/page-in events and POET's energy).
+
+**Time axis.** The events of Checkmate's stages, laid end to end: stage ``t`` has one
+slot per node ``k <= t``, at ``event(t, k) = t(t+1)/2 + k``. Node ``i`` is first computed
+at ``event(i, i)``; every later copy of it starts in its own slot ``event(t, i)`` of a
+later stage ``t``. So every solution is a schedule of docs/model.md (stage ``t``, node
+order inside it), and it is decoded into the stage matrices and judged by the simulator
+like any other.
+
+**Copies.** Node ``i`` has copy 0 (its first compute, always present) and up to ``C - 1``
+optional copies, each a stay in RAM ``[start, end)``: either a recompute or a page-in
+(``pagein[c]``; a page-in needs the tensor's one page-out, made right after its first
+compute — with synchronous transfers the time and energy of a page-out do not depend on
+when it runs, and the tensor is in RAM then anyway). A copy is available to readers from
+``start + 1`` (readers of ``i`` sit in slots ``> i``) until ``end - 1``; copies of one node
+are ordered, and the next starts no earlier than its stage's first slot after the
+previous ended (at most one stay per stage: docs/model.md, restriction 3).
+
+**Rules.**
+- every compute (copy 0 and recompute copies) of ``j`` finds each input in RAM: for each
+  input ``i`` some copy ``d`` with ``start_d < start_j < end_d`` (a Boolean per pair);
+- memory: a cumulative resource over every stay (``m_i``) and every compute's workspace
+  (``w_i`` for one slot) with the activation budget as capacity. Between computes the
+  live set only shrinks, so this is the memory at each compute point;
+- time: the extra compute and transfer time fits the deadline's slack (synchronous
+  transfers: times add up).
+
+**What it does not search** beyond the stage formulations' restrictions: more than ``C``
+stays per tensor, and page-ins allocated before their reader's slot (a page-in sits in
+the tensor's own slot of its stage; the Program makes it right before the reader, with
+less RAM). Its optimum is therefore an upper bound on the stage formulations' and its
+bound is not a bound for them: :mod:`poet_compiler.solve.milp` keeps the cover's and the
+stage models' bounds for its claims. Synchronous transfers only (``problem.synchronous``);
+for a DMA device with time that matters it searches the synchronous family.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from poet_compiler.schedule.schedule import Schedule
+from poet_compiler.solve.backends.native import domain_from_values, new_model
+from poet_compiler.solve.problem import Problem
+
+# Copies per tensor (first compute included). Measured in BENCHMARKS.md ("interval").
+DEFAULT_COPIES = 3
+# Integer resolution of the objective and of the deadline row.
+_OBJ_STEPS = 1 << 24
+_TIME_STEPS = 1 << 24
+
+
+def tri(t: int) -> int:
+    """First event of stage ``t``."""
+    return t * (t + 1) // 2
+
+
+def event(t: int, k: int) -> int:
+    return tri(t) + k
+
+
+def stage_of(e: int) -> int:
+    """The stage of event ``e``."""
+    t = int((math.isqrt(8 * e + 1) - 1) // 2)
+    while tri(t + 1) <= e:
+        t += 1
+    while tri(t) > e:
+        t -= 1
+    return t
+
+
+@dataclass
+class Copy:
+    node: int
+    index: int                 # 0: the first compute
+    start: Any                 # IntVar or int
+    end: Any
+    present: Any               # BoolVar or True
+    pagein: Any = None         # BoolVar (None: a compute)
+    compute: Any = None        # BoolVar: present and not a page-in (copy 0: True)
+
+
+@dataclass
+class IntervalModel:
+    """A built CP-SAT model and what decoding it needs."""
+
+    problem: Problem
+    model: Any                              # cp_model.CpModel
+    copies: list[list[Copy]]
+    page_out: dict[int, Any]                # node -> BoolVar
+    obj_unit: float                         # joules per objective unit
+    obj_const: float                        # joules of the fixed part (every first compute)
+    obj_err: float                          # most the floored costs underestimate, in units
+    stats: dict[str, int] = field(default_factory=dict)
+
+    def schedule(self, value: Any) -> Schedule:
+        """Decode a solution (``value``: variable -> int, e.g. ``CpSolver.value``)."""
+        return decode(self, value)
+
+    def energy_bound(self, units: float) -> float:
+        """A valid lower bound, in joules, on this model's optimum from a bound in units."""
+        return (max(0, math.ceil(units - 1e-9) - self.obj_err)) * self.obj_unit + self.obj_const
+
+
+def _slack(problem: Problem) -> float | None:
+    if problem.deadline_s is None:
+        return None
+    return problem.deadline_s * (1 + 1e-9) - problem.costs.compute_only_s
+
+
+def build_interval(problem: Problem, *, copies: int = DEFAULT_COPIES, budget: int | None = None) -> IntervalModel:
+    """The interval model of ``problem`` (synchronous transfers) with at most ``copies``
+    stays per tensor; ``budget`` overrides the activation budget."""
+    g, c, n = problem.graph, problem.costs, problem.n
+    cons = g.consumers
+    budget = problem.activation_budget if budget is None else budget
+    sw = c.static_w
+    slack = _slack(problem)
+    sizes = [node.output_bytes for node in g.nodes]
+    works = [node.workspace_bytes for node in g.nodes]
+    unit = math.gcd(*[s for s in sizes + works if s > 0]) or 1
+    capacity = max(0, budget // unit)
+    horizon = tri(n)
+    m = new_model()
+
+    def fits(extra_s: float) -> bool:
+        return slack is None or extra_s <= slack
+
+    recomputable = [problem.allows_remat and not node.pinned and bool(cons[i]) and fits(c.compute_s[i])
+                    for i, node in enumerate(g.nodes)]
+    pageable = [problem.allows_paging and not node.pinned and bool(cons[i]) and i + 1 < n
+                and fits(c.page_out_s[i] + c.page_in_s[i]) for i, node in enumerate(g.nodes)]
+    copies_of: list[list[Copy]] = []
+    page_out: dict[int, Any] = {}
+    cost_terms: list[tuple[Any, float]] = []   # (literal, joules)
+    time_terms: list[tuple[Any, float]] = []   # (literal, seconds)
+    intervals: list[Any] = []
+    demands: list[int] = []
+    for i in range(n):
+        first = event(i, i)
+        own: list[Copy] = []
+        if cons[i]:
+            end0 = m.new_int_var(first + 1, horizon, f"e[{i},0]")
+        else:
+            end0 = first + 1           # a sink (loss, gradient) is freed after its compute
+        c0 = Copy(i, 0, first, end0, True, None, True)
+        own.append(c0)
+        length0 = 1 if isinstance(end0, int) else m.new_int_var(1, horizon - first, f"l[{i},0]")
+        intervals.append(m.new_interval_var(first, length0, end0, f"I[{i},0]"))
+        demands.append(sizes[i] // unit)
+        extra = (copies - 1) if (recomputable[i] or pageable[i]) else 0
+        stages = list(range(i + 1, n)) if extra else []
+        if stages and not any(j <= stages[-1] for j in cons[i]):
+            stages = []
+        for k in range(1, 1 + (extra if stages else 0)):
+            dom = domain_from_values([event(t, i) for t in stages])
+            s = m.new_int_var_from_domain(dom, f"s[{i},{k}]")
+            e = m.new_int_var(event(stages[0], i) + 1, horizon, f"e[{i},{k}]")
+            p = m.new_bool_var(f"p[{i},{k}]")
+            size = m.new_int_var(1, horizon, f"l[{i},{k}]")
+            intervals.append(m.new_optional_interval_var(s, size, e, p, f"I[{i},{k}]"))
+            demands.append(sizes[i] // unit)
+            prev = own[-1]
+            if k > 1:
+                m.add_implication(p, prev.present)
+            # The next stay starts in a later stage than the previous one ended.
+            m.add(prev.end <= s - i).only_enforce_if(p)
+            pi = m.new_bool_var(f"pi[{i},{k}]") if pageable[i] else None
+            comp = m.new_bool_var(f"rc[{i},{k}]") if recomputable[i] else None
+            if pi is not None:
+                # A page-in needs the flash copy, written in stage i+1 (M_out[i+1, i]).
+                m.add(s >= event(i + 2, i)).only_enforce_if(pi)
+            if pi is not None and comp is not None:
+                m.add(pi + comp == p)
+            elif pi is not None:
+                m.add(pi == p)
+            else:
+                m.add(comp == p)
+            cp_ = Copy(i, k, s, e, p, pi, comp)
+            own.append(cp_)
+            if comp is not None:
+                cost_terms.append((comp, c.compute_j[i] + sw * c.compute_s[i]))
+                time_terms.append((comp, c.compute_s[i]))
+            if pi is not None:
+                cost_terms.append((pi, c.page_in_j[i] + sw * c.page_in_s[i]))
+                time_terms.append((pi, c.page_in_s[i]))
+        if any(cp_.pagein is not None for cp_ in own):
+            po = m.new_bool_var(f"po[{i}]")
+            page_out[i] = po
+            for cp_ in own:
+                if cp_.pagein is not None:
+                    m.add_implication(cp_.pagein, po)
+            # The page-out is made in stage i+1: copy 0 is still resident at its start.
+            m.add(end0 >= tri(i + 1) + 1).only_enforce_if(po)
+            cost_terms.append((po, c.page_out_j[i] + sw * c.page_out_s[i]))
+            time_terms.append((po, c.page_out_s[i]))
+        copies_of.append(own)
+    # Workspaces: one slot at each compute.
+    for i in range(n):
+        if works[i] <= 0:
+            continue
+        for cp_ in copies_of[i]:
+            if cp_.compute is True:
+                intervals.append(m.new_fixed_size_interval_var(cp_.start, 1, f"W[{i},{cp_.index}]"))
+            elif cp_.compute is not None:
+                intervals.append(m.new_optional_fixed_size_interval_var(cp_.start, 1, cp_.compute,
+                                                                        f"W[{i},{cp_.index}]"))
+            else:
+                continue
+            demands.append(works[i] // unit)
+    m.add_cumulative(intervals, demands, capacity)
+    # Dependencies: every compute of j finds each input in RAM.
+    n_links = 0
+    for j in range(n):
+        for reader in copies_of[j]:
+            if reader.compute is None:
+                continue
+            for i in sorted(set(g.nodes[j].inputs)):
+                links = []
+                for d in copies_of[i]:
+                    x = m.new_bool_var(f"x[{i},{d.index}->{j},{reader.index}]")
+                    n_links += 1
+                    if d.present is not True:
+                        m.add_implication(x, d.present)
+                    m.add(d.start + 1 <= reader.start).only_enforce_if(x)
+                    m.add(d.end >= reader.start + 1).only_enforce_if(x)
+                    links.append(x)
+                if reader.compute is True:
+                    m.add_bool_or(links)
+                else:
+                    m.add_bool_or(links).only_enforce_if(reader.compute)
+    # The deadline: extra time within the slack (times rounded up: never optimistic).
+    if slack is not None and time_terms:
+        t_unit = max(max(s for _, s in time_terms), max(slack, 0.0)) / _TIME_STEPS or 1.0
+        cap = math.floor(max(slack, 0.0) / t_unit)
+        m.add(sum(math.ceil(s / t_unit - 1e-12) * lit for lit, s in time_terms) <= cap)
+    # Energy: costs floored to integer units (the bound stays valid; the simulator
+    # reports the real figures).
+    top = max([j for _, j in cost_terms], default=0.0)
+    obj_unit = top / _OBJ_STEPS if top > 0 else 1.0
+    coeffs = [(lit, math.floor(j / obj_unit)) for lit, j in cost_terms]
+    err = sum(j / obj_unit - k for (_, j), (_, k) in zip(cost_terms, coeffs))
+    if coeffs:
+        m.minimize(sum(k * lit for lit, k in coeffs))
+    const = float(sum(c.compute_j)) + sw * c.compute_only_s
+    stats = {"intervals": len(intervals), "copies": sum(len(o) for o in copies_of), "links": n_links,
+             "horizon": horizon}
+    return IntervalModel(problem, m, copies_of, page_out, obj_unit, const, math.ceil(err), stats)
+
+
+def decode(im: IntervalModel, value: Any) -> Schedule:
+    """The stage matrices of a solution: computes and page-ins where copies start, RAM at
+    a stage's start where a stay covers it, the page-out in the first compute's stage."""
+    n = im.problem.n
+    s = Schedule.empty(n)
+    np.fill_diagonal(s.R, True)
+
+    def val(x: Any) -> int:
+        return x if isinstance(x, int) else int(value(x))
+
+    for i, own in enumerate(im.copies):
+        for cp_ in own:
+            if cp_.present is not True and not val(cp_.present):
+                continue
+            start, end = val(cp_.start), val(cp_.end)
+            t0 = stage_of(start)
+            if cp_.index > 0:
+                if cp_.pagein is not None and val(cp_.pagein):
+                    s.M_in[t0, i] = True
+                else:
+                    s.R[t0, i] = True
+            # Resident at the start of every later stage the stay reaches into.
+            for t in range(t0 + 1, n):
+                if tri(t) >= end:
+                    break
+                s.S_RAM[t, i] = True
+        po = im.page_out.get(i)
+        if po is not None and val(po):
+            s.M_out[i + 1, i] = True       # copy 0 is resident at stage i+1's start
+            s.S_AUX[i + 2:, i] = True
+    return s
+
+
+def hint(im: IntervalModel, schedule: Schedule) -> bool:
+    """Suggest ``schedule`` as a starting solution when it has at most the model's copies
+    per tensor (its page-outs right after the first compute). Returns whether it did."""
+    g, n = im.problem.graph, im.problem.n
+    cons = g.consumers
+    m = im.model
+    plan: list[tuple[list[tuple[int, bool, int]], bool]] = []
+    for i in range(n):
+        stays: list[tuple[int, bool, int]] = []      # (stage, paged in, end event)
+        starts = sorted([(int(t), False) for t in np.flatnonzero(schedule.R[:, i])] +
+                        [(int(t), True) for t in np.flatnonzero(schedule.M_in[:, i])])
+        for t, paged in starts:
+            last = t
+            while last + 1 < n and schedule.S_RAM[last + 1, i]:
+                last += 1
+            readers = [j for j in cons[i] if j <= last and schedule.R[last, j]]
+            end = event(last, max(readers)) + 1 if readers else event(last, i) + 1
+            stays.append((t, paged, end))
+        if len(stays) > len(im.copies[i]) or (stays and stays[0][0] != i):
+            return False
+        plan.append((stays, bool(schedule.M_out[:, i].any())))
+    for i, (stays, paged_out) in enumerate(plan):
+        own = im.copies[i]
+        for k, cp_ in enumerate(own):
+            if k < len(stays):
+                t, paged, end = stays[k]
+                if cp_.present is not True:
+                    m.add_hint(cp_.present, 1)
+                    m.add_hint(cp_.start, event(t, i))
+                if cp_.pagein is not None:
+                    m.add_hint(cp_.pagein, int(paged))
+                if cp_.compute is not None and cp_.compute is not True:
+                    m.add_hint(cp_.compute, int(not paged))
+                if not isinstance(cp_.end, int):
+                    m.add_hint(cp_.end, end)
+            elif cp_.present is not True:
+                m.add_hint(cp_.present, 0)
+        if i in im.page_out:
+            m.add_hint(im.page_out[i], int(paged_out))
+    return True
+
+
+def stays_needed(problem: Problem, schedule: Schedule) -> int:
+    """The most stays in RAM (computes and page-ins) any tensor has in ``schedule``: the
+    copies the model needs to hold it."""
+    del problem
+    counts = schedule.R.sum(axis=0) + schedule.M_in.sum(axis=0)
+    return int(counts.max()) if counts.size else 1

@@ -1,0 +1,99 @@
+"""Interval search: a schedule for a large graph from the interval formulation.
+
+The stage formulations grow with n² (a 578-node BERT takes gigabytes); the interval
+formulation (:mod:`.formulation.interval`) grows with n·C, so on graphs of hundreds or
+thousands of nodes it finds schedules where the stage models cannot even be built. It
+searches synchronous transfers; on a DMA device where time matters (stage-long
+transfers) its schedule is carried over by making each page-in one stage earlier (where
+the stage-long rules make it usable at its reader's stage) and kept only if the
+simulator accepts it under those rules.
+
+Its schedules are judged like every other (the simulator's figures); its own bound holds
+only for at most C stays per tensor, so it is reported (``interval_bound_j``) but never
+used for an optimality claim.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+import numpy as np
+
+from poet_compiler.schedule.schedule import Schedule
+from poet_compiler.solve.backends.native import NativeLimits, solve_native
+from poet_compiler.solve.formulation.interval import DEFAULT_COPIES, build_interval, hint, stays_needed
+from poet_compiler.solve.problem import Problem, feasible_energy
+
+# More stays per tensor than this are not modelled (links grow with the square).
+MAX_COPIES = 4
+
+
+@dataclasses.dataclass
+class IntervalOutcome:
+    """The interval search's best schedule for the problem (or None), its simulated
+    energy, the model's own bound (restricted to ``copies`` stays), and its figures."""
+
+    schedule: Schedule | None
+    energy_j: float | None
+    bound_j: float | None = None
+    copies: int = DEFAULT_COPIES
+    status: str = "unknown"
+    build_s: float = 0.0
+    solve_s: float = 0.0
+    message: str = ""
+
+
+def to_stage_long(problem: Problem, schedule: Schedule) -> Schedule:
+    """A synchronous schedule's stage-long counterpart: every page-in one stage earlier
+    (a stage-long page-in is usable from the next stage). The caller checks it."""
+    s = schedule.copy()
+    for t, i in zip(*np.nonzero(schedule.M_in)):
+        s.M_in[t, i] = False
+        if t - 1 > i:
+            s.M_in[t - 1, i] = True
+    del problem
+    return s
+
+
+def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: float, threads: int,
+                    target_j: float | None = None) -> IntervalOutcome:
+    """Solve the interval model of ``problem`` (its synchronous family) within
+    ``time_limit_s``, from the first of ``hints`` it can hold; stop early at a schedule of
+    at most ``target_j`` joules (e.g. within the gap limit of the cover bound)."""
+    started = time.perf_counter()
+    sync = problem if problem.synchronous else dataclasses.replace(problem, transfers="sync")
+    usable = [h for h in hints if feasible_energy(sync, h) is not None]
+    # Enough copies to hold the best hint, unless that takes more than MAX_COPIES.
+    needed = stays_needed(sync, usable[0]) if usable else DEFAULT_COPIES
+    copies = max(DEFAULT_COPIES, needed) if needed <= MAX_COPIES else DEFAULT_COPIES
+    im = build_interval(sync, copies=copies)
+    hinted = next((h for h in usable if hint(im, h)), None) is not None
+    build_s = time.perf_counter() - started
+    left = time_limit_s - build_s
+    if left <= 0.05:
+        return IntervalOutcome(None, None, copies=copies, build_s=build_s, message="no time left to solve")
+    target = None
+    if target_j is not None:
+        target = math.floor((target_j - im.obj_const) / im.obj_unit)
+    res = solve_native(im.model, NativeLimits(time_limit_s=left, workers=max(1, threads), target=target,
+                                              isolate=True))
+    out = IntervalOutcome(None, None, copies=copies, status=res.status, build_s=round(build_s, 3),
+                          solve_s=round(res.solve_time_s, 3),
+                          message=res.message or ("hinted" if hinted else "no hint it can hold"))
+    if res.status == "optimal" and not res.at_target:
+        out.bound_j = im.energy_bound(res.objective or 0.0)
+    elif res.bound is not None:
+        out.bound_j = im.energy_bound(res.bound)
+    if not res.has_solution:
+        return out
+    schedule = im.schedule(res.value)
+    if not problem.synchronous:
+        schedule = to_stage_long(problem, schedule)
+    energy = feasible_energy(problem, schedule)
+    if energy is not None:
+        out.schedule, out.energy_j = schedule, energy
+    else:
+        out.message = "its schedule does not hold under the problem's transfers"
+    return out
