@@ -34,7 +34,15 @@ from pathlib import Path
 CELLS = {
     "resnet18_m4_50": (["resnet18_cifar", "--device", "m4", "--ram", "50%", "--deadline", "1.5x"], 60.0),
     "kws_a72_30": (["models/kws_dscnn.onnx", "--device", "a72", "--ram", "30%"], 30.0),
-    "dag500_80": (["{dag}", "--mode", "remat", "--ram", "80%"], 60.0),
+    "dag500_80": (["{dag500}", "--mode", "remat", "--ram", "80%"], 60.0),
+    # Issue 18's scale cells (the interval search): README demo, op-level models on a72,
+    # layered DAGs.
+    "kws_m4_256k": (["models/kws_dscnn.onnx", "--device", "m4", "--ram", "256k"], 60.0),
+    "mobilenetv2_a72_50": (["mobilenetv2", "--device", "a72", "--ram", "50%"], 120.0),
+    "bert_base_a72_70": (["bert_base", "--device", "a72", "--ram", "70%"], 120.0),
+    "dag250_90": (["{dag250}", "--mode", "remat", "--ram", "90%"], 300.0),
+    "dag500_80_120": (["{dag500}", "--mode", "remat", "--ram", "80%"], 120.0),
+    "dag1000_90": (["{dag1000}", "--mode", "remat", "--ram", "90%"], 300.0),
 }
 
 # The child: run the CLI in-process, then print the peak RSS of itself and its children.
@@ -79,9 +87,10 @@ def layered_dag(n: int = 500, width: int = 10, seed: int = 0) -> dict:
     return {"format": "poet-graph/1", "name": f"layered_{n}_{seed}", "nodes": nodes}
 
 
-def run_cell(name: str, root: Path, dag: Path, python: str) -> dict:
+def run_cell(name: str, root: Path, dags: dict[str, Path], python: str) -> dict:
     args, limit = CELLS[name]
-    args = [a.replace("{dag}", str(dag)) for a in args]
+    for key, path in dags.items():
+        args = [a.replace("{" + key + "}", str(path)) for a in args]
     out = Path(tempfile.mkdtemp(prefix="poetc-bench-")) / "out.poet"
     cmd = [python, "-c", _CHILD, "compile", *args, "--time-limit", f"{limit:g}", "--json", "-o", str(out)]
     env = dict(os.environ, PYTHONPATH=str(root))
@@ -99,6 +108,8 @@ def run_cell(name: str, root: Path, dag: Path, python: str) -> dict:
             _, w, me, kids, _code = line.split()
             row.update(rss_self_mb=round(int(me) / 1024), rss_child_mb=round(int(kids) / 1024))
     row.update(solve_time_s=rep.get("solve_time_s"), status=rep.get("status"), gap=rep.get("gap"),
+               energy_j=rep.get("energy_j"), lower_bound_j=rep.get("lower_bound_j"),
+               guided_source=rep.get("guided_source"), interval=rep.get("interval"),
                stage_s=rep.get("stage_s"), trace_s=rep.get("trace_s"), message=(rep.get("message") or "")[:160],
                arena_rescue=rep.get("arena_rescue"))
     return row
@@ -109,20 +120,25 @@ def main() -> None:
     ap.add_argument("--cells", default=",".join(CELLS))
     ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
     ap.add_argument("--label", default="")
+    ap.add_argument("--compare", default="",
+                    help="LABEL=DIR,LABEL=DIR: run each cell on every checkout in turn (side by side)")
     ap.add_argument("-o", "--out", type=Path)
     args = ap.parse_args()
-    root = args.root.resolve()
-    dag = Path(tempfile.mkdtemp(prefix="poetc-dag-")) / "layered_500.json"
-    dag.write_text(json.dumps(layered_dag()))
-    rows = []
+    roots = [(lab, Path(d).resolve()) for lab, d in (x.split("=", 1) for x in args.compare.split(",") if x)] \
+        or [(args.label, args.root.resolve())]
+    tmp = Path(tempfile.mkdtemp(prefix="poetc-dag-"))
+    dags = {}
+    for n in (250, 500, 1000):
+        dags[f"dag{n}"] = tmp / f"layered_{n}.json"
+        dags[f"dag{n}"].write_text(json.dumps(layered_dag(n)))
     for name in args.cells.split(","):
-        row = run_cell(name, root, dag, sys.executable)
-        row["label"] = args.label
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-        if args.out:
-            with args.out.open("a") as fh:
-                fh.write(json.dumps(row) + "\n")
+        for label, root in roots:
+            row = run_cell(name, root, dags, sys.executable)
+            row["label"] = label
+            print(json.dumps(row), flush=True)
+            if args.out:
+                with args.out.open("a") as fh:
+                    fh.write(json.dumps(row) + "\n")
 
 
 if __name__ == "__main__":

@@ -90,6 +90,10 @@ GUIDED_SHARE = 0.75
 # time left (after reserving what finalizing its schedule will take): on ResNet-18-CIFAR, CP-SAT
 # spent 5 s loading the model whatever its limit, and overran the time limit by that.
 MIN_FULL_SOLVE_S = 5.0
+# Above this many nodes the stage model (n^2 variables: 8.4 GB on BERT-base's 578) is not
+# built when the guided stage has a schedule: the interval search and the guided
+# sub-problem give the schedule, the eviction cover the bound (issue 18's memory limits).
+FULL_MODEL_MAX_NODES = 400
 # Effort cap of the minimum-RAM computation when the working set already proves infeasibility.
 QUICK_EXPLAIN_S = 10.0
 # The infeasibility analysis after a failed solve gets the time left plus this share of the
@@ -497,6 +501,13 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     finalize_s = (extra.guided_finalize_s or 0.0) + RESCUE_RESERVE * clock.limit_s
     full_limit = clock.solver_limit(clock.left(), reserve_s=finalize_s)
     too_late = (large and clock.left(extra.guided_finalize_s or 0.0) < MIN_FULL_SOLVE_S) or full_limit < MIN_STAGE_S
+    too_big = problem.n > FULL_MODEL_MAX_NODES
+    if cover is not None and guided_res is not None and too_big:
+        extra.set(backend_bound_j=cover.energy_j, full_model_skipped=True)
+        guided_res.extra.merge(extra)
+        guided_res.message = f"the {guided_res.extra.solver_used} schedule; the full model is not built above " \
+                             f"{FULL_MODEL_MAX_NODES} nodes (its size grows with n^2); bound: the eviction cover"
+        return guided_res
     if cover is not None and guided_res is not None and too_late:
         # Too little time left for the full model to find anything (building and
         # loading it alone takes seconds on 100+ node graphs): keep the guided stage's.
