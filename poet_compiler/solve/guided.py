@@ -46,8 +46,12 @@ from poet_compiler.solve.interval_search import IntervalOutcome, interval_search
 from poet_compiler.solve.problem import Problem, feasible_energy, simulate_schedule
 
 CASCADE_DEPTH = 2   # inputs, and their inputs, may be recomputed with a chosen node
-# Graphs with more nodes than this run the interval search (:mod:`.interval_search`)
-# before the guided sub-problem, with this share of the stage's time.
+# Graphs with more nodes than this and no schedule in hand (no heuristic fits, the
+# cover's realization does not either) run the interval search (:mod:`.interval_search`)
+# before the guided sub-problem, with this share of the stage's time. Measured
+# (BENCHMARKS.md, issue 18): run on every large graph it took the time the guided
+# sub-problem and the full model needed (MobileNetV2 a72 50 %: 10.5 % gap instead of
+# 0.4 % at 120 s); where a heuristic schedule exists those do better.
 INTERVAL_MIN_NODES = 200
 INTERVAL_SHARE = 0.75
 
@@ -243,7 +247,7 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
     if bound is None or (best.energy_j is not None and within_gap(best.energy_j, bound, relative_gap)):
         return best
     found: IntervalOutcome | None = None
-    if problem.n > INTERVAL_MIN_NODES:
+    if problem.n > INTERVAL_MIN_NODES and best.schedule is None:
         share = INTERVAL_SHARE * (until - time.perf_counter())
         found = interval_search(problem, [h for h in (best.schedule, warm) if h is not None],
                                 time_limit_s=share if clock is None else clock.solver_limit(share),

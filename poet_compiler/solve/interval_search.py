@@ -26,8 +26,12 @@ from poet_compiler.solve.backends.native import NativeLimits, solve_native
 from poet_compiler.solve.formulation.interval import DEFAULT_COPIES, build_interval, hint, stays_needed
 from poet_compiler.solve.problem import Problem, feasible_energy
 
-# More stays per tensor than this are not modelled (links grow with the square).
+# A hint with more stays per tensor than this is not held (links grow with the square).
 MAX_COPIES = 4
+# When the model is proven empty, copies are doubled up to this, with at least
+# MIN_RETRY_S left (random layered DAGs need long recompute chains).
+MAX_RETRY_COPIES = 16
+MIN_RETRY_S = 1.0
 
 
 @dataclasses.dataclass
@@ -68,17 +72,30 @@ def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: fl
     # Enough copies to hold the best hint, unless that takes more than MAX_COPIES.
     needed = stays_needed(sync, usable[0]) if usable else DEFAULT_COPIES
     copies = max(DEFAULT_COPIES, needed) if needed <= MAX_COPIES else DEFAULT_COPIES
+    while True:
+        out = _solve(problem, sync, usable, copies, started + time_limit_s, target_j, threads)
+        # Proven empty with this many stays per tensor: deep recompute chains need more.
+        if out.status != "infeasible" or copies >= MAX_RETRY_COPIES or \
+                started + time_limit_s - time.perf_counter() < MIN_RETRY_S:
+            return out
+        copies = min(MAX_RETRY_COPIES, 2 * copies)
+
+
+def _solve(problem: Problem, sync: Problem, usable: list[Schedule], copies: int, until: float,
+           target_j: float | None, threads: int) -> IntervalOutcome:
+    """One build and solve with ``copies`` stays per tensor, ending by ``until``."""
+    started = time.perf_counter()
     im = build_interval(sync, copies=copies)
     hinted = next((h for h in usable if hint(im, h)), None) is not None
     build_s = time.perf_counter() - started
-    left = time_limit_s - build_s
+    left = until - time.perf_counter()
     if left <= 0.05:
         return IntervalOutcome(None, None, copies=copies, build_s=build_s, message="no time left to solve")
     target = None
     if target_j is not None:
         target = math.floor((target_j - im.obj_const) / im.obj_unit)
-    res = solve_native(im.model, NativeLimits(time_limit_s=left, workers=max(1, threads), target=target,
-                                              isolate=True))
+    res = solve_native(im.model, NativeLimits(time_limit_s=left, workers=max(1, threads),
+                                              target=target, isolate=True))
     out = IntervalOutcome(None, None, copies=copies, status=res.status, build_s=round(build_s, 3),
                           solve_s=round(res.solve_time_s, 3),
                           message=res.message or ("hinted" if hinted else "no hint it can hold"))

@@ -94,6 +94,9 @@ MIN_FULL_SOLVE_S = 5.0
 # built when the guided stage has a schedule: the interval search and the guided
 # sub-problem give the schedule, the eviction cover the bound (issue 18's memory limits).
 FULL_MODEL_MAX_NODES = 400
+# Above it the guided stage (interval search, guided sub-problem) gets this share of the
+# time left: nothing comes after it but finalizing (arena planning) its schedule.
+LARGE_GUIDED_SHARE = 0.9
 # Effort cap of the minimum-RAM computation when the working set already proves infeasibility.
 QUICK_EXPLAIN_S = 10.0
 # The infeasibility analysis after a failed solve gets the time left plus this share of the
@@ -390,9 +393,10 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
     the cover bound). Otherwise ``result``, when not None, is the guided schedule
     finalized with a static arena that fits: the answer if the full model's schedule
     turns out not to fit its arena."""
+    share = LARGE_GUIDED_SHARE if problem.n > FULL_MODEL_MAX_NODES else GUIDED_SHARE
     with clock.stage("guided"):
         guided = guided_search(tight, cover, hint, solver=solver, threads=threads, relative_gap=gap,
-                               time_limit_s=GUIDED_SHARE * clock.left(), progress=progress, clock=clock)
+                               time_limit_s=share * clock.left(), progress=progress, clock=clock)
     extra.set(guided_source=guided.source, guided_solve_s=round(guided.solve_s, 3))
     if guided.interval is not None:
         iv = guided.interval
@@ -501,7 +505,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     finalize_s = (extra.guided_finalize_s or 0.0) + RESCUE_RESERVE * clock.limit_s
     full_limit = clock.solver_limit(clock.left(), reserve_s=finalize_s)
     too_late = (large and clock.left(extra.guided_finalize_s or 0.0) < MIN_FULL_SOLVE_S) or full_limit < MIN_STAGE_S
-    too_big = problem.n > FULL_MODEL_MAX_NODES
+    too_big = cover is not None and problem.n > FULL_MODEL_MAX_NODES
     if cover is not None and guided_res is not None and too_big:
         extra.set(backend_bound_j=cover.energy_j, full_model_skipped=True)
         guided_res.extra.merge(extra)
@@ -516,10 +520,13 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         guided_res.message = f"the {guided_res.extra.solver_used} schedule; stopped at the time limit " \
                              f"({time_limit_s:g} s) before the full model"
         return guided_res
-    if full_limit < MIN_STAGE_S:
-        # No time for the full model at all (the guided stage found nothing to keep).
+    if too_big or full_limit < MIN_STAGE_S:
+        # No full model: above FULL_MODEL_MAX_NODES (10.8 GB for a 500-node DAG, which
+        # found nothing in 120 s), or no time for it (the guided stage found nothing to keep).
+        why = f"the full model is not built above {FULL_MODEL_MAX_NODES} nodes" if too_big else \
+            "no time left for the full model"
         res = _empty(problem, "timeout", solver, formulation, started,
-                     f"timeout: no schedule within {time_limit_s:g} s (no time left for the full model)")
+                     f"timeout: no schedule within {time_limit_s:g} s ({why})")
         res.extra.merge(extra, backend_bound_j=cover.energy_j if cover is not None else None)
         return res
     with clock.stage("full_model"):

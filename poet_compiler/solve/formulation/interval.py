@@ -85,6 +85,7 @@ class Copy:
     present: Any               # BoolVar or True
     pagein: Any = None         # BoolVar (None: a compute)
     compute: Any = None        # BoolVar: present and not a page-in (copy 0: True)
+    length: Any = None         # IntVar end - start (None: fixed)
 
 
 @dataclass
@@ -95,6 +96,7 @@ class IntervalModel:
     model: Any                              # cp_model.CpModel
     copies: list[list[Copy]]
     page_out: dict[int, Any]                # node -> BoolVar
+    links: list[tuple[Any, Copy, Copy]]     # (Boolean, input copy, reader copy): "serves"
     obj_unit: float                         # joules per objective unit
     obj_const: float                        # joules of the fixed part (every first compute)
     obj_err: float                          # most the floored costs underestimate, in units
@@ -118,141 +120,159 @@ def _slack(problem: Problem) -> float | None:
 def build_interval(problem: Problem, *, copies: int = DEFAULT_COPIES, budget: int | None = None) -> IntervalModel:
     """The interval model of ``problem`` (synchronous transfers) with at most ``copies``
     stays per tensor; ``budget`` overrides the activation budget."""
-    g, c, n = problem.graph, problem.costs, problem.n
-    cons = g.consumers
-    budget = problem.activation_budget if budget is None else budget
-    sw = c.static_w
-    slack = _slack(problem)
-    sizes = [node.output_bytes for node in g.nodes]
-    works = [node.workspace_bytes for node in g.nodes]
-    unit = math.gcd(*[s for s in sizes + works if s > 0]) or 1
-    capacity = max(0, budget // unit)
-    horizon = tri(n)
-    m = new_model()
+    b = _Builder(problem, copies, problem.activation_budget if budget is None else budget)
+    for i in range(problem.n):
+        b.add_node(i)
+    b.add_memory()
+    n_links = b.add_dependencies()
+    b.add_deadline()
+    obj_unit, err = b.add_objective()
+    c = problem.costs
+    const = float(sum(c.compute_j)) + c.static_w * c.compute_only_s
+    stats = {"intervals": len(b.intervals), "copies": sum(len(o) for o in b.copies_of), "links": n_links,
+             "horizon": b.horizon}
+    return IntervalModel(problem, b.m, b.copies_of, b.page_out, b.links, obj_unit, const, math.ceil(err), stats)
 
-    def fits(extra_s: float) -> bool:
-        return slack is None or extra_s <= slack
 
-    recomputable = [problem.allows_remat and not node.pinned and bool(cons[i]) and fits(c.compute_s[i])
-                    for i, node in enumerate(g.nodes)]
-    pageable = [problem.allows_paging and not node.pinned and bool(cons[i]) and i + 1 < n
-                and fits(c.page_out_s[i] + c.page_in_s[i]) for i, node in enumerate(g.nodes)]
-    copies_of: list[list[Copy]] = []
-    page_out: dict[int, Any] = {}
-    cost_terms: list[tuple[Any, float]] = []   # (literal, joules)
-    time_terms: list[tuple[Any, float]] = []   # (literal, seconds)
-    intervals: list[Any] = []
-    demands: list[int] = []
-    for i in range(n):
+class _Builder:
+    """The parts of :func:`build_interval`, one rule each (module docstring)."""
+
+    def __init__(self, problem: Problem, copies: int, budget: int) -> None:
+        g, c = problem.graph, problem.costs
+        self.problem, self.copies, self.m = problem, copies, new_model()
+        self.cons = g.consumers
+        self.slack = _slack(problem)
+        self.sizes = [node.output_bytes for node in g.nodes]
+        self.works = [node.workspace_bytes for node in g.nodes]
+        self.unit = math.gcd(*[s for s in self.sizes + self.works if s > 0]) or 1
+        self.capacity = max(0, budget // self.unit)
+        self.horizon = tri(problem.n)
+        self.recomputable = [problem.allows_remat and not node.pinned and bool(self.cons[i])
+                             and self._fits(c.compute_s[i]) for i, node in enumerate(g.nodes)]
+        self.pageable = [problem.allows_paging and not node.pinned and bool(self.cons[i]) and i + 1 < problem.n
+                         and self._fits(c.page_out_s[i] + c.page_in_s[i]) for i, node in enumerate(g.nodes)]
+        self.copies_of: list[list[Copy]] = []
+        self.page_out: dict[int, Any] = {}
+        self.links: list[tuple[Any, Copy, Copy]] = []
+        self.cost_terms: list[tuple[Any, float]] = []   # (literal, joules)
+        self.time_terms: list[tuple[Any, float]] = []   # (literal, seconds)
+        self.intervals: list[Any] = []
+        self.demands: list[int] = []
+
+    def _fits(self, extra_s: float) -> bool:
+        return self.slack is None or extra_s <= self.slack
+
+    def _charge(self, lit: Any, i: int, joules: float, seconds: float) -> None:
+        self.cost_terms.append((lit, joules + self.problem.costs.static_w * seconds))
+        self.time_terms.append((lit, seconds))
+
+    def add_node(self, i: int) -> None:
+        """Copy 0 (the first compute), the optional copies, and the page-out they need."""
+        m, c, n = self.m, self.problem.costs, self.problem.n
         first = event(i, i)
-        own: list[Copy] = []
-        if cons[i]:
-            end0 = m.new_int_var(first + 1, horizon, f"e[{i},0]")
-        else:
-            end0 = first + 1           # a sink (loss, gradient) is freed after its compute
-        c0 = Copy(i, 0, first, end0, True, None, True)
-        own.append(c0)
-        length0 = 1 if isinstance(end0, int) else m.new_int_var(1, horizon - first, f"l[{i},0]")
-        intervals.append(m.new_interval_var(first, length0, end0, f"I[{i},0]"))
-        demands.append(sizes[i] // unit)
-        extra = (copies - 1) if (recomputable[i] or pageable[i]) else 0
-        stages = list(range(i + 1, n)) if extra else []
-        if stages and not any(j <= stages[-1] for j in cons[i]):
-            stages = []
-        for k in range(1, 1 + (extra if stages else 0)):
-            dom = domain_from_values([event(t, i) for t in stages])
-            s = m.new_int_var_from_domain(dom, f"s[{i},{k}]")
-            e = m.new_int_var(event(stages[0], i) + 1, horizon, f"e[{i},{k}]")
+        # A sink (loss, gradient) is freed right after its compute.
+        end0 = m.new_int_var(first + 1, self.horizon, f"e[{i},0]") if self.cons[i] else first + 1
+        length0 = 1 if isinstance(end0, int) else m.new_int_var(1, self.horizon - first, f"l[{i},0]")
+        self.intervals.append(m.new_interval_var(first, length0, end0, f"I[{i},0]"))
+        self.demands.append(self.sizes[i] // self.unit)
+        own = [Copy(i, 0, first, end0, True, None, True, None if isinstance(length0, int) else length0)]
+        stages = list(range(i + 1, n)) if (self.recomputable[i] or self.pageable[i]) else []
+        for k in range(1, self.copies if stages else 1):
+            s = m.new_int_var_from_domain(domain_from_values([event(t, i) for t in stages]), f"s[{i},{k}]")
+            e = m.new_int_var(event(stages[0], i) + 1, self.horizon, f"e[{i},{k}]")
             p = m.new_bool_var(f"p[{i},{k}]")
-            size = m.new_int_var(1, horizon, f"l[{i},{k}]")
-            intervals.append(m.new_optional_interval_var(s, size, e, p, f"I[{i},{k}]"))
-            demands.append(sizes[i] // unit)
+            length = m.new_int_var(1, self.horizon, f"l[{i},{k}]")
+            self.intervals.append(m.new_optional_interval_var(s, length, e, p, f"I[{i},{k}]"))
+            self.demands.append(self.sizes[i] // self.unit)
             prev = own[-1]
             if k > 1:
                 m.add_implication(p, prev.present)
             # The next stay starts in a later stage than the previous one ended.
             m.add(prev.end <= s - i).only_enforce_if(p)
-            pi = m.new_bool_var(f"pi[{i},{k}]") if pageable[i] else None
-            comp = m.new_bool_var(f"rc[{i},{k}]") if recomputable[i] else None
+            pi = m.new_bool_var(f"pi[{i},{k}]") if self.pageable[i] else None
+            comp = m.new_bool_var(f"rc[{i},{k}]") if self.recomputable[i] else None
+            m.add(sum(x for x in (pi, comp) if x is not None) == p)
             if pi is not None:
                 # A page-in needs the flash copy, written in stage i+1 (M_out[i+1, i]).
                 m.add(s >= event(i + 2, i)).only_enforce_if(pi)
-            if pi is not None and comp is not None:
-                m.add(pi + comp == p)
-            elif pi is not None:
-                m.add(pi == p)
-            else:
-                m.add(comp == p)
-            cp_ = Copy(i, k, s, e, p, pi, comp)
-            own.append(cp_)
+                self._charge(pi, i, c.page_in_j[i], c.page_in_s[i])
             if comp is not None:
-                cost_terms.append((comp, c.compute_j[i] + sw * c.compute_s[i]))
-                time_terms.append((comp, c.compute_s[i]))
-            if pi is not None:
-                cost_terms.append((pi, c.page_in_j[i] + sw * c.page_in_s[i]))
-                time_terms.append((pi, c.page_in_s[i]))
+                self._charge(comp, i, c.compute_j[i], c.compute_s[i])
+            own.append(Copy(i, k, s, e, p, pi, comp, length))
         if any(cp_.pagein is not None for cp_ in own):
             po = m.new_bool_var(f"po[{i}]")
-            page_out[i] = po
+            self.page_out[i] = po
             for cp_ in own:
                 if cp_.pagein is not None:
                     m.add_implication(cp_.pagein, po)
             # The page-out is made in stage i+1: copy 0 is still resident at its start.
             m.add(end0 >= tri(i + 1) + 1).only_enforce_if(po)
-            cost_terms.append((po, c.page_out_j[i] + sw * c.page_out_s[i]))
-            time_terms.append((po, c.page_out_s[i]))
-        copies_of.append(own)
-    # Workspaces: one slot at each compute.
-    for i in range(n):
-        if works[i] <= 0:
-            continue
-        for cp_ in copies_of[i]:
-            if cp_.compute is True:
-                intervals.append(m.new_fixed_size_interval_var(cp_.start, 1, f"W[{i},{cp_.index}]"))
-            elif cp_.compute is not None:
-                intervals.append(m.new_optional_fixed_size_interval_var(cp_.start, 1, cp_.compute,
-                                                                        f"W[{i},{cp_.index}]"))
-            else:
+            self._charge(po, i, c.page_out_j[i], c.page_out_s[i])
+        self.copies_of.append(own)
+
+    def add_memory(self) -> None:
+        """Every stay, and each compute's workspace for its slot, within the budget."""
+        m = self.m
+        for i, own in enumerate(self.copies_of):
+            if self.works[i] <= 0:
                 continue
-            demands.append(works[i] // unit)
-    m.add_cumulative(intervals, demands, capacity)
-    # Dependencies: every compute of j finds each input in RAM.
-    n_links = 0
-    for j in range(n):
-        for reader in copies_of[j]:
-            if reader.compute is None:
-                continue
-            for i in sorted(set(g.nodes[j].inputs)):
-                links = []
-                for d in copies_of[i]:
-                    x = m.new_bool_var(f"x[{i},{d.index}->{j},{reader.index}]")
-                    n_links += 1
-                    if d.present is not True:
-                        m.add_implication(x, d.present)
-                    m.add(d.start + 1 <= reader.start).only_enforce_if(x)
-                    m.add(d.end >= reader.start + 1).only_enforce_if(x)
-                    links.append(x)
-                if reader.compute is True:
-                    m.add_bool_or(links)
+            for cp_ in own:
+                if cp_.compute is True:
+                    self.intervals.append(m.new_fixed_size_interval_var(cp_.start, 1, f"W[{i},{cp_.index}]"))
+                elif cp_.compute is not None:
+                    self.intervals.append(m.new_optional_fixed_size_interval_var(
+                        cp_.start, 1, cp_.compute, f"W[{i},{cp_.index}]"))
                 else:
-                    m.add_bool_or(links).only_enforce_if(reader.compute)
-    # The deadline: extra time within the slack (times rounded up: never optimistic).
-    if slack is not None and time_terms:
-        t_unit = max(max(s for _, s in time_terms), max(slack, 0.0)) / _TIME_STEPS or 1.0
-        cap = math.floor(max(slack, 0.0) / t_unit)
-        m.add(sum(math.ceil(s / t_unit - 1e-12) * lit for lit, s in time_terms) <= cap)
-    # Energy: costs floored to integer units (the bound stays valid; the simulator
-    # reports the real figures).
-    top = max([j for _, j in cost_terms], default=0.0)
-    obj_unit = top / _OBJ_STEPS if top > 0 else 1.0
-    coeffs = [(lit, math.floor(j / obj_unit)) for lit, j in cost_terms]
-    err = sum(j / obj_unit - k for (_, j), (_, k) in zip(cost_terms, coeffs))
-    if coeffs:
-        m.minimize(sum(k * lit for lit, k in coeffs))
-    const = float(sum(c.compute_j)) + sw * c.compute_only_s
-    stats = {"intervals": len(intervals), "copies": sum(len(o) for o in copies_of), "links": n_links,
-             "horizon": horizon}
-    return IntervalModel(problem, m, copies_of, page_out, obj_unit, const, math.ceil(err), stats)
+                    continue
+                self.demands.append(self.works[i] // self.unit)
+        m.add_cumulative(self.intervals, self.demands, self.capacity)
+
+    def add_dependencies(self) -> int:
+        """Every compute of ``j`` finds each input in RAM: one Boolean per (input copy,
+        reader copy) that picks the serving copy. Returns their number."""
+        m, g = self.m, self.problem.graph
+        n_links = 0
+        for j, readers in enumerate(self.copies_of):
+            for reader in readers:
+                if reader.compute is None:
+                    continue
+                for i in sorted(set(g.nodes[j].inputs)):
+                    links = []
+                    for d in self.copies_of[i]:
+                        x = m.new_bool_var(f"x[{i},{d.index}->{j},{reader.index}]")
+                        if d.present is not True:
+                            m.add_implication(x, d.present)
+                        m.add(d.start + 1 <= reader.start).only_enforce_if(x)
+                        m.add(d.end >= reader.start + 1).only_enforce_if(x)
+                        links.append(x)
+                        self.links.append((x, d, reader))
+                    n_links += len(links)
+                    if reader.compute is True:
+                        m.add_bool_or(links)
+                    else:
+                        m.add_bool_or(links).only_enforce_if(reader.compute)
+        return n_links
+
+    def add_deadline(self) -> None:
+        """The extra time within the slack (times rounded up: never optimistic)."""
+        if self.slack is None or not self.time_terms:
+            return
+        slack = max(self.slack, 0.0)
+        t_unit = max(max(sec for _, sec in self.time_terms), slack) / _TIME_STEPS or 1.0
+        self.m.add(sum(math.ceil(sec / t_unit - 1e-12) * lit for lit, sec in self.time_terms)
+                   <= math.floor(slack / t_unit))
+
+    def add_objective(self) -> tuple[float, float]:
+        """Energy with costs floored to integer units (so the model's bound stays valid;
+        the simulator reports the real figures). Returns (joules per unit, most the
+        floored costs underestimate, in units)."""
+        top = max([j for _, j in self.cost_terms], default=0.0)
+        obj_unit = top / _OBJ_STEPS if top > 0 else 1.0
+        coeffs = [(lit, math.floor(j / obj_unit)) for lit, j in self.cost_terms]
+        err = sum(j / obj_unit - k for (_, j), (_, k) in zip(self.cost_terms, coeffs))
+        if coeffs:
+            self.m.minimize(sum(k * lit for lit, k in coeffs))
+        return obj_unit, err
 
 
 def decode(im: IntervalModel, value: Any) -> Schedule:
@@ -309,24 +329,40 @@ def hint(im: IntervalModel, schedule: Schedule) -> bool:
         if len(stays) > len(im.copies[i]) or (stays and stays[0][0] != i):
             return False
         plan.append((stays, bool(schedule.M_out[:, i].any())))
+    where: dict[tuple[int, int], tuple[int, int]] = {}    # (node, copy) -> (start, end) if present
     for i, (stays, paged_out) in enumerate(plan):
-        own = im.copies[i]
-        for k, cp_ in enumerate(own):
-            if k < len(stays):
+        for k, cp_ in enumerate(im.copies[i]):
+            present = k < len(stays)
+            if present:
                 t, paged, end = stays[k]
-                if cp_.present is not True:
-                    m.add_hint(cp_.present, 1)
-                    m.add_hint(cp_.start, event(t, i))
-                if cp_.pagein is not None:
-                    m.add_hint(cp_.pagein, int(paged))
-                if cp_.compute is not None and cp_.compute is not True:
-                    m.add_hint(cp_.compute, int(not paged))
-                if not isinstance(cp_.end, int):
-                    m.add_hint(cp_.end, end)
-            elif cp_.present is not True:
-                m.add_hint(cp_.present, 0)
+                start = event(t, i)
+                where[(i, k)] = (start, end)
+            else:
+                # An absent copy: any value in its domain (the first stage after i).
+                paged, start = False, event(i + 1, i)
+                end = start + 1
+            if cp_.present is not True:
+                m.add_hint(cp_.present, int(present))
+                m.add_hint(cp_.start, start)
+            if cp_.pagein is not None:
+                m.add_hint(cp_.pagein, int(present and paged))
+            if cp_.compute is not None and cp_.compute is not True:
+                m.add_hint(cp_.compute, int(present and not paged))
+            if not isinstance(cp_.end, int):
+                m.add_hint(cp_.end, end)
+            if cp_.length is not None:
+                m.add_hint(cp_.length, end - start)
         if i in im.page_out:
             m.add_hint(im.page_out[i], int(paged_out))
+    # Each compute is served by the first copy of each input that is in RAM at its slot.
+    served: set[tuple[int, int, int, int]] = set()
+    for x, d, reader in im.links:
+        sd, rd = where.get((d.node, d.index)), where.get((reader.node, reader.index))
+        key = (d.node, reader.node, reader.index, 0)
+        ok = sd is not None and rd is not None and sd[0] + 1 <= rd[0] < sd[1] and key not in served
+        if ok:
+            served.add(key)
+        m.add_hint(x, int(ok))
     return True
 
 

@@ -14,12 +14,12 @@ import itertools
 import pytest
 
 from poet_compiler.solve.backends.native import NativeLimits, solve_native
-from poet_compiler.solve.formulation.interval import build_interval, decode, event, hint, stage_of, stays_needed
+from poet_compiler.solve.formulation.interval import DEFAULT_COPIES, build_interval, decode, event, hint, stage_of, stays_needed
 from poet_compiler.solve.interval_search import interval_search
-from poet_compiler.solve.problem import feasible_energy, simulate_schedule
+from poet_compiler.solve.problem import Problem, feasible_energy, simulate_schedule
 from poet_compiler.solve.warm_start import warm_start_candidates
 from tests.support import oracle
-from tests.support.graphs import training_problem
+from tests.support.graphs import cost_table_from_graph, forward_backward_chain, training_problem
 
 REL = 1e-6
 CASES = [(seed, mode, sw, dl) for seed, mode, (sw, dl) in
@@ -85,3 +85,19 @@ def test_interval_search_on_stage_long_transfers_keeps_only_valid_schedules() ->
         else:
             assert out.message, out
     assert kept, "no schedule carried over on any seed: the check above never ran"
+
+
+def test_copies_grow_when_the_model_is_proven_empty() -> None:
+    """A forward/backward chain at its smallest budget needs the first activations
+    recomputed many times (Griewank's chains): with 3 copies the model is empty, and the
+    search doubles the copies until it holds a schedule, which the simulator accepts."""
+    graph = forward_backward_chain(6)
+    # The working set of one backward node (its output, the incoming gradient, the saved
+    # activation): nothing else fits beside it.
+    problem = Problem(graph=graph, costs=cost_table_from_graph(graph), ram_budget_bytes=30, mode="remat")
+    assert oracle.search(problem) is not None
+    small = build_interval(problem, copies=DEFAULT_COPIES)
+    assert solve_native(small.model, NativeLimits(time_limit_s=20, workers=1)).status == "infeasible"
+    out = interval_search(problem, [], time_limit_s=60, threads=1)
+    assert out.copies > DEFAULT_COPIES and out.schedule is not None
+    assert feasible_energy(problem, out.schedule) == pytest.approx(out.energy_j)

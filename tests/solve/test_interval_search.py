@@ -1,0 +1,28 @@
+"""The interval search inside ``optimal``: used when no schedule is in hand on a large graph."""
+
+from __future__ import annotations
+
+import pytest
+
+from poet_compiler.solve import guided, milp
+from poet_compiler.solve.milp import solve_milp
+from poet_compiler.solve.problem import Problem
+from tests.support import oracle
+from tests.support.graphs import cost_table_from_graph, forward_backward_chain
+
+
+def test_no_schedule_in_hand_runs_the_interval_search(monkeypatch) -> None:
+    """A forward/backward chain at the working set of one node, with the size threshold
+    lowered to this graph and no schedule in hand (the heuristics and the cover's
+    realization made to find none, as on a random layered DAG): ``optimal`` runs the
+    interval search, which needs more than 3 copies here, and ends at the oracle's optimum."""
+    graph = forward_backward_chain(6)
+    problem = Problem(graph=graph, costs=cost_table_from_graph(graph), ram_budget_bytes=30, mode="remat")
+    monkeypatch.setattr(guided, "INTERVAL_MIN_NODES", 5)
+    monkeypatch.setattr(milp, "warm_start_candidates", lambda *_a, **_k: [])
+    monkeypatch.setattr(guided, "cover_schedule", lambda *_a, **_k: None)
+    res = solve_milp(problem, time_limit_s=60, gap_limit=0.0)
+    assert res.extra.interval is not None and res.extra.interval["copies"] > 3, res.extra.interval
+    best = oracle.search(problem)
+    assert best is not None and res.ok
+    assert res.energy_j == pytest.approx(best.energy_j, rel=1e-6)
