@@ -44,7 +44,8 @@ from typing import Any
 
 from poet_compiler.errors import ScheduleError
 from poet_compiler.graph.ir import TrainingGraph
-from poet_compiler.schedule.program import Instruction, Op, Program
+from poet_compiler.schedule.interpreter import ProgramInterpreter
+from poet_compiler.schedule.program import Instruction, Program
 from poet_compiler.solve.backends.native import NativeLimits, new_model, solve_native
 
 # Local improvement: moves tried per call (each is one placement, O(conflicting pairs)),
@@ -88,23 +89,68 @@ class Buffer:
 
 def buffers_of(graph: TrainingGraph, program: Program) -> list[Buffer]:
     """The Program's allocations in order of their allocating instruction."""
-    open_: dict[int, tuple[int, int]] = {}      # node -> (start, workspace)
-    out: list[Buffer] = []
-    for idx, ins in enumerate(program.instructions):
-        if ins.op in (Op.COMPUTE, Op.PAGE_IN):
-            if ins.node in open_:
-                raise ScheduleError(f"instruction {idx} ({ins}): node {ins.node} already has a live buffer")
-            work = graph.nodes[ins.node].workspace_bytes if ins.op is Op.COMPUTE else 0
-            open_[ins.node] = (idx, work)
-        elif ins.op is Op.FREE:
-            if ins.node not in open_:
-                raise ScheduleError(f"instruction {idx} ({ins}): free of node {ins.node}, which has no live buffer")
-            start, work = open_.pop(ins.node)
-            out.append(Buffer(ins.node, start, idx, graph.nodes[ins.node].output_bytes, work))
-    end = len(program.instructions)
-    out.extend(Buffer(i, s, end, graph.nodes[i].output_bytes, w) for i, (s, w) in open_.items())
-    out.sort(key=lambda b: b.start)
-    return out
+    return _Buffers(graph, program).run()
+
+
+class _Buffers(ProgramInterpreter):
+    """Each buffer's lifetime: from its COMPUTE or PAGE_IN to its FREE (or the end)."""
+
+    def __init__(self, graph: TrainingGraph, program: Program) -> None:
+        super().__init__(program)
+        self.graph = graph
+        self.open: dict[int, tuple[int, int]] = {}      # node -> (start, workspace)
+        self.out: list[Buffer] = []
+
+    def _allocate(self, ins: Instruction, work: int) -> None:
+        if ins.node in self.open:
+            raise ScheduleError(f"instruction {self.index} ({ins}): node {ins.node} already has a live buffer")
+        self.open[ins.node] = (self.index, work)
+
+    def compute(self, ins: Instruction) -> None:
+        self._allocate(ins, self.graph.nodes[ins.node].workspace_bytes)
+
+    def page_in(self, ins: Instruction) -> None:
+        self._allocate(ins, 0)
+
+    def free(self, ins: Instruction) -> None:
+        if ins.node not in self.open:
+            raise ScheduleError(f"instruction {self.index} ({ins}): free of node {ins.node}, which has no live buffer")
+        start, work = self.open.pop(ins.node)
+        self.out.append(Buffer(ins.node, start, self.index, self.graph.nodes[ins.node].output_bytes, work))
+
+    def finish(self) -> list[Buffer]:
+        end = len(self.instructions)
+        nodes = self.graph.nodes
+        self.out.extend(Buffer(i, s, end, nodes[i].output_bytes, w) for i, (s, w) in self.open.items())
+        self.out.sort(key=lambda b: b.start)
+        return self.out
+
+
+class _Placer(ProgramInterpreter):
+    """The Program with each instruction's arena offset: a buffer's, from its allocation
+    (``at_start``: allocating instruction index -> offset) to its FREE; none on FENCE."""
+
+    def __init__(self, program: Program, at_start: dict[int, int]) -> None:
+        super().__init__(program)
+        self.at_start = at_start
+        self.current: dict[int, int] = {}
+        self.out: list[Instruction] = []
+
+    def _allocate(self, ins: Instruction) -> None:
+        self.current[ins.node] = self.at_start[self.index]
+        self.out.append(replace(ins, offset=self.at_start[self.index]))
+
+    def _place(self, ins: Instruction) -> None:
+        self.out.append(replace(ins, offset=self.current.get(ins.node)))
+
+    compute = page_in = _allocate
+    free = page_out = _place
+
+    def fence(self, ins: Instruction) -> None:
+        self.out.append(replace(ins, offset=None))
+
+    def finish(self) -> tuple[Instruction, ...]:
+        return tuple(self.out)
 
 
 def peak_live_bytes(buffers: list[Buffer]) -> int:
@@ -429,19 +475,10 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
                 break
     arena, offsets, name = best
     at_start = {b.start: off for b, off in zip(buffers, offsets)}
-    current: dict[int, int] = {}
-    out: list[Instruction] = []
-    for idx, ins in enumerate(program.instructions):
-        if ins.op in (Op.COMPUTE, Op.PAGE_IN):
-            current[ins.node] = at_start[idx]
-            out.append(replace(ins, offset=at_start[idx]))
-        elif ins.op in (Op.FREE, Op.PAGE_OUT):
-            out.append(replace(ins, offset=current.get(ins.node)))
-        else:
-            out.append(replace(ins, offset=None))
+    placed = _Placer(program, at_start).run()
     meta = dict(program.meta)
     meta.update(peak_bytes=peak, fragmentation=(arena / peak) if peak else 1.0, arena_order=name)
-    return Program(n_nodes=program.n_nodes, instructions=tuple(out), arena_bytes=arena, meta=meta)
+    return Program(n_nodes=program.n_nodes, instructions=placed, arena_bytes=arena, meta=meta)
 
 
 # Harder re-plans of a program whose live bytes fit the budget but whose first arenas did

@@ -26,6 +26,7 @@ from poet_compiler.solve.formulation.fast import canonical
 from poet_compiler.solve.guided import GuidedOutcome, cover_schedule, guided_search
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import Result, ResultExtra
+from poet_compiler.solve.verdict import apply_bound, better, count_rescues, union
 from poet_compiler.solve.warm_start import warm_start_candidates, warm_start_schedule
 
 STRATEGY = "optimal"
@@ -66,10 +67,6 @@ def _empty(problem: Problem, status: str, solver: str, formulation: str, started
 # Graphs with more nodes than this stop at DEFAULT_GAP_LIMIT (0.1 %) by default; smaller
 # ones are solved to a closed gap, which is cheap for them.
 LARGE_GRAPH_NODES = 40
-# A gap this small is closed: CP-SAT solves integer-scaled costs (2^-32 of the total per
-# coefficient) and the reported bound subtracts that rounding, so a proven optimum shows
-# a relative gap of ~1e-8 against the simulator's energy.
-OPTIMALITY_TOL = 1e-6
 DEFAULT_GAP_LIMIT = 1e-3
 # Fragmentation feedback: re-solves with a budget lowered by the arena's overshoot (at
 # least below the peak of the schedule that did not fit), while time is left.
@@ -148,33 +145,10 @@ def solve_milp(
             stage = _solve_family(problem, clock=clock, warm_start=warm_start, **kw)  # type: ignore[arg-type]
         sync = _solve_family(dataclasses.replace(problem, transfers="sync"), clock=clock,
                              warm_start=stage.schedule if stage.ok else None, **kw)  # type: ignore[arg-type]
-        res = _union(stage, sync, clock.started)
+        res = union(stage, sync, clock.started)
     res.solve_time_s = clock.elapsed()
     res.extra.stage_s = clock.report()
     return res
-
-
-def _union(stage: Result, sync: Result, started: float) -> Result:
-    """The better of two program families' results, judged by the union's bound: the
-    smallest bound of the families that may hold a schedule (a family proven empty
-    contributes none; one with no bound leaves the union without one)."""
-    families = (stage, sync)
-    empty = [r.status == "infeasible" and bool(r.extra.proven_infeasible) for r in families]
-    solved = [r for r in families if r.ok and r.energy_j is not None]
-    if not solved:
-        out = stage if empty[0] or not empty[1] else sync
-        if not all(empty):
-            out.extra.unset("proven_infeasible")   # only one family is proven empty
-    else:
-        out = min(solved, key=lambda r: r.energy_j or 0.0)
-        bounds = [r.lower_bound_j for r, e in zip(families, empty) if not e]
-        union_bound = None if any(b is None for b in bounds) else min(b for b in bounds if b is not None)
-        out.status = "feasible"
-        _apply_bound(out, union_bound)
-    out.extra.transfers = "stage" if out is stage else "sync"
-    out.extra.family_energy_j = {"stage": stage.energy_j, "sync": sync.energy_j}
-    out.solve_time_s = time.perf_counter() - started
-    return out
 
 
 def _solve_family(
@@ -248,7 +222,7 @@ def _solve_family(
                 note = (f"arena: re-solved {attempt} time(s) with {reserve} B held back for fragmentation "
                         f"(the schedule at the full budget needed a {first_arena} B arena)")
                 last.message = f"{last.message}; {note}" if last.message else note
-            best = _better(best, last)
+            best = better(best, last)
             break
         if not (last.status == "infeasible" and last.message.startswith("arena") and last.arena_bytes
                 and last.schedule is not None):
@@ -294,23 +268,12 @@ def _solve_family(
             res.extra.arena_rescue = {"replanned": 0, "resolved": 0, "lost": arena_failures}
         res.solve_time_s = time.perf_counter() - started
         return res
-    _apply_bound(best, full_bound)
+    apply_bound(best, full_bound)
     best.solve_time_s = time.perf_counter() - started
     if best.arena_bytes is not None and best.peak_ram_bytes:
         best.extra.fragmentation_overhead_bytes = best.arena_bytes - best.peak_ram_bytes
-    _count_rescues(best, arena_failures)
+    count_rescues(best, arena_failures)
     return best
-
-
-def _count_rescues(res: Result, arena_failures: int) -> None:
-    """``arena_rescue`` of the answer: did a harder arena re-plan keep its schedule
-    (``replanned``), a re-solve against the arena (``resolved``), and how many schedules
-    whose live bytes fit were given up for their arena (``lost``)."""
-    replanned = int(bool(res.program is not None and res.program.meta.get("arena_rescued")))
-    resolved = int(bool(res.extra.fragmentation_retries) and res.extra.fallback_schedule is None)
-    lost = max(0, arena_failures - resolved) + (res.extra.arena_rescue or {}).get("lost", 0)
-    if replanned or resolved or lost:
-        res.extra.arena_rescue = {"replanned": replanned, "resolved": resolved, "lost": lost}
 
 
 # With DMA and time that matters, both program families are searched only on graphs of
@@ -324,45 +287,6 @@ UNION_MAX_NODES = 40
 # lost 15 % energy to the shorter search; the synchronous family mostly needs little time
 # (it is warm-started from the first family's schedule).
 STAGE_FAMILY_SHARE = 0.75
-
-# Relative float noise between a proven optimum's bound and its simulated energy.
-BOUND_NOISE = 1e-7
-
-
-def _better(a: Result | None, b: Result) -> Result:
-    if a is None or (b.energy_j is not None and a.energy_j is not None and b.energy_j < a.energy_j):
-        return b
-    return a
-
-
-def _apply_bound(res: Result, bound: float | None) -> None:
-    """Judge ``res`` against the full-budget bound: every schedule the user could get
-    (arena included) costs at least that much. ``optimal`` only for a closed gap."""
-    if res.energy_j is None:
-        return
-    if bound is None:
-        res.lower_bound_j, res.gap = None, None
-        if res.status == "optimal" and res.extra.fragmentation_retries:
-            res.status = "feasible"
-        return
-    if bound > res.energy_j * (1 + BOUND_NOISE) + 1e-300:
-        # A lower bound above what the schedule really costs means the model and the
-        # device disagree: a defect to report, never to clamp away into "optimal".
-        res.lower_bound_j, res.gap = bound, None
-        res.status = "feasible"
-        note = (f"defect: the lower bound {bound:.6g} J exceeds the simulated energy {res.energy_j:.6g} J; "
-                "no optimality is claimed (please report this with the input)")
-        res.message = f"{res.message}; {note}" if res.message else note
-        return
-    bound = min(bound, res.energy_j)     # a proven optimum's bound can exceed it by float noise
-    res.lower_bound_j = bound
-    res.gap = max(0.0, (res.energy_j - bound) / res.energy_j) if res.energy_j > 0 else 0.0
-    if res.gap <= OPTIMALITY_TOL:
-        res.gap = 0.0
-        res.status = "optimal"
-    elif res.status == "optimal":
-        res.status = "feasible"
-
 
 def _infeasible(problem: Problem, reserve: int, *, solver: str, formulation: str, started: float,
                 clock: Clock, threads: int, extra: ResultExtra, proof: str) -> Result:

@@ -1,0 +1,93 @@
+"""Judging a result against its bounds: the gap, "optimal", and the union of families.
+
+Pure functions on :class:`~poet_compiler.solve.result.Result` used by
+:mod:`.milp`: :func:`apply_bound` sets ``lower_bound_j``/``gap``/``status`` from a bound
+valid for every schedule the user could get (and reports a bound above the simulated
+energy as a defect, never as "optimal"); :func:`union` keeps the better of two program
+families under the union's bound; :func:`count_rescues` records how fragmentation was
+handled.
+"""
+
+from __future__ import annotations
+
+import time
+
+from poet_compiler.solve.result import Result
+
+# A gap this small is closed: CP-SAT solves integer-scaled costs (2^-32 of the total per
+# coefficient) and the reported bound subtracts that rounding, so a proven optimum shows
+# a relative gap of ~1e-8 against the simulator's energy.
+OPTIMALITY_TOL = 1e-6
+
+# Relative float noise between a proven optimum's bound and its simulated energy.
+BOUND_NOISE = 1e-7
+
+
+def better(a: Result | None, b: Result) -> Result:
+    """The one with less energy: ``b`` when it is cheaper or ``a`` is None, else ``a``."""
+    if a is None or (b.energy_j is not None and a.energy_j is not None and b.energy_j < a.energy_j):
+        return b
+    return a
+
+
+def apply_bound(res: Result, bound: float | None) -> None:
+    """Judge ``res`` against the full-budget bound: every schedule the user could get
+    (arena included) costs at least that much. ``optimal`` only for a closed gap."""
+    if res.energy_j is None:
+        return
+    if bound is None:
+        res.lower_bound_j, res.gap = None, None
+        if res.status == "optimal" and res.extra.fragmentation_retries:
+            res.status = "feasible"
+        return
+    if bound > res.energy_j * (1 + BOUND_NOISE) + 1e-300:
+        # A lower bound above what the schedule really costs means the model and the
+        # device disagree: a defect to report, never to clamp away into "optimal".
+        res.lower_bound_j, res.gap = bound, None
+        res.status = "feasible"
+        note = (f"defect: the lower bound {bound:.6g} J exceeds the simulated energy {res.energy_j:.6g} J; "
+                "no optimality is claimed (please report this with the input)")
+        res.message = f"{res.message}; {note}" if res.message else note
+        return
+    bound = min(bound, res.energy_j)     # a proven optimum's bound can exceed it by float noise
+    res.lower_bound_j = bound
+    res.gap = max(0.0, (res.energy_j - bound) / res.energy_j) if res.energy_j > 0 else 0.0
+    if res.gap <= OPTIMALITY_TOL:
+        res.gap = 0.0
+        res.status = "optimal"
+    elif res.status == "optimal":
+        res.status = "feasible"
+
+
+def union(stage: Result, sync: Result, started: float) -> Result:
+    """The better of two program families' results, judged by the union's bound: the
+    smallest bound of the families that may hold a schedule (a family proven empty
+    contributes none; one with no bound leaves the union without one)."""
+    families = (stage, sync)
+    empty = [r.status == "infeasible" and bool(r.extra.proven_infeasible) for r in families]
+    solved = [r for r in families if r.ok and r.energy_j is not None]
+    if not solved:
+        out = stage if empty[0] or not empty[1] else sync
+        if not all(empty):
+            out.extra.unset("proven_infeasible")   # only one family is proven empty
+    else:
+        out = min(solved, key=lambda r: r.energy_j or 0.0)
+        bounds = [r.lower_bound_j for r, e in zip(families, empty) if not e]
+        union_bound = None if any(b is None for b in bounds) else min(b for b in bounds if b is not None)
+        out.status = "feasible"
+        apply_bound(out, union_bound)
+    out.extra.transfers = "stage" if out is stage else "sync"
+    out.extra.family_energy_j = {"stage": stage.energy_j, "sync": sync.energy_j}
+    out.solve_time_s = time.perf_counter() - started
+    return out
+
+
+def count_rescues(res: Result, arena_failures: int) -> None:
+    """``arena_rescue`` of the answer: did a harder arena re-plan keep its schedule
+    (``replanned``), a re-solve against the arena (``resolved``), and how many schedules
+    whose live bytes fit were given up for their arena (``lost``)."""
+    replanned = int(bool(res.program is not None and res.program.meta.get("arena_rescued")))
+    resolved = int(bool(res.extra.fragmentation_retries) and res.extra.fallback_schedule is None)
+    lost = max(0, arena_failures - resolved) + (res.extra.arena_rescue or {}).get("lost", 0)
+    if replanned or resolved or lost:
+        res.extra.arena_rescue = {"replanned": replanned, "resolved": resolved, "lost": lost}
