@@ -43,6 +43,11 @@ CELLS = {
     "dag250_90": (["{dag250}", "--mode", "remat", "--ram", "90%"], 300.0),
     "dag500_80_120": (["{dag500}", "--mode", "remat", "--ram", "80%"], 120.0),
     "dag1000_90": (["{dag1000}", "--mode", "remat", "--ram", "90%"], 300.0),
+    "dag100_90": (["{dag100}", "--mode", "remat", "--ram", "90%"], 60.0),
+    "gpt2_large_a72_50": (["gpt2_large", "--device", "a72", "--ram", "50%"], 600.0),
+    # gpt2_large's LM head alone needs 100 % of its checkpoint-all peak (cheap proof):
+    # the same 36-layer, 1,567-node graph at vocab 512 exercises the optimizer at scale.
+    "gpt2_large_mini_a72_50": (["gpt2_large_mini", "--device", "a72", "--ram", "50%"], 300.0),
 }
 
 # The child: run the CLI in-process, then print the peak RSS of itself and its children.
@@ -128,7 +133,7 @@ def main() -> None:
         or [(args.label, args.root.resolve())]
     tmp = Path(tempfile.mkdtemp(prefix="poetc-dag-"))
     dags = {}
-    for n in (250, 500, 1000):
+    for n in (100, 250, 500, 1000):
         dags[f"dag{n}"] = tmp / f"layered_{n}.json"
         dags[f"dag{n}"].write_text(json.dumps(layered_dag(n)))
     for name in args.cells.split(","):

@@ -52,7 +52,7 @@ CASCADE_DEPTH = 2   # inputs, and their inputs, may be recomputed with a chosen 
 # (BENCHMARKS.md, issue 18): run on every large graph it took the time the guided
 # sub-problem and the full model needed (MobileNetV2 a72 50 %: 10.5 % gap instead of
 # 0.4 % at 120 s); where a heuristic schedule exists those do better.
-INTERVAL_MIN_NODES = 200
+INTERVAL_MIN_NODES = 40
 INTERVAL_SHARE = 0.75
 
 

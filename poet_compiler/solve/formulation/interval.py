@@ -5,7 +5,8 @@ graphs of hundreds to thousands of nodes (retention intervals with a cumulative 
 resource, as Moccasin, ICML 2023, here with page-out/page-in events and POET's energy).
 
 **Time axis.** The events of Checkmate's stages, laid end to end: stage ``t`` has one
-slot per node ``k <= t``, at ``event(t, k) = t(t+1)/2 + k``. Node ``i`` is first computed
+slot per node ``k <= t``, at ``event(t, k) = t·n + k`` (slots ``k > t`` stay empty, which
+changes nothing: the live set only shrinks between computes). Node ``i`` is first computed
 at ``event(i, i)``; every later copy of it starts in its own slot ``event(t, i)`` of a
 later stage ``t``. So every solution is a schedule of docs/model.md (stage ``t``, node
 order inside it), and it is decoded into the stage matrices and judged by the simulator
@@ -47,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.solve.backends.native import domain_from_values, new_model
+from poet_compiler.solve.backends.native import new_model
 from poet_compiler.solve.problem import Problem
 
 # Copies per tensor (first compute included). Measured in BENCHMARKS.md ("interval").
@@ -57,30 +58,26 @@ _OBJ_STEPS = 1 << 24
 _TIME_STEPS = 1 << 24
 
 
-def tri(t: int) -> int:
-    """First event of stage ``t``."""
-    return t * (t + 1) // 2
+def tri(t: int, n: int) -> int:
+    """First event of stage ``t`` (``n`` nodes)."""
+    return t * n
 
 
-def event(t: int, k: int) -> int:
-    return tri(t) + k
+def event(t: int, k: int, n: int) -> int:
+    return t * n + k
 
 
-def stage_of(e: int) -> int:
+def stage_of(e: int, n: int) -> int:
     """The stage of event ``e``."""
-    t = int((math.isqrt(8 * e + 1) - 1) // 2)
-    while tri(t + 1) <= e:
-        t += 1
-    while tri(t) > e:
-        t -= 1
-    return t
+    return e // n
 
 
 @dataclass
 class Copy:
     node: int
     index: int                 # 0: the first compute
-    start: Any                 # IntVar or int
+    start: Any                 # event of its compute or page-in: int or n*stage + node
+    stage: Any                 # IntVar or int
     end: Any
     present: Any               # BoolVar or True
     pagein: Any = None         # BoolVar (None: a compute)
@@ -146,7 +143,7 @@ class _Builder:
         self.works = [node.workspace_bytes for node in g.nodes]
         self.unit = math.gcd(*[s for s in self.sizes + self.works if s > 0]) or 1
         self.capacity = max(0, budget // self.unit)
-        self.horizon = tri(problem.n)
+        self.horizon = tri(problem.n, problem.n)
         self.recomputable = [problem.allows_remat and not node.pinned and bool(self.cons[i])
                              and self._fits(c.compute_s[i]) for i, node in enumerate(g.nodes)]
         self.pageable = [problem.allows_paging and not node.pinned and bool(self.cons[i]) and i + 1 < problem.n
@@ -169,17 +166,20 @@ class _Builder:
     def add_node(self, i: int) -> None:
         """Copy 0 (the first compute), the optional copies, and the page-out they need."""
         m, c, n = self.m, self.problem.costs, self.problem.n
-        first = event(i, i)
+        first = event(i, i, n)
         # A sink (loss, gradient) is freed right after its compute.
         end0 = m.new_int_var(first + 1, self.horizon, f"e[{i},0]") if self.cons[i] else first + 1
         length0 = 1 if isinstance(end0, int) else m.new_int_var(1, self.horizon - first, f"l[{i},0]")
         self.intervals.append(m.new_interval_var(first, length0, end0, f"I[{i},0]"))
         self.demands.append(self.sizes[i] // self.unit)
-        own = [Copy(i, 0, first, end0, True, None, True, None if isinstance(length0, int) else length0)]
+        own = [Copy(i, 0, first, i, end0, True, None, True, None if isinstance(length0, int) else length0)]
         stages = list(range(i + 1, n)) if (self.recomputable[i] or self.pageable[i]) else []
         for k in range(1, self.copies if stages else 1):
-            s = m.new_int_var_from_domain(domain_from_values([event(t, i) for t in stages]), f"s[{i},{k}]")
-            e = m.new_int_var(event(stages[0], i) + 1, self.horizon, f"e[{i},{k}]")
+            # The stage is the variable; the start an affine expression of it (a domain of
+            # the stage events themselves took CP-SAT minutes to load on 1,567 nodes).
+            tau = m.new_int_var(stages[0], stages[-1], f"t[{i},{k}]")
+            s = n * tau + i
+            e = m.new_int_var(event(stages[0], i, n) + 1, self.horizon, f"e[{i},{k}]")
             p = m.new_bool_var(f"p[{i},{k}]")
             length = m.new_int_var(1, self.horizon, f"l[{i},{k}]")
             self.intervals.append(m.new_optional_interval_var(s, length, e, p, f"I[{i},{k}]"))
@@ -188,17 +188,17 @@ class _Builder:
             if k > 1:
                 m.add_implication(p, prev.present)
             # The next stay starts in a later stage than the previous one ended.
-            m.add(prev.end <= s - i).only_enforce_if(p)
+            m.add(prev.end <= n * tau).only_enforce_if(p)
             pi = m.new_bool_var(f"pi[{i},{k}]") if self.pageable[i] else None
             comp = m.new_bool_var(f"rc[{i},{k}]") if self.recomputable[i] else None
             m.add(sum(x for x in (pi, comp) if x is not None) == p)
             if pi is not None:
                 # A page-in needs the flash copy, written in stage i+1 (M_out[i+1, i]).
-                m.add(s >= event(i + 2, i)).only_enforce_if(pi)
+                m.add(tau >= i + 2).only_enforce_if(pi)
                 self._charge(pi, i, c.page_in_j[i], c.page_in_s[i])
             if comp is not None:
                 self._charge(comp, i, c.compute_j[i], c.compute_s[i])
-            own.append(Copy(i, k, s, e, p, pi, comp, length))
+            own.append(Copy(i, k, s, tau, e, p, pi, comp, length))
         if any(cp_.pagein is not None for cp_ in own):
             po = m.new_bool_var(f"po[{i}]")
             self.page_out[i] = po
@@ -206,7 +206,7 @@ class _Builder:
                 if cp_.pagein is not None:
                     m.add_implication(cp_.pagein, po)
             # The page-out is made in stage i+1: copy 0 is still resident at its start.
-            m.add(end0 >= tri(i + 1) + 1).only_enforce_if(po)
+            m.add(end0 >= tri(i + 1, n) + 1).only_enforce_if(po)
             self._charge(po, i, c.page_out_j[i], c.page_out_s[i])
         self.copies_of.append(own)
 
@@ -289,8 +289,7 @@ def decode(im: IntervalModel, value: Any) -> Schedule:
         for cp_ in own:
             if cp_.present is not True and not val(cp_.present):
                 continue
-            start, end = val(cp_.start), val(cp_.end)
-            t0 = stage_of(start)
+            t0, end = val(cp_.stage), val(cp_.end)
             if cp_.index > 0:
                 if cp_.pagein is not None and val(cp_.pagein):
                     s.M_in[t0, i] = True
@@ -298,7 +297,7 @@ def decode(im: IntervalModel, value: Any) -> Schedule:
                     s.R[t0, i] = True
             # Resident at the start of every later stage the stay reaches into.
             for t in range(t0 + 1, n):
-                if tri(t) >= end:
+                if tri(t, n) >= end:
                     break
                 s.S_RAM[t, i] = True
         po = im.page_out.get(i)
@@ -324,7 +323,7 @@ def hint(im: IntervalModel, schedule: Schedule) -> bool:
             while last + 1 < n and schedule.S_RAM[last + 1, i]:
                 last += 1
             readers = [j for j in cons[i] if j <= last and schedule.R[last, j]]
-            end = event(last, max(readers)) + 1 if readers else event(last, i) + 1
+            end = event(last, max(readers) if readers else i, n) + 1
             stays.append((t, paged, end))
         if len(stays) > len(im.copies[i]) or (stays and stays[0][0] != i):
             return False
@@ -335,15 +334,15 @@ def hint(im: IntervalModel, schedule: Schedule) -> bool:
             present = k < len(stays)
             if present:
                 t, paged, end = stays[k]
-                start = event(t, i)
+                start = event(t, i, n)
                 where[(i, k)] = (start, end)
             else:
                 # An absent copy: any value in its domain (the first stage after i).
-                paged, start = False, event(i + 1, i)
+                paged, t, start = False, i + 1, event(i + 1, i, n)
                 end = start + 1
             if cp_.present is not True:
                 m.add_hint(cp_.present, int(present))
-                m.add_hint(cp_.start, start)
+                m.add_hint(cp_.stage, t)
             if cp_.pagein is not None:
                 m.add_hint(cp_.pagein, int(present and paged))
             if cp_.compute is not None and cp_.compute is not True:

@@ -14,7 +14,15 @@ import itertools
 import pytest
 
 from poet_compiler.solve.backends.native import NativeLimits, solve_native
-from poet_compiler.solve.formulation.interval import DEFAULT_COPIES, build_interval, decode, event, hint, stage_of, stays_needed
+from poet_compiler.solve.formulation.interval import (
+    DEFAULT_COPIES,
+    build_interval,
+    decode,
+    event,
+    hint,
+    stage_of,
+    stays_needed,
+)
 from poet_compiler.solve.interval_search import interval_search
 from poet_compiler.solve.problem import Problem, feasible_energy, simulate_schedule
 from poet_compiler.solve.warm_start import warm_start_candidates
@@ -27,9 +35,10 @@ CASES = [(seed, mode, sw, dl) for seed, mode, (sw, dl) in
 
 
 def test_events_and_stages_round_trip() -> None:
-    for t in range(60):
+    n = 60
+    for t in range(n):
         for k in range(t + 1):
-            assert stage_of(event(t, k)) == t
+            assert stage_of(event(t, k, n), n) == t
 
 
 @pytest.mark.parametrize("seed, mode, static_w, deadline", CASES)
