@@ -51,7 +51,8 @@ CASCADE_DEPTH = 2   # inputs, and their inputs, may be recomputed with a chosen 
 # before the guided sub-problem, with this share of the stage's time. Measured
 # (BENCHMARKS.md, issue 18): run on every large graph it took the time the guided
 # sub-problem and the full model needed (MobileNetV2 a72 50 %: 10.5 % gap instead of
-# 0.4 % at 120 s); where a heuristic schedule exists those do better.
+# 0.4 % at 120 s; kws_dscnn m4 256k: 0.0444 J instead of 0.0423 J at 60 s, from the
+# same hints); where a heuristic schedule exists those do better.
 INTERVAL_MIN_NODES = 40
 INTERVAL_SHARE = 0.75
 
@@ -226,9 +227,14 @@ class GuidedOutcome:
 
 def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *, solver: str,
                   time_limit_s: float, threads: int, relative_gap: float,
-                  progress: bool = False, clock: Clock | None = None) -> GuidedOutcome:
+                  progress: bool = False, clock: Clock | None = None,
+                  others: tuple[Schedule, ...] = ()) -> GuidedOutcome:
     """The cover's realization, then the guided sub-problem seeded with the better of it
     and ``warm``; stops as soon as a schedule is within ``relative_gap`` of the cover bound.
+
+    On a graph of more than ``INTERVAL_MIN_NODES`` nodes with no schedule in hand (neither
+    ``warm`` nor the realization), the interval search runs first, hinted from ``others``
+    (the other heuristics' schedules: the first the model can hold is its hint).
 
     ``time_limit_s`` is the stage's share; with a ``clock`` (the solve's deadline) the
     realization's cover solves end at the deadline too, and the sub-problem's CP-SAT limit
@@ -249,7 +255,7 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
     found: IntervalOutcome | None = None
     if problem.n > INTERVAL_MIN_NODES and best.schedule is None:
         share = INTERVAL_SHARE * (until - time.perf_counter())
-        found = interval_search(problem, [h for h in (best.schedule, warm) if h is not None],
+        found = interval_search(problem, [h for h in (best.schedule, warm, *others) if h is not None],
                                 time_limit_s=share if clock is None else clock.solver_limit(share),
                                 threads=threads, target_j=bound * (1 + relative_gap))
         if found.energy_j is not None and (best.energy_j is None or found.energy_j < best.energy_j):

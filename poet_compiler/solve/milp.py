@@ -308,7 +308,8 @@ def _infeasible(problem: Problem, reserve: int, *, solver: str, formulation: str
     return res
 
 
-def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Schedule | None, *, solver: str,
+def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Schedule | None,
+                  others: tuple[Schedule, ...], *, solver: str,
                   formulation: str, gap: float, threads: int, progress: bool, started: float,
                   clock: Clock, extra: ResultExtra) -> tuple[GuidedOutcome, Result | None, bool]:
     """The cover-guided search at the (possibly reduced) budget of ``tight``.
@@ -320,7 +321,7 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
     share = LARGE_GUIDED_SHARE if problem.n > FULL_MODEL_MAX_NODES else GUIDED_SHARE
     with clock.stage("guided"):
         guided = guided_search(tight, cover, hint, solver=solver, threads=threads, relative_gap=gap,
-                               time_limit_s=share * clock.left(), progress=progress, clock=clock)
+                               time_limit_s=share * clock.left(), progress=progress, clock=clock, others=others)
     extra.set(guided_source=guided.source, guided_solve_s=round(guided.solve_s, 3))
     if guided.interval is not None:
         iv = guided.interval
@@ -418,7 +419,9 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         if cover.infeasible:
             return _infeasible(problem, reserve, solver=solver, formulation=formulation, started=started,
                                clock=clock, threads=threads, extra=extra, proof="the eviction-cover bound")
-        guided, guided_res, done = _guided_stage(problem, tight, cover, hint, solver=solver, formulation=formulation,
+        others = tuple(c[2] for c in candidates[1:]) if candidates else ()
+        guided, guided_res, done = _guided_stage(problem, tight, cover, hint, others, solver=solver,
+                                                 formulation=formulation,
                                                  gap=gap, threads=threads, progress=progress, started=started,
                                                  clock=clock, extra=extra)
         if done:
