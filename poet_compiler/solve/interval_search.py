@@ -8,6 +8,10 @@ transfers) its schedule is carried over by making each page-in one stage earlier
 the stage-long rules make it usable at its reader's stage) and kept only if the
 simulator accepts it under those rules.
 
+A schedule whose live bytes fit but whose static arena does not (the DAGs' arbitrary sizes
+fragment) is solved again at a budget lowered by the overshoot, as :mod:`.milp` does for
+the stage models, but within this search (it solves in seconds where those take minutes).
+
 Its schedules are judged like every other (the simulator's figures); its own bound holds
 only for at most C stays per tensor, so it is reported (``interval_bound_j``) but never
 used for an optimality claim.
@@ -21,7 +25,11 @@ import time
 
 import numpy as np
 
+from poet_compiler.schedule.arena import plan_arena
+from poet_compiler.schedule.cleanup import remove_pointless_work
+from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.schedule import Schedule
+from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.backends.native import NativeLimits, solve_native
 from poet_compiler.solve.formulation.interval import DEFAULT_COPIES, build_interval, hint, stays_needed
 from poet_compiler.solve.problem import Problem, feasible_energy
@@ -32,6 +40,12 @@ MAX_COPIES = 4
 # MIN_RETRY_S left (random layered DAGs need long recompute chains).
 MAX_RETRY_COPIES = 16
 MIN_RETRY_S = 1.0
+# A schedule whose static arena does not fit (fragmentation) is solved again with the
+# budget lowered by the overshoot, up to ARENA_RETRIES times; each solve but the last gets
+# ARENA_SOLVE_SHARE of the time left, and each arena check at most ARENA_CHECK_S.
+ARENA_RETRIES = 3
+ARENA_SOLVE_SHARE = 0.5
+ARENA_CHECK_S = 2.0
 
 
 @dataclasses.dataclass
@@ -47,6 +61,8 @@ class IntervalOutcome:
     build_s: float = 0.0
     solve_s: float = 0.0
     message: str = ""
+    arena_fits: bool = False      # its static arena (planned as finalize plans it) fits
+    arena_retries: int = 0        # re-solves with the budget lowered by the arena's overshoot
 
 
 def to_stage_long(problem: Problem, schedule: Schedule) -> Schedule:
@@ -67,25 +83,64 @@ def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: fl
     ``time_limit_s``, from the first of ``hints`` it can hold; stop early at a schedule of
     at most ``target_j`` joules (e.g. within the gap limit of the cover bound)."""
     started = time.perf_counter()
+    until = started + time_limit_s
     sync = problem if problem.synchronous else dataclasses.replace(problem, transfers="sync")
     usable = [h for h in hints if feasible_energy(sync, h) is not None]
     # Enough copies to hold the best hint, unless that takes more than MAX_COPIES.
     needed = stays_needed(sync, usable[0]) if usable else DEFAULT_COPIES
     copies = max(DEFAULT_COPIES, needed) if needed <= MAX_COPIES else DEFAULT_COPIES
+    budget = sync.activation_budget
+    first: IntervalOutcome | None = None
+    for attempt in range(ARENA_RETRIES + 1):
+        left = until - time.perf_counter()
+        share = left * (ARENA_SOLVE_SHARE if attempt < ARENA_RETRIES else 1.0)
+        out = _with_enough_copies(problem, sync, usable, copies, time.perf_counter() + share, target_j,
+                                  threads, budget)
+        copies = out.copies
+        if out.schedule is None:
+            return first or out
+        arena, peak = _arena(problem, out.schedule, min(ARENA_CHECK_S, 0.1 * left))
+        out.arena_retries = attempt
+        if arena <= problem.activation_budget:
+            out.arena_fits = True
+            return out
+        # Live bytes fit, the static arena does not (fragmentation): hold back the
+        # overshoot, at least below this schedule's peak, and solve again.
+        first = first or out
+        budget = min(budget - (arena - problem.activation_budget), peak - 1)
+        if budget <= 0 or until - time.perf_counter() < MIN_RETRY_S:
+            break
+    return first or out
+
+
+def _arena(problem: Problem, schedule: Schedule, time_limit_s: float) -> tuple[int, int]:
+    """(static arena bytes, live peak bytes) of the schedule's cleaned Program, the arena
+    planned as finalize plans it, within ``time_limit_s``."""
+    graph = problem.graph
+    program = remove_pointless_work(graph, linearize(graph, schedule, mode=problem.mode,
+                                                     dma=not problem.synchronous))
+    peak = simulate(graph, problem.costs, program).peak_bytes
+    planned = plan_arena(graph, program, budget_bytes=problem.activation_budget, time_limit_s=time_limit_s)
+    return (planned.arena_bytes if planned.arena_bytes is not None else peak), peak
+
+
+def _with_enough_copies(problem: Problem, sync: Problem, usable: list[Schedule], copies: int, until: float,
+                        target_j: float | None, threads: int, budget: int) -> IntervalOutcome:
+    """Solve with ``copies`` stays per tensor, doubling them while the model is proven
+    empty (deep recompute chains need more) and time is left."""
     while True:
-        out = _solve(problem, sync, usable, copies, started + time_limit_s, target_j, threads)
-        # Proven empty with this many stays per tensor: deep recompute chains need more.
-        if out.status != "infeasible" or copies >= MAX_RETRY_COPIES or \
-                started + time_limit_s - time.perf_counter() < MIN_RETRY_S:
+        out = _solve(problem, sync, usable, copies, until, target_j, threads, budget)
+        if out.status != "infeasible" or copies >= MAX_RETRY_COPIES or until - time.perf_counter() < MIN_RETRY_S:
             return out
         copies = min(MAX_RETRY_COPIES, 2 * copies)
 
 
 def _solve(problem: Problem, sync: Problem, usable: list[Schedule], copies: int, until: float,
-           target_j: float | None, threads: int) -> IntervalOutcome:
-    """One build and solve with ``copies`` stays per tensor, ending by ``until``."""
+           target_j: float | None, threads: int, budget: int) -> IntervalOutcome:
+    """One build and solve with ``copies`` stays per tensor and ``budget`` bytes, ending by
+    ``until``."""
     started = time.perf_counter()
-    im = build_interval(sync, copies=copies)
+    im = build_interval(sync, copies=copies, budget=budget)
     hinted = next((h for h in usable if hint(im, h)), None) is not None
     build_s = time.perf_counter() - started
     left = until - time.perf_counter()

@@ -326,7 +326,8 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
     if guided.interval is not None:
         iv = guided.interval
         extra.interval = {"copies": iv.copies, "status": iv.status, "energy_j": iv.energy_j,
-                          "bound_j": iv.bound_j, "message": iv.message}
+                          "bound_j": iv.bound_j, "arena_fits": iv.arena_fits, "arena_retries": iv.arena_retries,
+                          "message": iv.message}
         extra.interval_solve_s = round(iv.build_s + iv.solve_s, 3)
     if guided.energy_j is None or cover.energy_j is None:
         return guided, None, False

@@ -26,3 +26,26 @@ def test_no_schedule_in_hand_runs_the_interval_search(monkeypatch) -> None:
     best = oracle.search(problem)
     assert best is not None and res.ok
     assert res.energy_j == pytest.approx(best.energy_j, rel=1e-6)
+
+
+def test_a_fragmented_schedule_is_solved_again_below_its_arena(monkeypatch) -> None:
+    """When the schedule's live bytes fit but its static arena does not, the search solves
+    again with the budget lowered by the overshoot (and below the schedule's peak), and
+    keeps the schedule whose arena fits."""
+    from poet_compiler.solve import interval_search as search
+    from tests.support.graphs import training_problem
+
+    problem = training_problem(3, 4, "remat", slack=0.3)
+    budgets: list[int] = []
+    real_solve = search._solve
+
+    def spy(problem_, sync, usable, copies, until, target_j, threads, budget):
+        budgets.append(budget)
+        return real_solve(problem_, sync, usable, copies, until, target_j, threads, budget)
+
+    calls = iter([(problem.activation_budget + 100, problem.activation_budget - 10)])
+    monkeypatch.setattr(search, "_solve", spy)
+    monkeypatch.setattr(search, "_arena", lambda _p, s, _t: next(calls, (0, 0)))
+    out = search.interval_search(problem, [], time_limit_s=30, threads=1)
+    assert out.schedule is not None and out.arena_fits and out.arena_retries == 1
+    assert budgets == [problem.activation_budget, problem.activation_budget - 100]
