@@ -29,6 +29,7 @@ from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from poet_compiler.codegen.bytecode.to_graph import graph_from_decoded, zero_costs  # noqa: E402,F401 - re-exported
 from poet_compiler.errors import PoetError  # noqa: E402
 from poet_compiler.fileio import atomic_write_bytes  # noqa: E402
 from poet_compiler.schedule.interpreter import ProgramInterpreter  # noqa: E402
@@ -369,42 +370,3 @@ def save_png(fig: Figure, path: str | Path, dpi: int = 110) -> Path:
     out = Path(path)
     atomic_write_bytes(out, png_bytes(fig, dpi))
     return out
-
-
-# ---------------------------------------------------------------------------------------
-# Graphs from bytecode (for ``poetc plot`` on a .poet file)
-# ---------------------------------------------------------------------------------------
-def graph_from_decoded(decoded: Any, name: str = "schedule") -> TrainingGraph:
-    """A TrainingGraph from a decoded .poet file: node table, output sizes, workspace.
-
-    Enough for drawing and for replaying live bytes in the simulator (costs play no part
-    in memory). A stripped file has no names or inputs: nodes are named ``n<i>`` and
-    the simulator then cannot check dependencies, only allocation.
-    """
-    from poet_compiler.graph.ir import KINDS, OP_CLASSES, Node, TrainingGraph
-
-    n = decoded.program.n_nodes
-    sizes = decoded.sizes or (0,) * n
-    work = decoded.workspace or (0,) * n
-    nodes = []
-    for i in range(n):
-        entry = decoded.nodes[i] if decoded.nodes is not None else None
-        nodes.append(Node(
-            id=i,
-            name=entry.name if entry is not None else f"n{i}",
-            kind=entry.kind if entry is not None and entry.kind in KINDS else "forward",
-            op=entry.op if entry is not None else "?",
-            op_class=entry.op_class if entry is not None and entry.op_class in OP_CLASSES else "other",
-            inputs=tuple(entry.inputs) if entry is not None else (),
-            output_bytes=int(sizes[i]),
-            workspace_bytes=int(work[i]),
-        ))
-    return TrainingGraph(name=decoded.graph_name or name, nodes=tuple(nodes))
-
-
-def zero_costs(n: int) -> CostTable:
-    """A CostTable of zeros: replays a Program for its memory timeline only."""
-    from poet_compiler.devices.costs import CostTable
-
-    z = (0.0,) * n
-    return CostTable(compute_s=z, compute_j=z, page_in_s=z, page_in_j=z, page_out_s=z, page_out_j=z)

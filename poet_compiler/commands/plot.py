@@ -45,7 +45,8 @@ def schedule_paths(path: Path) -> tuple[Path, Path | None]:
 def plot_schedule_file(path: Path, kind: str) -> Any:
     """Figure of a compiled schedule (``grid`` or ``memory``)."""
     from poet_compiler.codegen.bytecode import decode
-    from poet_compiler.viz import graph_from_decoded, plot_grid, plot_memory, zero_costs
+    from poet_compiler.codegen.bytecode.to_graph import graph_from_decoded, zero_costs
+    from poet_compiler.viz import plot_grid, plot_memory
 
     poet, side = schedule_paths(path)
     decoded = decode(poet.read_bytes())
