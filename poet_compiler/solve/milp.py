@@ -434,19 +434,16 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     full_limit = clock.solver_limit(clock.left(), reserve_s=finalize_s)
     too_late = (large and clock.left(extra.guided_finalize_s or 0.0) < MIN_FULL_SOLVE_S) or full_limit < MIN_STAGE_S
     too_big = cover is not None and problem.n > FULL_MODEL_MAX_NODES
-    if cover is not None and guided_res is not None and too_big:
+    if cover is not None and guided_res is not None and (too_big or too_late):
+        # No full model: above FULL_MODEL_MAX_NODES, or too little time left for it to find
+        # anything (building and loading it alone takes seconds on 100+ node graphs):
+        # keep the guided stage's schedule, with the cover's bound.
         extra.set(backend_bound_j=cover.energy_j, full_model_skipped=True)
         guided_res.extra.merge(extra)
-        guided_res.message = f"the {guided_res.extra.solver_used} schedule; the full model is not built above " \
-                             f"{FULL_MODEL_MAX_NODES} nodes (its size grows with n^2); bound: the eviction cover"
-        return guided_res
-    if cover is not None and guided_res is not None and too_late:
-        # Too little time left for the full model to find anything (building and
-        # loading it alone takes seconds on 100+ node graphs): keep the guided stage's.
-        extra.set(backend_bound_j=cover.energy_j, full_model_skipped=True)
-        guided_res.extra.merge(extra)
-        guided_res.message = f"the {guided_res.extra.solver_used} schedule; stopped at the time limit " \
-                             f"({time_limit_s:g} s) before the full model"
+        why = f"the full model is not built above {FULL_MODEL_MAX_NODES} nodes (its size grows with n^2); " \
+              "bound: the eviction cover" if too_big else \
+              f"stopped at the time limit ({time_limit_s:g} s) before the full model"
+        guided_res.message = f"the {guided_res.extra.solver_used} schedule; {why}"
         return guided_res
     if too_big or full_limit < MIN_STAGE_S:
         # No full model: above FULL_MODEL_MAX_NODES (10.8 GB for a 500-node DAG, which
