@@ -13,8 +13,8 @@ fragment) is solved again at a budget lowered by the overshoot, as :mod:`.milp` 
 the stage models, but within this search (it solves in seconds where those take minutes).
 
 Its schedules are judged like every other (the simulator's figures); its own bound holds
-only for at most C stays per tensor, so it is reported (``interval_bound_j``) but never
-used for an optimality claim.
+only for at most C stays per tensor, so it is reported (``Result.extra.interval``) but
+never used for an optimality claim.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class IntervalOutcome:
     arena_retries: int = 0        # re-solves with the budget lowered by the arena's overshoot
 
 
-def to_stage_long(problem: Problem, schedule: Schedule) -> Schedule:
+def to_stage_long(schedule: Schedule) -> Schedule:
     """A synchronous schedule's stage-long counterpart: every page-in one stage earlier
     (a stage-long page-in is usable from the next stage). The caller checks it."""
     s = schedule.copy()
@@ -73,7 +73,6 @@ def to_stage_long(problem: Problem, schedule: Schedule) -> Schedule:
         s.M_in[t, i] = False
         if t - 1 > i:
             s.M_in[t - 1, i] = True
-    del problem
     return s
 
 
@@ -162,7 +161,7 @@ def _solve(problem: Problem, sync: Problem, usable: list[Schedule], copies: int,
         return out
     schedule = im.schedule(res.value)
     if not problem.synchronous:
-        schedule = to_stage_long(problem, schedule)
+        schedule = to_stage_long(schedule)
     energy = feasible_energy(problem, schedule)
     if energy is not None:
         out.schedule, out.energy_j = schedule, energy
