@@ -49,3 +49,22 @@ def test_a_fragmented_schedule_is_solved_again_below_its_arena(monkeypatch) -> N
     out = search.interval_search(problem, [], time_limit_s=30, threads=1)
     assert out.schedule is not None and out.arena_fits and out.arena_retries == 1
     assert budgets == [problem.activation_budget, problem.activation_budget - 100]
+
+
+def test_the_arena_fit_fallback_falls_back_on_the_interval_search(monkeypatch) -> None:
+    """When the cover's arena-fit schedule is missing, the fallback that keeps a schedule
+    whose static arena fits asks the interval search (graphs above its size threshold)."""
+    import time
+
+    from poet_compiler.solve.clock import Clock
+    from poet_compiler.solve.cover import cover_bound
+    from poet_compiler.solve.result import ResultExtra
+    from tests.support.graphs import training_problem
+
+    problem = training_problem(5, 4, "remat", slack=0.3)
+    monkeypatch.setattr(guided, "INTERVAL_MIN_NODES", 5)
+    monkeypatch.setattr(milp, "cover_schedule", lambda *_a, **_k: None)
+    res = milp._arena_fit_fallback(problem, problem, cover_bound(problem), "auto", "fast", time.perf_counter(),
+                                   ResultExtra(), Clock(30.0), 1)
+    assert res is not None and res.ok and res.extra.solver_used == "interval (arena fit)"
+    assert res.arena_bytes is not None and res.arena_bytes <= problem.activation_budget
