@@ -213,6 +213,25 @@ def _child(conn, model: LinearModel, options: BackendOptions) -> None:  # noqa: 
     conn.close()
 
 
+def next_message(conn, proc, wait_s: float) -> tuple | None:  # noqa: ANN001 - a Connection and a Process
+    """A solver child's next message within ``wait_s``; None when it sent nothing and is
+    still running (or has ended with messages still to read); ``("died", reason)`` when
+    it ended without a message left, or its pipe broke."""
+    try:
+        ready = conn.poll(wait_s)
+    except (OSError, EOFError):
+        ready = False
+    if ready:
+        try:
+            return conn.recv()
+        except (EOFError, OSError):
+            proc.join(timeout=5.0)
+            return ("died", f"the CP-SAT process died ({_exit_reason(proc.exitcode)})")
+    if not proc.is_alive() and not conn.poll(0):
+        return ("died", f"the CP-SAT process died ({_exit_reason(proc.exitcode)})")
+    return None
+
+
 def _exit_reason(code: int | None) -> str:
     if code is None:
         return "still running"
@@ -246,31 +265,16 @@ def solve_cpsat(model: LinearModel, options: BackendOptions, *,
     error = ""
     asked = killed = False
     while result is None and not error:
-        try:
-            ready = parent.poll(0.05)
-        except (OSError, EOFError):
-            ready = False
-        if ready:
-            try:
-                msg = parent.recv()
-            except (EOFError, OSError):
-                proc.join(timeout=5.0)
-                error = f"the CP-SAT process died ({_exit_reason(proc.exitcode)})"
-                continue
+        msg = next_message(parent, proc, 0.05)
+        if msg is not None:
             if msg[0] == "progress" and on_progress is not None:
                 on_progress(msg[1], msg[2])
             elif msg[0] == "solution":
                 solution = (msg[1], msg[2])
             elif msg[0] == "result":
                 result = msg[1]
-            elif msg[0] == "error":
+            elif msg[0] in ("error", "died"):
                 error = msg[1]
-            continue
-        if not proc.is_alive():
-            # Drain what the child sent just before it ended.
-            if parent.poll(0):
-                continue
-            error = f"the CP-SAT process died ({_exit_reason(proc.exitcode)})"
             continue
         now = time.perf_counter()
         if now > wall_cap and not asked:

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from poet_compiler.solve.backends.cpsat import _exit_reason
+from poet_compiler.solve.backends.cpsat import next_message
 
 NativeStatus = Literal["optimal", "feasible", "infeasible", "unknown"]
 
@@ -189,33 +189,19 @@ def _solve_forked(m: Any, limits: NativeLimits) -> NativeResult:
     latest: NativeResult | None = None     # an isolated child's latest solution
     error = ""
     while result is None and not error:
-        try:
-            ready = parent.poll(0.02)
-        except (OSError, EOFError):
-            ready = False
-        if ready:
-            try:
-                msg = parent.recv()
-            except (EOFError, OSError):
-                proc.join(timeout=1.0)
-                error = f"the CP-SAT process died ({_exit_reason(proc.exitcode)})"
-                continue
-            if msg[0] == "target":
-                result = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - started, msg[3],
-                                      at_target=True)
-            elif msg[0] == "solution":
-                latest = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - started, msg[3])
-            elif msg[0] == "result":
-                result = msg[1]
-            else:
-                error = msg[1]
-            continue
-        if not proc.is_alive():
-            if parent.poll(0):
-                continue    # what the child sent just before it ended
-            error = f"the CP-SAT process died ({_exit_reason(proc.exitcode)})"
-        elif time.perf_counter() > cap:
-            error = "the CP-SAT process outlived its time limit"
+        msg = next_message(parent, proc, 0.02)
+        if msg is None:
+            if proc.is_alive() and time.perf_counter() > cap:
+                error = "the CP-SAT process outlived its time limit"
+        elif msg[0] == "target":
+            result = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - started, msg[3],
+                                  at_target=True)
+        elif msg[0] == "solution":
+            latest = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - started, msg[3])
+        elif msg[0] == "result":
+            result = msg[1]
+        else:
+            error = msg[1]
     if proc.is_alive():
         proc.kill()
     proc.join(timeout=5.0)
