@@ -25,12 +25,9 @@ import time
 
 import numpy as np
 
-from poet_compiler.schedule.arena import plan_arena
-from poet_compiler.schedule.cleanup import remove_pointless_work
-from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.backends.native import NativeLimits, solve_native
+from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.formulation.interval import DEFAULT_COPIES, build_interval, hint, stays_needed
 from poet_compiler.solve.problem import Problem, feasible_energy
 
@@ -86,7 +83,7 @@ def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: fl
     sync = problem if problem.synchronous else dataclasses.replace(problem, transfers="sync")
     usable = [h for h in hints if feasible_energy(sync, h) is not None]
     # Enough copies to hold the best hint, unless that takes more than MAX_COPIES.
-    needed = stays_needed(sync, usable[0]) if usable else DEFAULT_COPIES
+    needed = stays_needed(usable[0]) if usable else DEFAULT_COPIES
     copies = max(DEFAULT_COPIES, needed) if needed <= MAX_COPIES else DEFAULT_COPIES
     budget = sync.activation_budget
     first: IntervalOutcome | None = None
@@ -113,14 +110,11 @@ def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: fl
 
 
 def _arena(problem: Problem, schedule: Schedule, time_limit_s: float) -> tuple[int, int]:
-    """(static arena bytes, live peak bytes) of the schedule's cleaned Program, the arena
-    planned as finalize plans it, within ``time_limit_s``."""
-    graph = problem.graph
-    program = remove_pointless_work(graph, linearize(graph, schedule, mode=problem.mode,
-                                                     dma=not problem.synchronous))
-    peak = simulate(graph, problem.costs, program).peak_bytes
-    planned = plan_arena(graph, program, budget_bytes=problem.activation_budget, time_limit_s=time_limit_s)
-    return (planned.arena_bytes if planned.arena_bytes is not None else peak), peak
+    """(static arena bytes, live peak bytes) of the schedule as finalize lays it out, its
+    arena planned within ``time_limit_s``."""
+    res = finalize(problem, schedule, strategy="optimal", arena_time_s=time_limit_s)
+    peak = res.peak_ram_bytes or 0
+    return (res.arena_bytes if res.arena_bytes is not None else peak), peak
 
 
 def _with_enough_copies(problem: Problem, sync: Problem, usable: list[Schedule], copies: int, until: float,

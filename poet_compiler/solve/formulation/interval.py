@@ -354,10 +354,10 @@ def hint(im: IntervalModel, schedule: Schedule) -> bool:
         if i in im.page_out:
             m.add_hint(im.page_out[i], int(paged_out))
     # Each compute is served by the first copy of each input that is in RAM at its slot.
-    served: set[tuple[int, int, int, int]] = set()
+    served: set[tuple[int, int, int]] = set()
     for x, d, reader in im.links:
         sd, rd = where.get((d.node, d.index)), where.get((reader.node, reader.index))
-        key = (d.node, reader.node, reader.index, 0)
+        key = (d.node, reader.node, reader.index)
         ok = sd is not None and rd is not None and sd[0] + 1 <= rd[0] < sd[1] and key not in served
         if ok:
             served.add(key)
@@ -365,9 +365,8 @@ def hint(im: IntervalModel, schedule: Schedule) -> bool:
     return True
 
 
-def stays_needed(problem: Problem, schedule: Schedule) -> int:
+def stays_needed(schedule: Schedule) -> int:
     """The most stays in RAM (computes and page-ins) any tensor has in ``schedule``: the
     copies the model needs to hold it."""
-    del problem
     counts = schedule.R.sum(axis=0) + schedule.M_in.sum(axis=0)
     return int(counts.max()) if counts.size else 1

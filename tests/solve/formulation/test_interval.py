@@ -72,7 +72,7 @@ def test_a_recompute_schedule_is_a_solution(seed) -> None:
     there); hints are then only a start."""
     problem = training_problem(seed, 4, "remat", slack=0.3)
     for _energy, _name, schedule in warm_start_candidates(problem, None):
-        copies = stays_needed(problem, schedule)
+        copies = stays_needed(schedule)
         im = build_interval(problem, copies=max(2, copies))
         assert hint(im, schedule)
         res = solve_native(im.model, NativeLimits(time_limit_s=20, workers=1, fix_to_hint=True))
