@@ -49,6 +49,7 @@ def finalize(
     arena_time_s: float | None = None,
     rescue_s: float = 0.0,
     clock: Clock | None = None,
+    layout: Program | None = None,
 ) -> Result:
     """Linearize, clean up, plan the arena, simulate, and fill a :class:`Result`.
 
@@ -56,14 +57,17 @@ def finalize(
     layouts only). ``rescue_s``: when the live bytes fit but both plans' arenas do not,
     up to that many seconds for harder re-plans (:func:`~poet_compiler.schedule.arena.rescue_arena`);
     ``program.meta["arena_rescued"]`` says when one fitted; its seconds go to the
-    ``clock``'s ``arena_rescue`` stage when given.
+    ``clock``'s ``arena_rescue`` stage when given. ``layout``: an earlier finalize's
+    Program for the same plan (e.g. a search's arena check); its arena is kept instead of
+    planned again when its instructions are the plan's and it fits the budget (the
+    simulator checks its offsets like any other).
 
     Raises :class:`InternalError` when the plan (or the arena planned for it) breaks a
     rule of the execution model: poetc built it, so that is a bug, not an outcome."""
     try:
         return _finalize(problem, plan, strategy=strategy, status=status, solver=solver, formulation=formulation,
                          lower_bound_j=lower_bound_j, solve_time_s=solve_time_s, message=message,
-                         arena_time_s=arena_time_s, rescue_s=rescue_s, clock=clock)
+                         arena_time_s=arena_time_s, rescue_s=rescue_s, clock=clock, layout=layout)
     except ScheduleError as exc:
         raise InternalError(f"{strategy}: the plan breaks a rule of the execution model: {exc}") from exc
 
@@ -82,6 +86,7 @@ def _finalize(
     arena_time_s: float | None = None,
     rescue_s: float = 0.0,
     clock: Clock | None = None,
+    layout: Program | None = None,
 ) -> Result:
     graph, costs = problem.graph, problem.costs
     until = None if arena_time_s is None else time.perf_counter() + max(0.0, arena_time_s)
@@ -98,7 +103,11 @@ def _finalize(
     program = remove_pointless_work(graph, program)
     # Budget and deadline are judged on the cleaned program (cleanup never makes it worse).
     sim = simulate(graph, costs, program)
-    program = plan_arena(graph, program, budget_bytes=budget, time_limit_s=left())
+    if layout is not None and layout.arena_bytes is not None and layout.arena_bytes <= budget \
+            and _same_instructions(layout, program):
+        program = layout
+    else:
+        program = plan_arena(graph, program, budget_bytes=budget, time_limit_s=left())
     if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes:
         # A fresh plan, not one hinted with the first layout (CP-SAT from a different
         # start packs differently; on a ResNet-18-CIFAR guided schedule, hinted: 1.021 x
@@ -153,6 +162,11 @@ def _finalize(
         result.message = "; ".join([*problems, *([message] if message else [])])
         result.gap = None
     return result
+
+
+def _same_instructions(layout: Program, program: Program) -> bool:
+    """Whether ``layout`` (a planned Program) has ``program``'s instructions."""
+    return len(layout) == len(program) and all(a.op is b.op and a.node == b.node for a, b in zip(layout, program))
 
 
 def _fill(result: Result, sim, program: Program, lower_bound_j: float | None) -> None:

@@ -9,8 +9,9 @@ the stage-long rules make it usable at its reader's stage) and kept only if the
 simulator accepts it under those rules.
 
 A schedule whose live bytes fit but whose static arena does not (the DAGs' arbitrary sizes
-fragment) is solved again at a budget lowered by the overshoot, as :mod:`.milp` does for
-the stage models, but within this search (it solves in seconds where those take minutes).
+fragment), even after harder re-plans, is solved again with the bytes its layout
+overflowed by kept free where it overflowed (:mod:`.arena_reserve`): not a budget lowered
+everywhere, as :mod:`.milp` does for the stage models.
 
 Its schedules are judged like every other (the simulator's figures); its own bound holds
 only for at most C stays per tensor, so it is reported (``Result.extra.interval``) but
@@ -25,10 +26,12 @@ import time
 
 import numpy as np
 
+from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
+from poet_compiler.solve.arena_reserve import as_reserves, overflow_by_event
 from poet_compiler.solve.backends.native import NativeLimits, solve_native
 from poet_compiler.solve.finalize import finalize
-from poet_compiler.solve.formulation.interval import DEFAULT_COPIES, build_interval, hint, stays_needed
+from poet_compiler.solve.formulation.interval import DEFAULT_COPIES, Reserve, build_interval, hint, stays_needed
 from poet_compiler.solve.problem import Problem, feasible_energy
 
 # A hint with more stays per tensor than this is not held (links grow with the square).
@@ -37,12 +40,16 @@ MAX_COPIES = 4
 # MIN_RETRY_S left (random layered DAGs need long recompute chains).
 MAX_RETRY_COPIES = 16
 MIN_RETRY_S = 1.0
-# A schedule whose static arena does not fit (fragmentation) is solved again with the
-# budget lowered by the overshoot, up to ARENA_RETRIES times; each solve but the last gets
-# ARENA_SOLVE_SHARE of the time left, and each arena check at most ARENA_CHECK_S.
+# A schedule whose static arena does not fit (fragmentation) is solved again with arena
+# reserves (:mod:`.arena_reserve`), up to ARENA_RETRIES times; each solve but the last gets
+# ARENA_SOLVE_SHARE of the time left. Each arena check, harder re-plans included, gets at
+# most ARENA_CHECK_SHARE of the time left and ARENA_CHECK_S: on a 100-node layered DAG at
+# 90 % (108 buffers), the first plan (2 s) needed 1,071 B for a 993 B budget and a
+# re-plan at effort 64 fitted it in 7.6 s (BENCHMARKS.md, "arena reserves").
 ARENA_RETRIES = 3
 ARENA_SOLVE_SHARE = 0.5
-ARENA_CHECK_S = 2.0
+ARENA_CHECK_SHARE = 0.25
+ARENA_CHECK_S = 30.0
 
 
 @dataclasses.dataclass
@@ -59,7 +66,8 @@ class IntervalOutcome:
     solve_s: float = 0.0
     message: str = ""
     arena_fits: bool = False      # its static arena (planned as finalize plans it) fits
-    arena_retries: int = 0        # re-solves with the budget lowered by the arena's overshoot
+    arena_retries: int = 0        # re-solves with arena reserves
+    layout: Program | None = None  # the schedule's Program with an arena that fits (finalize(layout=))
 
 
 def to_stage_long(schedule: Schedule) -> Schedule:
@@ -85,55 +93,51 @@ def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: fl
     # Enough copies to hold the best hint, unless that takes more than MAX_COPIES.
     needed = stays_needed(usable[0]) if usable else DEFAULT_COPIES
     copies = max(DEFAULT_COPIES, needed) if needed <= MAX_COPIES else DEFAULT_COPIES
-    budget = sync.activation_budget
+    held = np.zeros(0, dtype=np.int64)        # bytes kept free per event (arena reserves)
     first: IntervalOutcome | None = None
     for attempt in range(ARENA_RETRIES + 1):
         left = until - time.perf_counter()
         share = left * (ARENA_SOLVE_SHARE if attempt < ARENA_RETRIES else 1.0)
         out = _with_enough_copies(problem, sync, usable, copies, time.perf_counter() + share, target_j,
-                                  threads, budget)
+                                  threads, as_reserves(held))
         copies = out.copies
         if out.schedule is None:
             return first or out
-        arena, peak = _arena(problem, out.schedule, min(ARENA_CHECK_S, 0.1 * left))
+        check_s = min(ARENA_CHECK_S, ARENA_CHECK_SHARE * (until - time.perf_counter()))
+        laid = finalize(problem, out.schedule, strategy="optimal", arena_time_s=check_s, rescue_s=check_s)
         out.arena_retries = attempt
-        if arena <= problem.activation_budget:
-            out.arena_fits = True
+        if laid.program is None or laid.arena_bytes is None or laid.arena_bytes <= problem.activation_budget:
+            out.arena_fits, out.layout = True, laid.program
             return out
-        # Live bytes fit, the static arena does not (fragmentation): hold back the
-        # overshoot, at least below this schedule's peak, and solve again.
+        # Live bytes fit, the static arena does not (fragmentation): keep free, where
+        # the layout overflowed, what it overflowed by (added to earlier rounds', so a
+        # place that overflows again holds back more), and solve again from this schedule.
         first = first or out
-        budget = min(budget - (arena - problem.activation_budget), peak - 1)
-        if budget <= 0 or until - time.perf_counter() < MIN_RETRY_S:
+        over = overflow_by_event(problem.graph, laid.program, problem.activation_budget)
+        held = over if not held.size else held + over
+        usable = [out.schedule, *usable]
+        if until - time.perf_counter() < MIN_RETRY_S:
             break
     return first or out
 
 
-def _arena(problem: Problem, schedule: Schedule, time_limit_s: float) -> tuple[int, int]:
-    """(static arena bytes, live peak bytes) of the schedule as finalize lays it out, its
-    arena planned within ``time_limit_s``."""
-    res = finalize(problem, schedule, strategy="optimal", arena_time_s=time_limit_s)
-    peak = res.peak_ram_bytes or 0
-    return (res.arena_bytes if res.arena_bytes is not None else peak), peak
-
-
 def _with_enough_copies(problem: Problem, sync: Problem, usable: list[Schedule], copies: int, until: float,
-                        target_j: float | None, threads: int, budget: int) -> IntervalOutcome:
+                        target_j: float | None, threads: int, reserves: list[Reserve]) -> IntervalOutcome:
     """Solve with ``copies`` stays per tensor, doubling them while the model is proven
     empty (deep recompute chains need more) and time is left."""
     while True:
-        out = _solve(problem, sync, usable, copies, until, target_j, threads, budget)
+        out = _solve(problem, sync, usable, copies, until, target_j, threads, reserves)
         if out.status != "infeasible" or copies >= MAX_RETRY_COPIES or until - time.perf_counter() < MIN_RETRY_S:
             return out
         copies = min(MAX_RETRY_COPIES, 2 * copies)
 
 
 def _solve(problem: Problem, sync: Problem, usable: list[Schedule], copies: int, until: float,
-           target_j: float | None, threads: int, budget: int) -> IntervalOutcome:
-    """One build and solve with ``copies`` stays per tensor and ``budget`` bytes, ending by
-    ``until``."""
+           target_j: float | None, threads: int, reserves: list[Reserve]) -> IntervalOutcome:
+    """One build and solve with ``copies`` stays per tensor and the ``reserves``, ending
+    by ``until``."""
     started = time.perf_counter()
-    im = build_interval(sync, copies=copies, budget=budget)
+    im = build_interval(sync, copies=copies, reserves=reserves)
     hinted = next((h for h in usable if hint(im, h)), None) is not None
     build_s = time.perf_counter() - started
     left = until - time.perf_counter()

@@ -42,6 +42,7 @@ for a DMA device with time that matters it searches the synchronous family.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,6 +86,16 @@ class Copy:
     length: Any = None         # IntVar end - start (None: fixed)
 
 
+@dataclass(frozen=True)
+class Reserve:
+    """Keep ``bytes`` free over the events ``[start, end)`` (a fixed demand in the
+    cumulative; :mod:`poet_compiler.solve.arena_reserve` makes them)."""
+
+    start: int
+    end: int
+    bytes: int
+
+
 @dataclass
 class IntervalModel:
     """A built CP-SAT model and what decoding it needs."""
@@ -114,13 +125,15 @@ def _slack(problem: Problem) -> float | None:
     return problem.deadline_s * (1 + 1e-9) - problem.costs.compute_only_s
 
 
-def build_interval(problem: Problem, *, copies: int = DEFAULT_COPIES, budget: int | None = None) -> IntervalModel:
+def build_interval(problem: Problem, *, copies: int = DEFAULT_COPIES, budget: int | None = None,
+                   reserves: Sequence[Reserve] = ()) -> IntervalModel:
     """The interval model of ``problem`` (synchronous transfers) with at most ``copies``
-    stays per tensor; ``budget`` overrides the activation budget."""
+    stays per tensor; ``budget`` overrides the activation budget, and ``reserves`` keep
+    bytes free at some events."""
     b = _Builder(problem, copies, problem.activation_budget if budget is None else budget)
     for i in range(problem.n):
         b.add_node(i)
-    b.add_memory()
+    b.add_memory(reserves)
     n_links = b.add_dependencies()
     b.add_deadline()
     obj_unit, err = b.add_objective()
@@ -210,9 +223,15 @@ class _Builder:
             self._charge(po, i, c.page_out_j[i], c.page_out_s[i])
         self.copies_of.append(own)
 
-    def add_memory(self) -> None:
-        """Every stay, and each compute's workspace for its slot, within the budget."""
+    def add_memory(self, reserves: Sequence[Reserve]) -> None:
+        """Every stay, each compute's workspace for its slot, and the reserves, within
+        the budget (a reserve's bytes rounded up to the model's unit)."""
         m = self.m
+        for r in reserves:
+            start, end = max(0, r.start), min(self.horizon, r.end)
+            if end > start and r.bytes > 0:
+                self.intervals.append(m.new_fixed_size_interval_var(start, end - start, f"reserve[{start}]"))
+                self.demands.append(-(-r.bytes // self.unit))
         for i, own in enumerate(self.copies_of):
             if self.works[i] <= 0:
                 continue
