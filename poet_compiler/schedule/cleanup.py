@@ -130,4 +130,6 @@ def remove_pointless_work(graph: TrainingGraph, program: Program) -> Program:
         return program
     meta = dict(program.meta)
     meta["cleanup_removed"] = len(program.instructions) - len(ins)
+    # The linearizer's stage starts index the instructions before cleanup.
+    meta.pop("stage_starts", None)
     return Program(n_nodes=program.n_nodes, instructions=tuple(ins), arena_bytes=program.arena_bytes, meta=meta)

@@ -33,6 +33,7 @@ import numpy as np
 
 from poet_compiler.errors import InternalError, ScheduleError
 from poet_compiler.schedule.build import assemble
+from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import Simulation
 from poet_compiler.solve.backends import BackendOptions, solve_model
@@ -223,6 +224,7 @@ class GuidedOutcome:
     source: str
     solve_s: float = 0.0
     interval: IntervalOutcome | None = None   # what the interval search found, if it ran
+    layout: Program | None = None             # the schedule laid out with an arena that fits, if known
 
 
 def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *, solver: str,
@@ -259,7 +261,7 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
                                 time_limit_s=share if clock is None else clock.solver_limit(share),
                                 threads=threads, target_j=bound * (1 + relative_gap))
         if found.energy_j is not None and (best.energy_j is None or found.energy_j < best.energy_j):
-            best = GuidedOutcome(found.schedule, found.energy_j, "interval", interval=found)
+            best = GuidedOutcome(found.schedule, found.energy_j, "interval", interval=found, layout=found.layout)
             if within_gap(found.energy_j, bound, relative_gap):
                 return best
     built = build_guided(problem, cover, best.schedule)

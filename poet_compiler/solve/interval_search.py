@@ -69,6 +69,11 @@ class IntervalOutcome:
     arena_retries: int = 0        # re-solves with arena reserves
     layout: Program | None = None  # the schedule's Program with an arena that fits (finalize(layout=))
 
+    def summary(self) -> dict:
+        """The figures a Result reports (``extra.interval``)."""
+        return {"copies": self.copies, "status": self.status, "energy_j": self.energy_j, "bound_j": self.bound_j,
+                "arena_fits": self.arena_fits, "arena_retries": self.arena_retries, "message": self.message}
+
 
 def to_stage_long(schedule: Schedule) -> Schedule:
     """A synchronous schedule's stage-long counterpart: every page-in one stage earlier

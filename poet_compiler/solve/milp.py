@@ -115,8 +115,12 @@ RESCUE_SHARE = 0.5
 RESCUE_EARLY_SHARE = 0.1
 RESCUE_RESERVE = 0.05
 # The interval search's share of the time left when no schedule in hand fits its arena
-# (measured on a 100-node layered DAG at 90 %: its third re-solve fitted after 90 s).
+# (measured on a 100-node layered DAG at 90 %: its third re-solve fitted after 90 s). It
+# also runs when the cover's arena-fit schedule does fit but is more than
+# ARENA_INTERVAL_GAP above the cover bound (on that DAG: 598.93 J against a bound of
+# 236.56 J, where the interval search's schedule is 242.79 J).
 ARENA_INTERVAL_SHARE = 0.6
+ARENA_INTERVAL_GAP = 0.05
 
 
 def solve_milp(
@@ -330,10 +334,7 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
     extra.set(guided_source=guided.source, guided_solve_s=round(guided.solve_s, 3))
     if guided.interval is not None:
         iv = guided.interval
-        extra.interval = {"copies": iv.copies, "status": iv.status, "energy_j": iv.energy_j,
-                          "bound_j": iv.bound_j, "arena_fits": iv.arena_fits, "arena_retries": iv.arena_retries,
-                          "message": iv.message}
-        extra.interval_solve_s = round(iv.build_s + iv.solve_s, 3)
+        extra.set(interval=iv.summary(), interval_solve_s=round(iv.build_s + iv.solve_s, 3))
     if guided.energy_j is None or cover.energy_j is None:
         return guided, None, False
     assert guided.schedule is not None  # it has an energy
@@ -345,12 +346,13 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
             res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
                            formulation=formulation, lower_bound_j=cover.energy_j,
                            solve_time_s=time.perf_counter() - started, arena_time_s=clock.left(),
-                           rescue_s=RESCUE_EARLY_SHARE * clock.left(), clock=clock)
+                           rescue_s=RESCUE_EARLY_SHARE * clock.left(), clock=clock, layout=guided.layout)
         extra.guided_finalize_s = round(time.perf_counter() - t_fin, 3)
         if res.ok:
             res.extra.merge(extra, solver_used=guided.source)
             return guided, res, False
-        kept = _arena_fit_fallback(problem, tight, cover, solver, formulation, started, extra, clock, threads)
+        kept = _arena_fit_fallback(problem, tight, cover, solver, formulation, started, extra, clock, threads,
+                                   hints=[guided.schedule])
         return guided, kept, False
     message = "" if guided.energy_j <= cover.energy_j else \
         f"stopped within the relative gap limit {gap:g} of the eviction-cover bound"
@@ -358,7 +360,7 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
         res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
                        formulation=formulation, lower_bound_j=cover.energy_j,
                        solve_time_s=time.perf_counter() - started, message=message, arena_time_s=clock.left(),
-                       rescue_s=RESCUE_SHARE * clock.left(), clock=clock)
+                       rescue_s=RESCUE_SHARE * clock.left(), clock=clock, layout=guided.layout)
     extra.set(backend_bound_j=cover.energy_j, warm_start_found=True, solver_used=guided.source)
     res.extra.merge(extra)
     if tight.ram_budget_bytes != problem.ram_budget_bytes and res.status == "optimal":
@@ -366,36 +368,49 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
     if not res.ok:
         # Within the gap, but its arena does not fit: keep a cover schedule whose arena
         # does as the fallback, and let the full model try (no fragmentation re-solve yet).
-        fallback = _arena_fit_fallback(problem, tight, cover, solver, formulation, started, extra, clock, threads)
+        fallback = _arena_fit_fallback(problem, tight, cover, solver, formulation, started, extra, clock, threads,
+                                       hints=[guided.schedule])
         if fallback is not None:
             return guided, fallback, False
     return guided, res, True
 
 
 def _arena_fit_fallback(problem: Problem, tight: Problem, cover: CoverBound, solver: str, formulation: str,
-                        started: float, extra: ResultExtra, clock: Clock, threads: int = 2) -> Result | None:
+                        started: float, extra: ResultExtra, clock: Clock, threads: int = 2,
+                        hints: list[Schedule] | None = None) -> Result | None:
     """A schedule whose static arena fits (paging-heavy schedules and arbitrary sizes
-    fragment), finalized: the cover's arena-fit schedule, else, on a graph of more than
-    ``INTERVAL_MIN_NODES`` nodes, the interval search's (which re-solves below the arena's
-    overshoot) with ``ARENA_INTERVAL_SHARE`` of the time left."""
+    fragment), finalized: the cover's arena-fit schedule and, on a graph of more than
+    ``INTERVAL_MIN_NODES`` nodes when that one is missing or more than
+    ``ARENA_INTERVAL_GAP`` above the cover bound, the interval search's from ``hints``
+    (which re-solves with arena reserves) with ``ARENA_INTERVAL_SHARE`` of the time left:
+    the better of the two."""
     if clock.expired():
         return None
+    res: Result | None = None
+    source = ""
     with clock.stage("arena_rescue"):
         schedule = cover_schedule(tight, cover, arena_fit=True, until=clock.at)
-        res = None
         if schedule is not None:
             res = finalize(problem, schedule, strategy=STRATEGY, status="feasible", solver=solver,
                            formulation=formulation, lower_bound_j=cover.energy_j,
                            solve_time_s=time.perf_counter() - started, arena_time_s=clock.left())
             source = "cover (arena fit)"
-        if (res is None or not res.ok) and problem.n > guided_mod.INTERVAL_MIN_NODES and not clock.expired():
-            found = interval_search(tight, [], time_limit_s=clock.solver_limit(ARENA_INTERVAL_SHARE * clock.left()),
+    weak = res is None or not res.ok or res.energy_j is None or cover.energy_j is None or \
+        not within_gap(res.energy_j, cover.energy_j, ARENA_INTERVAL_GAP)
+    if weak and problem.n > guided_mod.INTERVAL_MIN_NODES and not clock.expired():
+        with clock.stage("interval"):
+            found = interval_search(tight, list(hints or []),
+                                    time_limit_s=clock.solver_limit(ARENA_INTERVAL_SHARE * clock.left()),
                                     threads=threads)
-            if found.schedule is not None and found.arena_fits:
-                res = finalize(problem, found.schedule, strategy=STRATEGY, status="feasible", solver=solver,
-                               formulation=formulation, lower_bound_j=cover.energy_j,
-                               solve_time_s=time.perf_counter() - started, arena_time_s=clock.left())
-                source = "interval (arena fit)"
+        extra.set(interval=found.summary(), interval_solve_s=round(found.build_s + found.solve_s, 3))
+        if found.schedule is not None and found.arena_fits and \
+                (res is None or not res.ok or (found.energy_j or 0.0) < (res.energy_j or 0.0)):
+            kept = finalize(problem, found.schedule, strategy=STRATEGY, status="feasible", solver=solver,
+                            formulation=formulation, lower_bound_j=cover.energy_j,
+                            solve_time_s=time.perf_counter() - started, arena_time_s=clock.left(),
+                            layout=found.layout)
+            if kept.ok:
+                res, source = kept, "interval (arena fit)"
     if res is None or not res.ok:
         return None
     res.extra.merge(extra, solver_used=source)
