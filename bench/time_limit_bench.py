@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 CELLS = {
+    "resnet18_a72_30": (["resnet18_cifar", "--device", "a72", "--ram", "30%", "--deadline", "1.5x"], 60.0),
     "resnet18_m4_50": (["resnet18_cifar", "--device", "m4", "--ram", "50%", "--deadline", "1.5x"], 60.0),
     "kws_a72_30": (["models/kws_dscnn.onnx", "--device", "a72", "--ram", "30%"], 30.0),
     "dag500_80": (["{dag500}", "--mode", "remat", "--ram", "80%"], 60.0),
@@ -46,6 +47,13 @@ CELLS = {
     "dag100_90": (["{dag100}", "--mode", "remat", "--ram", "90%"], 60.0),
     "dag100_80": (["{dag100}", "--mode", "remat", "--ram", "80%"], 60.0),
     "dag100_90_120": (["{dag100}", "--mode", "remat", "--ram", "90%"], 120.0),
+    # The DAG grid: 100/250/500/1,000 nodes at 80/90 %, --time-limit 300.
+    "dag100_90_300": (["{dag100}", "--mode", "remat", "--ram", "90%"], 300.0),
+    "dag100_80_300": (["{dag100}", "--mode", "remat", "--ram", "80%"], 300.0),
+    "dag250_80": (["{dag250}", "--mode", "remat", "--ram", "80%"], 300.0),
+    "dag500_90": (["{dag500}", "--mode", "remat", "--ram", "90%"], 300.0),
+    "dag500_80_300": (["{dag500}", "--mode", "remat", "--ram", "80%"], 300.0),
+    "dag1000_80": (["{dag1000}", "--mode", "remat", "--ram", "80%"], 300.0),
     "gpt2_large_a72_50": (["gpt2_large", "--device", "a72", "--ram", "50%"], 600.0),
     # gpt2_large's LM head alone needs 100 % of its checkpoint-all peak (cheap proof):
     # the same 36-layer, 1,567-node graph at vocab 512 exercises the optimizer at scale.
