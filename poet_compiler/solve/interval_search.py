@@ -41,12 +41,13 @@ MAX_COPIES = 4
 MAX_RETRY_COPIES = 16
 MIN_RETRY_S = 1.0
 # A schedule whose static arena does not fit (fragmentation) is solved again with arena
-# reserves (:mod:`.arena_reserve`), up to ARENA_RETRIES times; each solve but the last gets
-# ARENA_SOLVE_SHARE of the time left. Each arena check, harder re-plans included, gets at
-# most ARENA_CHECK_SHARE of the time left and ARENA_CHECK_S: on a 100-node layered DAG at
+# reserves (:mod:`.arena_reserve`), halved when they leave no schedule found in time, up
+# to ARENA_RETRIES times; each solve but the last gets ARENA_SOLVE_SHARE of the time left.
+# Each arena check, harder re-plans included, gets at most ARENA_CHECK_SHARE of the time
+# left and ARENA_CHECK_S: on a 100-node layered DAG at
 # 90 % (108 buffers), the first plan (2 s) needed 1,071 B for a 993 B budget and a
 # re-plan at effort 64 fitted it in 7.6 s (BENCHMARKS.md, "arena reserves").
-ARENA_RETRIES = 3
+ARENA_RETRIES = 6
 ARENA_SOLVE_SHARE = 0.5
 ARENA_CHECK_SHARE = 0.25
 ARENA_CHECK_S = 30.0
@@ -103,11 +104,20 @@ def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: fl
     for attempt in range(ARENA_RETRIES + 1):
         left = until - time.perf_counter()
         share = left * (ARENA_SOLVE_SHARE if attempt < ARENA_RETRIES else 1.0)
-        out = _with_enough_copies(problem, sync, usable, copies, time.perf_counter() + share, target_j,
-                                  threads, as_reserves(held))
+        reserves = as_reserves(held)
+        if reserves:
+            out = _solve(problem, sync, usable, copies, time.perf_counter() + share, target_j, threads, reserves)
+        else:
+            out = _with_enough_copies(problem, sync, usable, copies, time.perf_counter() + share, target_j, threads)
         copies = out.copies
-        if out.schedule is None:
+        if out.schedule is None and not reserves:
             return first or out
+        if out.schedule is None:
+            # The reserves left no schedule (or none found in time): weaker ones.
+            held //= 2
+            if until - time.perf_counter() < MIN_RETRY_S:
+                break
+            continue
         check_s = min(ARENA_CHECK_S, ARENA_CHECK_SHARE * (until - time.perf_counter()))
         laid = finalize(problem, out.schedule, strategy="optimal", arena_time_s=check_s, rescue_s=check_s)
         out.arena_retries = attempt
@@ -127,11 +137,11 @@ def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: fl
 
 
 def _with_enough_copies(problem: Problem, sync: Problem, usable: list[Schedule], copies: int, until: float,
-                        target_j: float | None, threads: int, reserves: list[Reserve]) -> IntervalOutcome:
+                        target_j: float | None, threads: int) -> IntervalOutcome:
     """Solve with ``copies`` stays per tensor, doubling them while the model is proven
     empty (deep recompute chains need more) and time is left."""
     while True:
-        out = _solve(problem, sync, usable, copies, until, target_j, threads, reserves)
+        out = _solve(problem, sync, usable, copies, until, target_j, threads, [])
         if out.status != "infeasible" or copies >= MAX_RETRY_COPIES or until - time.perf_counter() < MIN_RETRY_S:
             return out
         copies = min(MAX_RETRY_COPIES, 2 * copies)

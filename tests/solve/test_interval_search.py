@@ -54,6 +54,29 @@ def test_a_fragmented_schedule_is_solved_again_with_arena_reserves(monkeypatch) 
     assert res.ok and res.energy_j == pytest.approx(out.energy_j)
 
 
+def test_reserves_that_leave_no_schedule_are_halved(monkeypatch) -> None:
+    """When the solve with arena reserves finds nothing (here: made to), the next one keeps
+    half as many bytes free at the same events, instead of giving up."""
+    from poet_compiler.solve import interval_search as search
+    from tests.support.graphs import training_problem
+
+    problem = training_problem(3, 4, "remat", slack=0.3)
+    seen: list[list] = []
+    real_solve = search._solve
+
+    def spy(problem_, sync, usable, copies, until, target_j, threads, reserves):
+        seen.append(list(reserves))
+        if len(seen) == 2:
+            return search.IntervalOutcome(None, None, copies=copies, status="unknown")
+        return real_solve(problem_, sync, usable, copies, until, target_j, threads, reserves)
+
+    monkeypatch.setattr(search, "_solve", spy)
+    search.interval_search(problem, [], time_limit_s=30, threads=1)
+    assert len(seen) >= 3 and not seen[0] and seen[1]
+    assert [(r.start, r.end) for r in seen[2]] == [(r.start, r.end) for r in seen[1]]
+    assert [r.bytes for r in seen[2]] == [r.bytes // 2 for r in seen[1]]
+
+
 def test_the_arena_fit_fallback_falls_back_on_the_interval_search(monkeypatch) -> None:
     """When the cover's arena-fit schedule is missing, the fallback that keeps a schedule
     whose static arena fits asks the interval search (graphs above its size threshold)."""
