@@ -77,6 +77,27 @@ def test_reserves_that_leave_no_schedule_are_halved(monkeypatch) -> None:
     assert [r.bytes for r in seen[2]] == [r.bytes // 2 for r in seen[1]]
 
 
+def test_a_first_solve_that_finds_nothing_is_followed_by_another(monkeypatch) -> None:
+    """With no schedule in hand, a first solve that neither finds one nor proves there is
+    none (here: made to) does not end the search while time is left."""
+    from poet_compiler.solve import interval_search as search
+    from tests.support.graphs import training_problem
+
+    problem = training_problem(2, 4, "remat", slack=0.3)
+    calls: list[int] = []
+    real_solve = search._solve
+
+    def spy(problem_, sync, usable, copies, until, target_j, threads, reserves):
+        calls.append(1)
+        if len(calls) == 1:
+            return search.IntervalOutcome(None, None, copies=copies, status="unknown")
+        return real_solve(problem_, sync, usable, copies, until, target_j, threads, reserves)
+
+    monkeypatch.setattr(search, "_solve", spy)
+    out = search.interval_search(problem, [], time_limit_s=30, threads=1)
+    assert len(calls) >= 2 and out.schedule is not None and out.arena_fits
+
+
 def test_the_arena_fit_fallback_falls_back_on_the_interval_search(monkeypatch) -> None:
     """When the cover's arena-fit schedule is missing, the fallback that keeps a schedule
     whose static arena fits asks the interval search (graphs above its size threshold)."""
