@@ -125,12 +125,11 @@ def _slack(problem: Problem) -> float | None:
     return problem.deadline_s * (1 + 1e-9) - problem.costs.compute_only_s
 
 
-def build_interval(problem: Problem, *, copies: int = DEFAULT_COPIES, budget: int | None = None,
+def build_interval(problem: Problem, *, copies: int = DEFAULT_COPIES,
                    reserves: Sequence[Reserve] = ()) -> IntervalModel:
     """The interval model of ``problem`` (synchronous transfers) with at most ``copies``
-    stays per tensor; ``budget`` overrides the activation budget, and ``reserves`` keep
-    bytes free at some events."""
-    b = _Builder(problem, copies, problem.activation_budget if budget is None else budget)
+    stays per tensor; ``reserves`` keep bytes free at some events."""
+    b = _Builder(problem, copies)
     for i in range(problem.n):
         b.add_node(i)
     b.add_memory(reserves)
@@ -147,7 +146,7 @@ def build_interval(problem: Problem, *, copies: int = DEFAULT_COPIES, budget: in
 class _Builder:
     """The parts of :func:`build_interval`, one rule each (module docstring)."""
 
-    def __init__(self, problem: Problem, copies: int, budget: int) -> None:
+    def __init__(self, problem: Problem, copies: int) -> None:
         g, c = problem.graph, problem.costs
         self.problem, self.copies, self.m = problem, copies, new_model()
         self.cons = g.consumers
@@ -155,7 +154,7 @@ class _Builder:
         self.sizes = [node.output_bytes for node in g.nodes]
         self.works = [node.workspace_bytes for node in g.nodes]
         self.unit = math.gcd(*[s for s in self.sizes + self.works if s > 0]) or 1
-        self.capacity = max(0, budget // self.unit)
+        self.capacity = max(0, problem.activation_budget // self.unit)
         self.horizon = tri(problem.n, problem.n)
         self.recomputable = [problem.allows_remat and not node.pinned and bool(self.cons[i])
                              and self._fits(c.compute_s[i]) for i, node in enumerate(g.nodes)]
