@@ -7,8 +7,8 @@ energy at every compute point, where only a few overflowed. Instead, this module
 the planned arena back and says, per event of the interval model
 (:func:`~poet_compiler.solve.formulation.interval.event`), how many bytes above the
 budget the buffers live there were placed: the next solve keeps that much free at those
-events only (a fixed demand in its cumulative), and the reserves of earlier rounds are
-kept (their maximum), so no round can return to a layout that failed.
+events only (a fixed demand in its cumulative). The search adds each round's overflow to
+the reserves of earlier rounds, so a place that overflows again holds back more.
 
 This is a heuristic cut: it removes the schedule just laid out, but also schedules that
 another layout would have fitted, so a reserved model's bound is never a bound on the

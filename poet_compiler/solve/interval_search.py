@@ -43,20 +43,20 @@ MIN_RETRY_S = 1.0
 # A schedule whose static arena does not fit (fragmentation) is solved again with arena
 # reserves (:mod:`.arena_reserve`), halved when they leave no schedule found in time, up
 # to ARENA_RETRIES times; each solve but the last gets ARENA_SOLVE_SHARE of the time left.
-# Each arena check, harder re-plans included, gets at most ARENA_CHECK_SHARE of the time
-# left and ARENA_CHECK_S: on a 100-node layered DAG at
-# 90 % (108 buffers), the first plan (2 s) needed 1,071 B for a 993 B budget and a
-# re-plan at effort 64 fitted it in 7.6 s (BENCHMARKS.md, "arena reserves").
 ARENA_RETRIES = 6
 ARENA_SOLVE_SHARE = 0.5
+# Each arena check, harder re-plans included, gets at most ARENA_CHECK_SHARE of the time
+# left and ARENA_CHECK_S: on a 100-node layered DAG at 90 % (108 buffers), the first plan
+# (2 s) needed 1,071 B for a 993 B budget and a re-plan at effort 64 fitted it in 7.6 s
+# (BENCHMARKS.md, "Fragmentation on the layered DAGs").
+ARENA_CHECK_SHARE = 0.25
+ARENA_CHECK_S = 30.0
 # With no schedule in hand (no hint) the first solve gets this share of the time, the rest
 # being for its arena check; when it finds nothing and proves nothing, the search goes on
 # while MIN_SEARCH_ON_S are left (on a 500-node layered DAG at 80 %, 300 s, it returned
 # after 101 s with nothing, and poetc then stopped at 110 s: nothing else runs there).
 NOTHING_IN_HAND_SHARE = 0.75
 MIN_SEARCH_ON_S = 5.0
-ARENA_CHECK_SHARE = 0.25
-ARENA_CHECK_S = 30.0
 
 
 @dataclasses.dataclass
@@ -118,13 +118,12 @@ def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: fl
         else:
             out = _with_enough_copies(problem, sync, usable, copies, time.perf_counter() + share, target_j, threads)
         copies = out.copies
-        if out.schedule is None and not reserves:
-            if first is None and out.status != "infeasible" and until - time.perf_counter() >= MIN_SEARCH_ON_S:
-                continue        # nothing found yet, nothing proven: search on with the time left
-            return first or out
         if out.schedule is None:
-            # The reserves left no schedule (or none found in time): weaker ones.
-            held //= 2
+            if reserves:
+                held //= 2      # the reserves left no schedule (or none found in time): weaker ones
+            elif first is not None or out.status == "infeasible" or until - time.perf_counter() < MIN_SEARCH_ON_S:
+                return first or out
+            # else nothing found yet and nothing proven: search on with the time left
             if until - time.perf_counter() < MIN_RETRY_S:
                 break
             continue

@@ -383,9 +383,8 @@ def _arena_fit_fallback(problem: Problem, tight: Problem, cover: CoverBound, sol
     fragment), finalized: the cover's arena-fit schedule and, on a graph of more than
     ``INTERVAL_MIN_NODES`` nodes when that one is missing (or, above
     ``FULL_MODEL_MAX_NODES``, more than ``ARENA_INTERVAL_GAP`` above the cover bound),
-    the interval search's from ``hints``
-    (which re-solves with arena reserves) with ``ARENA_INTERVAL_SHARE`` of the time left:
-    the better of the two."""
+    the interval search's from ``hints`` (which re-solves with arena reserves) with
+    ``ARENA_INTERVAL_SHARE`` of the time left: the better of the two."""
     if clock.expired():
         return None
     res: Result | None = None
