@@ -94,6 +94,9 @@ def costs_for(graph: TrainingGraph, profile: DeviceProfile | None) -> CostTable:
         dma=profile.dma,
         device=profile.name,
         ram_bytes=profile.ram_bytes,
+        # a copy reads and writes each byte: twice the traffic (the compute model's B)
+        move_s_per_byte=2.0 / profile.memory.bandwidth_bps,
+        move_j_per_byte=2.0 * profile.memory.energy_j_per_byte,
     )
 
 

@@ -24,6 +24,11 @@ class CostTable:
     dma: bool = False          # paging overlaps compute (stage time = max instead of sum)
     device: str = "explicit"   # profile name, or "explicit" when the graph carried every cost
     ram_bytes: int | None = None  # device RAM, the default budget when none is given
+    # A MOVE (arena compaction) copies a buffer inside RAM: it reads and writes every byte
+    # at the profile's memory rates. A graph with explicit costs and no profile gives no
+    # memory rates, so its moves cost nothing (the report still counts them).
+    move_s_per_byte: float = 0.0
+    move_j_per_byte: float = 0.0
 
     def __post_init__(self) -> None:
         n = len(self.compute_s)
@@ -39,6 +44,12 @@ class CostTable:
     def compute_only_s(self) -> float:
         """Time of computing every node once with no paging: the smallest possible deadline."""
         return float(sum(self.compute_s))
+
+    def move_s(self, n_bytes: int) -> float:
+        return n_bytes * self.move_s_per_byte
+
+    def move_j(self, n_bytes: int) -> float:
+        return n_bytes * self.move_j_per_byte
 
     @property
     def compute_only_j(self) -> float:

@@ -55,6 +55,7 @@ class ProgramInterpreter:
             Op.PAGE_IN: self.page_in,
             Op.FREE: self.free,
             Op.FENCE: self.fence,
+            Op.MOVE: self.move,
         }
 
     def run(self) -> Any:
@@ -108,3 +109,6 @@ class ProgramInterpreter:
 
     def fence(self, ins: Instruction) -> None:
         """``FENCE``."""
+
+    def move(self, ins: Instruction) -> None:
+        """``MOVE ins.node`` to arena offset ``ins.offset``."""

@@ -20,13 +20,15 @@ class Op(IntEnum):
     PAGE_IN = 2
     FREE = 3
     FENCE = 4
+    MOVE = 5    # copy a resident buffer to a new arena offset (compaction; docs/model.md)
 
 
 @dataclass(frozen=True)
 class Instruction:
     op: Op
     node: int = -1          # -1 for FENCE
-    offset: int | None = None  # arena offset of the node's buffer (None before planning)
+    offset: int | None = None  # arena offset of the node's buffer (None before planning);
+    # for MOVE, the buffer's new offset (it was at the offset its last placement gave)
 
     def __str__(self) -> str:
         if self.op is Op.FENCE:
@@ -68,6 +70,10 @@ class Program:
     @property
     def n_page_out(self) -> int:
         return self.count(Op.PAGE_OUT)
+
+    @property
+    def n_move(self) -> int:
+        return self.count(Op.MOVE)
 
     def listing(self) -> str:
         return "\n".join(f"{k:5d}  {ins}" for k, ins in enumerate(self.instructions))
