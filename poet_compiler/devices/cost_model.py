@@ -22,6 +22,7 @@ model above. Without a profile every node must carry all six explicit costs.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from poet_compiler.devices.costs import CostTable
 from poet_compiler.devices.profile import DeviceProfile, PagingFigures
@@ -86,10 +87,11 @@ def costs_for(graph: TrainingGraph, profile: DeviceProfile | None) -> CostTable:
     """The CostTable of ``graph`` on ``profile`` (or from the graph's explicit costs alone)."""
     rows = [node_costs(graph, node, profile) for node in graph.nodes]
     columns = {f: tuple(float(r[f]) for r in rows) for f in COST_FIELDS}
+    base = CostTable(**columns)  # type: ignore[arg-type]  # the six per-node columns
     if profile is None:
-        return CostTable(**columns, static_w=0.0, dma=False, device="explicit", ram_bytes=None)
-    return CostTable(
-        **columns,
+        return base
+    return replace(
+        base,
         static_w=profile.static_power_w,
         dma=profile.dma,
         device=profile.name,

@@ -47,6 +47,9 @@ class Simulation:
     page_out_bytes: int
     timeline: tuple[int, ...]
     peak_at: int = -1          # instruction index where the peak is first reached
+    move_j: float = 0.0        # energy of the MOVEs (arena compaction)
+    n_move: int = 0
+    move_bytes: int = 0
 
     def report(self) -> dict[str, float | int]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "timeline"}
@@ -97,7 +100,8 @@ class _Simulator(ProgramInterpreter):
         self.point: int | None = None        # live bytes during the current COMPUTE (workspace included)
         self.peak, self.peak_at = 0, -1
         self.timeline: list[int] = []
-        self.e_compute = self.e_in = self.e_out = 0.0
+        self.e_compute = self.e_in = self.e_out = self.e_move = 0.0
+        self.n_move = self.bytes_moved = 0
         # Clock: the CPU runs computes one after another; with DMA one transfer channel runs
         # the transfers in issue order, each from when it is issued (and the channel is
         # free), and a FENCE waits for the channel. Without DMA a transfer runs on the CPU.
@@ -220,6 +224,25 @@ class _Simulator(ProgramInterpreter):
         if self.arena is not None:
             self.arena.release(("node", i))
 
+    def move(self, ins: Instruction) -> None:
+        i = ins.node
+        if i not in self.ram:
+            self.fail(f"move of a tensor that is not in RAM{self.gone(i)}")
+        if i in self.paging_in or i in self.paging_out:
+            self.fail("move of a tensor that is in flight (no FENCE since its last transfer)")
+        if self.arena is None:
+            self.fail("MOVE in a program without an arena (nothing to move within)")
+        # A memmove: the new region may overlap the buffer's own old one, no other.
+        self.arena.release(("node", i))
+        try:
+            self.arena.place(("node", i), ins.offset, self.size[i], f"moved buffer of node {i}")
+        except ValueError as exc:
+            self.fail(f"arena: {exc}")
+        self.n_move += 1
+        self.bytes_moved += self.size[i]
+        self.e_move += self.costs.move_j(self.size[i])
+        self.cpu += self.costs.move_s(self.size[i])
+
     def fence(self, ins: Instruction) -> None:
         self.flash |= self.paging_out
         self.paging_out.clear()
@@ -254,7 +277,7 @@ class _Simulator(ProgramInterpreter):
         static_j = self.costs.static_w * runtime
         n_compute = sum(self.computed)
         return Simulation(
-            energy_j=self.e_compute + self.e_in + self.e_out + static_j,
+            energy_j=self.e_compute + self.e_in + self.e_out + self.e_move + static_j,
             compute_j=self.e_compute,
             page_in_j=self.e_in,
             page_out_j=self.e_out,
@@ -269,6 +292,9 @@ class _Simulator(ProgramInterpreter):
             page_out_bytes=self.bytes_out,
             timeline=tuple(self.timeline),
             peak_at=peak_at,
+            move_j=self.e_move,
+            n_move=self.n_move,
+            move_bytes=self.bytes_moved,
         )
 
 

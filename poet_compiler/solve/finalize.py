@@ -6,9 +6,11 @@ the independent simulator with the budget and deadline, and copy the simulator's
 into the Result. A plan that breaks a rule of the execution model raises
 :class:`~poet_compiler.errors.InternalError` (a bug in the strategy that built it, never
 "infeasible"); a plan that misses the budget or the deadline comes back with status
-``infeasible`` and the reason; a plan whose arena does not fit the budget because of fragmentation comes
-back with status ``infeasible`` and a message giving arena vs budget, so a solver can
-retry with a smaller budget.
+``infeasible`` and the reason. A plan whose live bytes fit but whose static arena does
+not (fragmentation) is compacted (:mod:`poet_compiler.schedule.compact`: MOVEs join the
+holes), so it is not lost; only when buffers in flight block every move does it come
+back ``infeasible`` with a message giving arena vs budget, so a solver can retry with a
+smaller budget.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from contextlib import nullcontext
 from poet_compiler.errors import InternalError, OverBudgetError, ScheduleError
 from poet_compiler.schedule.arena import plan_arena, rescue_arena
 from poet_compiler.schedule.cleanup import remove_pointless_work
+from poet_compiler.schedule.compact import compact_arena, without_moves
 from poet_compiler.schedule.linearize import linearize
-from poet_compiler.schedule.program import Program
+from poet_compiler.schedule.program import Op, Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.clock import Clock
@@ -50,6 +53,7 @@ def finalize(
     rescue_s: float = 0.0,
     clock: Clock | None = None,
     layout: Program | None = None,
+    compact: bool = True,
 ) -> Result:
     """Linearize, clean up, plan the arena, simulate, and fill a :class:`Result`.
 
@@ -60,14 +64,17 @@ def finalize(
     ``clock``'s ``arena_rescue`` stage when given. ``layout``: an earlier finalize's
     Program for the same plan (e.g. a search's arena check); its arena is kept instead of
     planned again when its instructions are the plan's and it fits the budget (the
-    simulator checks its offsets like any other).
+    simulator checks its offsets like any other). ``compact``: when the live bytes fit
+    and the two plans' arenas do not, compact the arena (MOVEs) before any rescue; the
+    rescue then runs only if compaction finds no room (buffers in flight).
 
     Raises :class:`InternalError` when the plan (or the arena planned for it) breaks a
     rule of the execution model: poetc built it, so that is a bug, not an outcome."""
     try:
         return _finalize(problem, plan, strategy=strategy, status=status, solver=solver, formulation=formulation,
                          lower_bound_j=lower_bound_j, solve_time_s=solve_time_s, message=message,
-                         arena_time_s=arena_time_s, rescue_s=rescue_s, clock=clock, layout=layout)
+                         arena_time_s=arena_time_s, rescue_s=rescue_s, clock=clock, layout=layout,
+                         compact=compact)
     except ScheduleError as exc:
         raise InternalError(f"{strategy}: the plan breaks a rule of the execution model: {exc}") from exc
 
@@ -87,6 +94,7 @@ def _finalize(
     rescue_s: float = 0.0,
     clock: Clock | None = None,
     layout: Program | None = None,
+    compact: bool = True,
 ) -> Result:
     graph, costs = problem.graph, problem.costs
     until = None if arena_time_s is None else time.perf_counter() + max(0.0, arena_time_s)
@@ -96,8 +104,10 @@ def _finalize(
 
     budget = problem.activation_budget
     schedule = plan if isinstance(plan, Schedule) else None
+    # A given Program's MOVEs belong to its old layout: the arena is planned afresh.
     program = (
-        linearize(graph, plan, mode=problem.mode, dma=not problem.synchronous) if isinstance(plan, Schedule) else plan
+        linearize(graph, plan, mode=problem.mode, dma=not problem.synchronous) if isinstance(plan, Schedule)
+        else without_moves(plan)
     )
     raw = simulate(graph, costs, program)          # rule check before any rewriting
     program = remove_pointless_work(graph, program)
@@ -115,6 +125,12 @@ def _finalize(
         again = plan_arena(graph, program, effort=ARENA_RETRY_EFFORT, budget_bytes=budget, time_limit_s=left())
         if again.arena_bytes is not None and again.arena_bytes < program.arena_bytes:
             program = again
+    if compact and program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes:
+        # The live bytes fit: MOVEs join the holes that no static layout could close
+        # (milliseconds, and a copy costs far less than a re-solve's worse schedule).
+        compacted = compact_arena(graph, program, budget)
+        if compacted is not None:
+            program = compacted
     if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes and rescue_s > 0:
         # The live bytes fit: before the schedule is given up, re-plan harder.
         with clock.stage("arena_rescue") if clock is not None else nullcontext():
@@ -165,8 +181,10 @@ def _finalize(
 
 
 def _same_instructions(layout: Program, program: Program) -> bool:
-    """Whether ``layout`` (a planned Program) has ``program``'s instructions."""
-    return len(layout) == len(program) and all(a.op is b.op and a.node == b.node for a, b in zip(layout, program))
+    """Whether ``layout`` (a planned Program, perhaps compacted) has ``program``'s
+    instructions, besides its MOVEs."""
+    laid = [x for x in layout if x.op is not Op.MOVE]
+    return len(laid) == len(program) and all(a.op is b.op and a.node == b.node for a, b in zip(laid, program))
 
 
 def _fill(result: Result, sim, program: Program, lower_bound_j: float | None) -> None:
@@ -193,3 +211,5 @@ def _fill(result: Result, sim, program: Program, lower_bound_j: float | None) ->
         static_j=sim.static_j,
         n_instructions=len(program.instructions),
     )
+    if sim.n_move:
+        result.extra.set(n_move=sim.n_move, move_bytes=sim.move_bytes, move_j=sim.move_j)

@@ -56,6 +56,11 @@ class ResultExtra:
     """Energy split of ``energy_j``: compute, paging in/out, static power over the runtime."""
     n_instructions: int | None = None
     """Instructions of the final Program."""
+    n_move: int | None = None
+    move_bytes: int | None = None
+    move_j: float | None = None
+    """MOVEs of a compacted arena (schedule/compact.py), the bytes they copy and their
+    energy (part of ``energy_j``); set only when the arena was compacted."""
     cleanup_removed_instructions: int | None = None
     """Instructions the cleanup removed from the linearized Program."""
     stage_s: dict[str, float] | None = field(default=None, metadata=MEASURED)

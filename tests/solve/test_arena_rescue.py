@@ -1,6 +1,8 @@
 """No schedule lost to fragmentation (issue 18, deliver 5): a schedule whose live bytes fit
-but whose first arena plans do not is first re-planned harder (rescue_arena), then, if
-that fails too, re-solved against the arena; ``extra.arena_rescue`` counts which step kept it.
+but whose first arena plans do not is compacted (MOVEs, schedule/compact.py); where
+compaction finds no room (buffers in flight) it is re-planned harder (rescue_arena), then,
+if that fails too, re-solved against the arena; ``extra.arena_rescue`` counts which step
+kept it.
 
 The first plans are made to fragment on purpose (a planner that reports 3 bytes more
 than its layout needs, as in test_milp's fragmentation test): before this change the
@@ -36,6 +38,11 @@ def _wasteful_first_plans(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fin, "plan_arena", wasteful)
 
 
+def _no_room_to_compact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compaction finds no room (as when buffers in flight block every move)."""
+    monkeypatch.setattr(fin, "compact_arena", lambda *a, **kw: None)
+
+
 def _cases():  # noqa: ANN202
     """Problems at checkpoint-all's peak whose optimum 3 bytes lower costs more: the
     optimum's arena, inflated by 3 bytes, does not fit, and a re-solve loses energy."""
@@ -48,8 +55,22 @@ def _cases():  # noqa: ANN202
             yield problem, first[0], worse[0]
 
 
+def test_compaction_keeps_the_optimum(monkeypatch) -> None:
+    _wasteful_first_plans(monkeypatch)
+    for problem, best, worse in _cases():
+        res = solve_milp(problem, gap_limit=0.0, time_limit_s=30)
+        assert res.ok and res.status == "optimal", res.message
+        assert res.arena_bytes <= problem.activation_budget
+        assert res.energy_j == pytest.approx(best, rel=1e-6) and res.energy_j < worse
+        assert res.extra.arena_rescue == {"replanned": 0, "resolved": 0, "lost": 0, "compacted": 1}
+        assert not res.extra.fragmentation_retries
+        return
+    pytest.fail("no random case needed compaction")
+
+
 def test_harder_replan_keeps_the_optimum(monkeypatch) -> None:
     _wasteful_first_plans(monkeypatch)
+    _no_room_to_compact(monkeypatch)
     seen = 0
     for problem, best, worse in _cases():
         res = solve_milp(problem, gap_limit=0.0, time_limit_s=30)
@@ -69,6 +90,7 @@ def test_harder_replan_keeps_the_optimum(monkeypatch) -> None:
 
 def test_resolve_is_counted_when_no_replan_fits(monkeypatch) -> None:
     _wasteful_first_plans(monkeypatch)
+    _no_room_to_compact(monkeypatch)
     monkeypatch.setattr(fin, "rescue_arena", lambda *a, **kw: None)
     for problem, _best, worse in _cases():
         res = solve_milp(problem, gap_limit=0.0, time_limit_s=30)

@@ -28,15 +28,32 @@ def test_no_schedule_in_hand_runs_the_interval_search(monkeypatch) -> None:
     assert res.energy_j == pytest.approx(best.energy_j, rel=1e-6)
 
 
-def test_a_fragmented_schedule_is_solved_again_with_arena_reserves(monkeypatch) -> None:
+def test_a_fragmented_optimum_is_kept_compacted() -> None:
     """A 9-node training problem whose interval optimum (25.175 J) has live bytes within
-    the budget (24,576 of 25,292 B) but no static arena that fits (25,600 B, also after
-    the harder re-plans): the search keeps free, where that layout overflowed, what it
-    overflowed by, solves again, and returns a schedule whose laid-out arena fits."""
+    the budget (24,576 of 25,292 B) but no static arena that fits (25,600 B): its arena
+    is compacted (MOVEs), and the search returns the optimum without solving again."""
+    from poet_compiler.schedule.program import Op
+    from poet_compiler.solve import interval_search as search
+    from tests.support.graphs import training_problem
+
+    problem = training_problem(3, 4, "remat", slack=0.3)
+    out = search.interval_search(problem, [], time_limit_s=30, threads=1)
+    assert out.schedule is not None and out.arena_fits and out.arena_retries == 0
+    assert out.energy_j == pytest.approx(25.175)
+    assert out.layout is not None and out.layout.count(Op.MOVE) >= 1
+    assert out.layout.arena_bytes is not None and out.layout.arena_bytes <= problem.activation_budget
+
+
+def test_a_fragmented_schedule_is_solved_again_with_arena_reserves(monkeypatch) -> None:
+    """The same optimum where compaction finds no room (as with buffers in flight): the
+    search keeps free, where that layout overflowed, what it overflowed by, solves
+    again, and returns a schedule whose laid-out arena fits."""
+    import poet_compiler.solve.finalize as fin
     from poet_compiler.solve import interval_search as search
     from poet_compiler.solve.finalize import finalize
     from tests.support.graphs import training_problem
 
+    monkeypatch.setattr(fin, "compact_arena", lambda *a, **kw: None)
     problem = training_problem(3, 4, "remat", slack=0.3)
     seen: list[int] = []
     real_solve = search._solve
@@ -56,10 +73,13 @@ def test_a_fragmented_schedule_is_solved_again_with_arena_reserves(monkeypatch) 
 
 def test_reserves_that_leave_no_schedule_are_halved(monkeypatch) -> None:
     """When the solve with arena reserves finds nothing (here: made to), the next one keeps
-    half as many bytes free at the same events, instead of giving up."""
+    half as many bytes free at the same events, instead of giving up (compaction made to
+    find no room, so that reserves are made)."""
+    import poet_compiler.solve.finalize as fin
     from poet_compiler.solve import interval_search as search
     from tests.support.graphs import training_problem
 
+    monkeypatch.setattr(fin, "compact_arena", lambda *a, **kw: None)
     problem = training_problem(3, 4, "remat", slack=0.3)
     seen: list[list] = []
     real_solve = search._solve

@@ -1,0 +1,221 @@
+"""Arena compaction: a layout within the budget for any Program whose live bytes fit it.
+
+The static planner (:mod:`poet_compiler.schedule.arena`) gives each buffer one offset for
+its whole life. When the live bytes come within a few percent of the budget, no static
+layout may exist: buffers of different lifetimes leave holes that no later buffer fits
+(measured on random layered DAGs at 80-90 % of their peak: arenas 3-10 % above the live
+peak, whatever the planner's effort). Such a schedule is not lost: the device can copy a
+resident buffer to another place in the arena (``MOVE``, docs/model.md), so that the
+holes join.
+
+:func:`compact_arena` walks the Program with a map of the arena within the budget. Every
+allocation (``COMPUTE`` with its workspace after the output, ``PAGE_IN``) takes
+
+1. the offset the static plan gave it, when that place is free within the budget (so a
+   plan that mostly fits keeps its layout and moves little);
+2. else the best-fitting hole;
+3. else the window of the arena that frees the fewest bytes of movable live buffers, each
+   moved to a hole outside the window (best fit, largest first) — one ``MOVE`` each, right
+   before the allocation;
+4. else it slides every movable buffer down, in address order (memmove-safe: each copy
+   goes down, into space already vacated), and takes the top.
+
+A buffer in flight (paged in or out since the last ``FENCE``) is not moved: the transfer
+channel owns it. Only with DMA can that leave no room; :func:`compact_arena` then returns
+None. Moves cost a copy at the device's memory rates (``CostTable.move_j``); the
+simulator counts them like any other instruction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from poet_compiler.errors import ScheduleError
+from poet_compiler.graph.ir import TrainingGraph
+from poet_compiler.schedule.interpreter import ProgramInterpreter
+from poet_compiler.schedule.program import Instruction, Op, Program
+
+# A way to make room: (bytes moved, offset of the room, the MOVEs in a safe order).
+_Plan = tuple[int, int, list[tuple[int, int]]]
+
+
+class _NoRoom(Exception):
+    """No placement within the budget (only buffers in flight block it)."""
+
+
+def _holes(regions: list[tuple[int, int]], budget: int) -> list[tuple[int, int]]:
+    """The free stretches ``[lo, hi)`` of ``[0, budget)`` between sorted ``regions``."""
+    out, at = [], 0
+    for lo, hi in regions:
+        if lo > at:
+            out.append((at, lo))
+        at = max(at, hi)
+    if at < budget:
+        out.append((at, budget))
+    return out
+
+
+def _best_fit(holes: list[tuple[int, int]], need: int) -> int | None:
+    """Start of the smallest hole that holds ``need`` bytes (lowest start on ties)."""
+    fits = [(hi - lo, lo) for lo, hi in holes if hi - lo >= need]
+    return min(fits)[1] if fits else None
+
+
+class _Compactor(ProgramInterpreter):
+    """The Program with offsets within ``budget`` and MOVEs where the holes must join."""
+
+    def __init__(self, graph: TrainingGraph, program: Program, budget: int) -> None:
+        super().__init__(program)
+        self.budget = budget
+        self.size = [node.output_bytes for node in graph.nodes]
+        self.work = [node.workspace_bytes for node in graph.nodes]
+        self.where: dict[int, int] = {}       # resident node -> offset
+        self.in_flight: set[int] = set()
+        self.out: list[Instruction] = []
+        self.top = 0                          # highest byte used: the arena
+        self.moved_bytes = 0
+
+    # -- the arena map -----------------------------------------------------------------
+    def _regions(self, skip: frozenset[int] = frozenset()) -> list[tuple[int, int]]:
+        return sorted((off, off + self.size[i]) for i, off in self.where.items() if i not in skip and self.size[i])
+
+    def _move(self, i: int, to: int) -> None:
+        self.out.append(Instruction(Op.MOVE, i, to))
+        self.where[i] = to
+        self.moved_bytes += self.size[i]
+        self.top = max(self.top, to + self.size[i])
+
+    def _allocate(self, need: int, preferred: int | None) -> int:
+        if need == 0:
+            return 0
+        holes = _holes(self._regions(), self.budget)
+        if preferred is not None and any(lo <= preferred and preferred + need <= hi for lo, hi in holes):
+            return preferred
+        at = _best_fit(holes, need)
+        if at is not None:
+            return at
+        # Make room the cheapest way: the fewest bytes moved (then the lowest offset).
+        plans = [p for p in (self._window(need), self._slide(need, down=True), self._slide(need, down=False))
+                 if p is not None]
+        if not plans:
+            raise _NoRoom
+        _, at, moves = min(plans, key=lambda p: (p[0], p[1]))
+        for i, to in moves:
+            self._move(i, to)
+        return at
+
+    def _window(self, need: int) -> _Plan | None:
+        """Free ``[a, a + need)`` by moving the live buffers in it to holes elsewhere
+        (best fit, largest first), the window that moves the fewest bytes."""
+        regions = sorted((off, i) for i, off in self.where.items() if self.size[i])
+        starts = sorted({0, *(off + self.size[i] for off, i in regions)})
+        best: _Plan | None = None
+        for a in starts:
+            if a + need > self.budget:
+                break
+            inside = [i for off, i in regions if off < a + need and a < off + self.size[i]]
+            cost = sum(self.size[i] for i in inside)
+            if any(i in self.in_flight for i in inside) or (best is not None and cost >= best[0]):
+                continue
+            # Targets are free now, not only once the window's buffers have left, so the
+            # moves may run in any order; the window itself is reserved.
+            taken = [*self._regions(), (a, a + need)]
+            moves: list[tuple[int, int]] = []
+            for i in sorted(inside, key=lambda j: (-self.size[j], j)):
+                to = _best_fit(_holes(sorted(taken), self.budget), self.size[i])
+                if to is None:
+                    break
+                moves.append((i, to))
+                taken.append((to, to + self.size[i]))
+            else:
+                best = (cost, a, moves)
+        return best
+
+    def _slide(self, need: int, *, down: bool) -> _Plan | None:
+        """Pack a run of neighbouring buffers against the one below it (``down``) or
+        above it, so that the holes between them join; the run that moves the fewest
+        bytes. The moves are ordered so that each copy lands in vacated space only."""
+        regions = sorted((off, i) for i, off in self.where.items() if self.size[i])
+        if not down:   # the mirror image: offsets seen from the top of the budget
+            regions = [(self.budget - off - self.size[i], i) for off, i in reversed(regions)]
+        size, best = self.size, None
+        for s in range(len(regions)):
+            floor = regions[s - 1][0] + size[regions[s - 1][1]] if s else 0
+            cursor, cost, moves = floor, 0, []
+            for e in range(s, len(regions)):
+                off, i = regions[e]
+                if i in self.in_flight or (best is not None and cost >= best[0]):
+                    break
+                if off != cursor:
+                    moves.append((i, cursor))
+                    cost += size[i]
+                cursor += size[i]
+                ceiling = regions[e + 1][0] if e + 1 < len(regions) else self.budget
+                if ceiling - cursor >= need:
+                    at = cursor if down else self.budget - cursor - need
+                    if best is None or (cost, at) < (best[0], best[1]):
+                        best = (cost, at, list(moves))
+                    break
+        if best is None or down:
+            return best
+        cost, at, moves = best
+        return cost, at, [(i, self.budget - to - size[i]) for i, to in moves]
+
+    # -- the opcodes -------------------------------------------------------------------
+    def _place(self, ins: Instruction, need: int) -> None:
+        at = self._allocate(need, ins.offset)
+        self.out.append(replace(ins, offset=at))
+        self.where[ins.node] = at
+        self.top = max(self.top, at + need)
+
+    def compute(self, ins: Instruction) -> None:
+        # Output and workspace are one contiguous region during the compute.
+        self._place(ins, self.size[ins.node] + self.work[ins.node])
+
+    def page_in(self, ins: Instruction) -> None:
+        self._place(ins, self.size[ins.node])
+        self.in_flight.add(ins.node)
+
+    def page_out(self, ins: Instruction) -> None:
+        self.out.append(replace(ins, offset=self.where.get(ins.node)))
+        self.in_flight.add(ins.node)
+
+    def free(self, ins: Instruction) -> None:
+        self.out.append(replace(ins, offset=self.where.pop(ins.node, None)))
+
+    def fence(self, ins: Instruction) -> None:
+        self.out.append(replace(ins, offset=None))
+        self.in_flight.clear()
+
+    def move(self, ins: Instruction) -> None:
+        raise ScheduleError(f"instruction {self.index}: the program is already compacted ({ins})")
+
+    def finish(self) -> tuple[Instruction, ...]:
+        return tuple(self.out)
+
+
+def compact_arena(graph: TrainingGraph, program: Program, budget_bytes: int) -> Program | None:
+    """``program`` laid out within ``budget_bytes`` with MOVEs where needed, or None when
+    buffers in flight leave no room. ``program``'s own offsets (a static plan that did
+    not fit, or none) are kept wherever they are free within the budget. The caller
+    checks that the live bytes fit (the simulator judges the result)."""
+    walk = _Compactor(graph, program, budget_bytes)
+    try:
+        instructions = walk.run()
+    except _NoRoom:
+        return None
+    meta = dict(program.meta)
+    peak = int(meta.get("peak_bytes", 0)) or walk.top
+    meta.update(fragmentation=(walk.top / peak) if peak else 1.0, arena_order="compacted",
+                n_move=sum(1 for x in instructions if x.op is Op.MOVE), moved_bytes=walk.moved_bytes)
+    return Program(n_nodes=program.n_nodes, instructions=instructions, arena_bytes=walk.top, meta=meta)
+
+
+def without_moves(program: Program) -> Program:
+    """``program`` before layout: its MOVEs dropped, offsets and arena cleared (a
+    compacted layout's offsets hold only with its MOVEs)."""
+    if not program.n_move:
+        return program
+    meta = {k: v for k, v in program.meta.items() if k not in ("n_move", "moved_bytes", "arena_order")}
+    instructions = tuple(replace(x, offset=None) for x in program.instructions if x.op is not Op.MOVE)
+    return Program(n_nodes=program.n_nodes, instructions=instructions, arena_bytes=None, meta=meta)
