@@ -309,6 +309,12 @@ class _StepWalk(ProgramInterpreter):
             self.live.remove(self.env.pop(name))
         self.resident.discard(i)
 
+    def move(self, ins: Instruction) -> None:
+        # Arena compaction: torch owns its tensors' storage, so there is nothing to copy;
+        # the instruction's rule still holds.
+        if ins.node not in self.resident:
+            self.fail(f"node {ins.node} is not in RAM")
+
     def page_out(self, ins: Instruction) -> None:
         i = ins.node
         if i not in self.resident:

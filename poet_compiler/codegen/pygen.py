@@ -170,6 +170,9 @@ class _Writer(ProgramInterpreter):
         if self.npl.kept:
             self.emit(f"del {', '.join(self.npl.kept)}")
 
+    def move(self, ins: Instruction) -> None:
+        self.emit(f"# [{self.index}] MOVE {self.label} (arena compaction: torch tensors stay where they are)")
+
     def page_out(self, ins: Instruction) -> None:
         node, npl = self.node, self.npl
         assert node is not None and npl is not None
