@@ -10,7 +10,8 @@ Arena check (when ``program.arena_bytes`` is set): every buffer lives at its
 instruction's offset; a compute's workspace lies right after its output buffer, at
 ``offset + output_bytes``, for the duration of that compute (the convention of
 :mod:`poet_compiler.schedule.arena`). No two live regions may overlap and all must lie
-in ``[0, arena_bytes)``.
+in ``[0, arena_bytes)``. A ``MOVE`` re-places its buffer at its offset (a memmove: the
+buffer's own old region may overlap the new one) and costs a copy (``CostTable.move_j``).
 """
 
 from __future__ import annotations
