@@ -129,7 +129,7 @@ def _finalize(
         # The live bytes fit: MOVEs join the holes that no static layout could close
         # (milliseconds, and a copy costs far less than a re-solve's worse schedule).
         compacted = compact_arena(graph, program, budget)
-        if compacted is not None:
+        if compacted is not None and _meets_deadline(problem, compacted):
             program = compacted
     if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes and rescue_s > 0:
         # The live bytes fit: before the schedule is given up, re-plan harder.
@@ -178,6 +178,16 @@ def _finalize(
         result.message = "; ".join([*problems, *([message] if message else [])])
         result.gap = None
     return result
+
+
+def _meets_deadline(problem: Problem, program: Program) -> bool:
+    """Whether ``program`` (its moves' copies included) ends by the deadline; a compacted
+    layout that misses it is not taken, and a static re-plan may still fit."""
+    try:
+        simulate(problem.graph, problem.costs, program, deadline_s=problem.deadline_s)
+    except OverBudgetError:
+        return False
+    return True
 
 
 def _same_instructions(layout: Program, program: Program) -> bool:

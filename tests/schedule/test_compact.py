@@ -162,3 +162,18 @@ def test_a_profile_prices_a_move_as_a_copy() -> None:
     costs = costs_for(problem.graph, m4)
     assert costs.move_j(1000) == pytest.approx(2000 * m4.memory.energy_j_per_byte)
     assert costs.move_s(1000) == pytest.approx(2000 / m4.memory.bandwidth_bps)
+
+
+def test_a_compacted_layout_that_misses_the_deadline_is_not_taken() -> None:
+    """Moves take time: where their copies push the step past the deadline, finalize
+    keeps the static layout (and its verdict) instead."""
+    import dataclasses
+
+    problem, schedule, program = _fragmenting()
+    runtime = simulate(problem.graph, problem.costs, program).runtime_s
+    slow = dataclasses.replace(problem.costs, move_s_per_byte=1.0)   # a second per byte copied
+    tight = dataclasses.replace(problem, costs=slow, deadline_s=runtime)
+    res = finalize(tight, schedule, strategy="t")
+    assert not res.extra.n_move and res.status == "infeasible" and "fragmentation" in res.message
+    roomy = dataclasses.replace(problem, costs=slow, deadline_s=runtime * 1e6)
+    assert finalize(roomy, schedule, strategy="t").extra.n_move
