@@ -4,7 +4,7 @@
  * Each input is tried twice: as given (exercises the header, length and CRC checks) and
  * with its CRC field recomputed (so mutations reach the section, operand and dry-run
  * checks behind the CRC). When a file validates, it is executed with callbacks that
- * write every output buffer and read every transferred one, on an arena allocated to
+ * write every output buffer and read every transferred (or moved) one, on an arena allocated to
  * exactly the declared size, so AddressSanitizer catches any offset the validation let
  * through. Build and run: see runtime/c/README.md (make fuzz; ./fuzz.sh SECONDS).
  */
@@ -37,12 +37,18 @@ static int f_page(void *user, uint32_t node, uint8_t *arena, poet_size_t offset,
     return 0;
 }
 
+static int f_move(void *user, uint32_t node, uint8_t *arena, poet_size_t from, poet_size_t to, poet_size_t bytes)
+{
+    /* Touch both regions before the runtime's own copy, so ASan sees a bad one either way. */
+    return f_page(user, node, arena, from, bytes) | f_page(user, node, arena, to, bytes);
+}
+
 static void try_one(const uint8_t *data, size_t size)
 {
     static poet_where_t where[MAX_NODES];
     static uint8_t fake;
     poet_prog p;
-    poet_callbacks cb = {f_compute, f_page, f_page, f_page, NULL};
+    poet_callbacks cb = {f_compute, f_page, f_page, f_page, NULL, f_move};
     uint8_t *arena;
     /* Validate with the largest arena this build addresses (never dereferenced by the
      * runtime itself), so large-arena headers and offsets are checked too; execute only

@@ -18,7 +18,9 @@
  * must still hold exactly the pattern of the signature the input had when it was first
  * computed - so a clobbered, stale or missing input is caught. Transfers behave like
  * DMA: a page-out copies arena -> flash at the next fence, a page-in flash -> arena at
- * the next fence. Without a node table (stripped file) inputs cannot be checked.
+ * the next fence. A MOVE (version 4) is copied by the runtime itself; the harness checks
+ * that no transfer of the node is in flight, and the next consumer checks the bytes
+ * arrived. Without a node table (stripped file) inputs cannot be checked.
  *
  * Exit status: 0 success, 1 a verification failed, 2 the file was refused or unreadable.
  */
@@ -50,7 +52,7 @@ typedef struct {
     int failed;
 } sim_t;
 
-static const char *const OPS[] = {"COMPUTE", "PAGE_OUT", "PAGE_IN", "FREE", "FENCE"};
+static const char *const OPS[] = {"COMPUTE", "PAGE_OUT", "PAGE_IN", "FREE", "FENCE", "MOVE"};
 
 static uint32_t mix(uint32_t h, uint32_t v)
 {
@@ -159,6 +161,21 @@ static int k_free(void *user, uint32_t node, uint8_t *arena, poet_size_t offset,
         if (s->pend_node[k] == node)
             fail(s, "free of a buffer with a transfer in flight (node, 0)", node, 0);
     s->live -= bytes;
+    return 0;
+}
+
+static int k_move(void *user, uint32_t node, uint8_t *arena, poet_size_t from, poet_size_t to, poet_size_t bytes)
+{
+    sim_t *s = user;
+    uint32_t k;
+    uint64_t end = (uint64_t)to + bytes;
+    (void)arena;
+    (void)from;
+    for (k = 0; k < s->n_pend; k++)
+        if (s->pend_node[k] == node)
+            fail(s, "move of a buffer with a transfer in flight (node, 0)", node, 0);
+    if (end > s->high_water)
+        s->high_water = end;
     return 0;
 }
 
@@ -279,7 +296,7 @@ int main(int argc, char **argv)
     poet_prog p;
     poet_instr ins;
     sim_t s;
-    poet_callbacks cb = {k_compute, k_page_out, k_page_in, k_free, k_fence};
+    poet_callbacks cb = {k_compute, k_page_out, k_page_in, k_free, k_fence, k_move};
 
     if (argc > 1 && !strcmp(argv[1], "-c")) {
         if (argc > 3 && !strcmp(argv[2], "-a")) {

@@ -9,6 +9,9 @@
  * decoder and this runtime report the same error class for the same file.
  */
 #include "poet_runtime.h"
+#ifdef POET_MEMMOVE
+#include <string.h>
+#endif
 
 #define PREFIX 10u
 #define IMM_ESCAPE 31u
@@ -21,6 +24,10 @@
 #define WIDE U64MAX
 
 enum { C_SEQ, C_NEW, C_X, C_FREE_C, C_FREE_F, C_PAGE_OUT, C_PAGE_IN, C_FENCE };
+/* What a placed instruction does (its poet_op): allocate for a COMPUTE (output and
+ * workspace) or a PAGE_IN (output), or MOVE a resident buffer (version 4: code 7 with a
+ * nonzero immediate). */
+enum { K_COMPUTE = POET_OP_COMPUTE, K_PAGE_IN = POET_OP_PAGE_IN, K_MOVE = POET_OP_MOVE, K_NONE = -1 };
 
 uint32_t poet_crc32(uint32_t crc, const uint8_t *data, size_t len)
 {
@@ -306,8 +313,9 @@ static int take_slot(poet_prog *p, uint32_t code, uint64_t *offset)
 /* Placement code v >= 1 (docs/bytecode.md, "Placement"): odd v = 2r+1 is the r-th
  * smallest of {0} and the end of every resident buffer; even v = 2r+2 puts the buffer
  * right below the r-th largest of {arena end} and the start of every resident buffer.
- * Needs no memory: each rank step is one scan of the where table. */
-static int place(const poet_prog *p, uint32_t node, uint32_t v, int compute, uint64_t *offset)
+ * A MOVE's candidates leave the moved buffer out. Needs no memory: each rank step is
+ * one scan of the where table. */
+static int place(const poet_prog *p, uint32_t node, uint32_t v, int kind, uint64_t *offset)
 {
     uint32_t rank = (v - 1u) / 2u, r, j;
     poet_where_t w;
@@ -318,7 +326,7 @@ static int place(const poet_prog *p, uint32_t node, uint32_t v, int compute, uin
         best = 0;
         for (j = 0; j < p->n_nodes; j++) {
             w = p->where[j];
-            if (!POET_WHERE_RESIDENT(w))
+            if (!POET_WHERE_RESIDENT(w) || (kind == K_MOVE && j == node))
                 continue;
             e = POET_WHERE_OFFSET(w);
             if (v & 1u) {
@@ -334,7 +342,7 @@ static int place(const poet_prog *p, uint32_t node, uint32_t v, int compute, uin
         cur = best;
     }
     if (!(v & 1u)) {
-        extent = poet_node_bytes(p, node) + (compute ? poet_node_workspace(p, node) : 0u);
+        extent = poet_node_bytes(p, node) + (kind == K_COMPUTE ? poet_node_workspace(p, node) : 0u);
         if (extent > cur)
             return POET_E_OFFSET;
         cur -= extent;
@@ -343,25 +351,27 @@ static int place(const poet_prog *p, uint32_t node, uint32_t v, int compute, uin
     return POET_OK;
 }
 
-/* Allocation checks after placement (state, arena bounds, overlap), as the Python _Machine. */
-static int check_alloc(const poet_prog *p, uint32_t node, uint64_t offset, int page_in, int full)
+/* Checks after placement (state, arena bounds, overlap), as the Python _Machine: an
+ * allocation needs the node absent (a PAGE_IN: with a flash copy), a MOVE resident; a
+ * MOVE's new region may overlap its own old one. */
+static int check_alloc(const poet_prog *p, uint32_t node, uint64_t offset, int kind, int full)
 {
     poet_where_t w;
     uint32_t j;
     uint64_t end, size, osize, at;
     w = p->where[node];
-    if (POET_WHERE_RESIDENT(w))
+    if (POET_WHERE_RESIDENT(w) != (kind == K_MOVE))
         return POET_E_STATE;
-    if (page_in && !(w & POET_WHERE_FLASH))
+    if (kind == K_PAGE_IN && !(w & POET_WHERE_FLASH))
         return POET_E_STATE;
     size = poet_node_bytes(p, node); /* sizes, workspace and offsets < 2^59: no overflow */
-    end = offset + size + (page_in ? 0u : poet_node_workspace(p, node));
+    end = offset + size + (kind == K_COMPUTE ? poet_node_workspace(p, node) : 0u);
     if (end > p->arena_bytes)
         return POET_E_OFFSET;
     if (full && end > offset) {
         for (j = 0; j < p->n_nodes; j++) {
             w = p->where[j];
-            if (!POET_WHERE_RESIDENT(w))
+            if (!POET_WHERE_RESIDENT(w) || j == node)
                 continue;
             osize = poet_node_bytes(p, j);
             at = POET_WHERE_OFFSET(w);
@@ -372,8 +382,8 @@ static int check_alloc(const poet_prog *p, uint32_t node, uint64_t offset, int p
     return POET_OK;
 }
 
-/* Range check, placement operand (and slot), then the allocation checks. */
-static int alloc(poet_prog *p, uint32_t *pos, int64_t node, uint32_t v, int page_in, int full, uint64_t *off)
+/* Range check, placement operand (and slot), then the allocation (or MOVE) checks. */
+static int alloc(poet_prog *p, uint32_t *pos, int64_t node, uint32_t v, int kind, int full, uint64_t *off)
 {
     uint32_t slot;
     int rc;
@@ -382,13 +392,35 @@ static int alloc(poet_prog *p, uint32_t *pos, int64_t node, uint32_t v, int page
     if (v == 0u) {
         if ((rc = rd_var(p, pos, &slot)) || (rc = take_slot(p, slot, off)))
             return rc;
-    } else if ((rc = place(p, (uint32_t)node, v, !page_in, off))) {
+    } else if ((rc = place(p, (uint32_t)node, v, kind, off))) {
         return rc;
     }
-    return check_alloc(p, (uint32_t)node, *off, page_in, full);
+    return check_alloc(p, (uint32_t)node, *off, kind, full);
 }
 
-/* Decode the instruction at pc, check it, and (when cb != NULL or dry) apply it. */
+/* MOVE's copy: memmove semantics (the old and new regions may overlap). */
+static void move_bytes(uint8_t *arena, poet_size_t to, poet_size_t from, poet_size_t n)
+{
+#ifdef POET_MEMMOVE
+    (void)POET_MEMMOVE(arena + to, arena + from, (size_t)n);
+#else
+    uint8_t *d = arena + to;
+    const uint8_t *s = arena + from;
+    if (to < from) {
+        while (n--)
+            *d++ = *s++;
+    } else if (to > from) {
+        d += n;
+        s += n;
+        while (n--)
+            *--d = *--s;
+    }
+#endif
+}
+
+/* Decode the instruction at pc, check it, and apply it: to the where table always, to
+ * the arena (callbacks, MOVE's copy) only when executing (full == 0; poet_open's dry run
+ * passes full = 1 and never touches the arena). */
 static int exec_one(poet_prog *p, const poet_callbacks *cb, void *user, poet_instr *ins, int full)
 {
     poet_prog save = *p;
@@ -396,38 +428,25 @@ static int exec_one(poet_prog *p, const poet_callbacks *cb, void *user, poet_ins
     uint64_t off = 0;
     poet_where_t w;
     int64_t node = 0;
-    int rc;
+    int rc, kind;
     if (p->index >= p->n_instr)
         return POET_DONE;
     if ((rc = rd_u8(p, &pos, &first)) || (rc = rd_imm(p, &pos, first, &imm)))
         return rc;
     code = first & 7u;
     ins->node = ins->offset = ins->bytes = ins->workspace = 0;
+    kind = K_NONE;
     switch (code) {
     case C_SEQ:
     case C_NEW:
     case C_X:
-        if (code == C_X) {
-            node = (int64_t)p->prev_compute + 1 + unzz(imm);
-            if ((rc = rd_var(p, &pos, &v)))
-                return rc;
-        } else {
-            node = code == C_SEQ ? (int64_t)p->prev_compute + 1 : (int64_t)p->frontier;
-            v = imm;
-        }
-        if ((rc = alloc(p, &pos, node, v, 0, full, &off)))
-            goto fail;
-        ins->op = POET_OP_COMPUTE;
-        p->prev_compute = (int32_t)node;
-        if ((uint32_t)node + 1u > p->frontier)
-            p->frontier = (uint32_t)node + 1u;
+        node = code == C_X ? (int64_t)p->prev_compute + 1 + unzz(imm)
+               : code == C_SEQ ? (int64_t)p->prev_compute + 1 : (int64_t)p->frontier;
+        kind = K_COMPUTE;
         break;
     case C_PAGE_IN:
         node = (int64_t)p->last_io + unzz(imm);
-        if ((rc = rd_var(p, &pos, &v)) || (rc = alloc(p, &pos, node, v, 1, full, &off)))
-            goto fail;
-        ins->op = POET_OP_PAGE_IN;
-        p->last_io = (uint32_t)node;
+        kind = K_PAGE_IN;
         break;
     case C_FREE_C:
     case C_FREE_F:
@@ -453,12 +472,33 @@ static int exec_one(poet_prog *p, const poet_callbacks *cb, void *user, poet_ins
         }
         break;
     default:
-        if (imm) {
+        ins->op = POET_OP_FENCE;
+        if (imm == 0u)
+            break;
+        /* MOVE (version 4): immediate 1 + zz(node - prev_compute), then a place. */
+        if (p->buf[4] < POET_VERSION_MOVE) {
             rc = POET_E_OPCODE;
             goto fail;
         }
-        ins->op = POET_OP_FENCE;
+        node = (int64_t)p->prev_compute + unzz(imm - 1u);
+        kind = K_MOVE;
         break;
+    }
+    if (kind != K_NONE) {
+        /* The placement operand: COMPUTE_SEQ / COMPUTE_NEW carry it as their immediate. */
+        v = imm;
+        if ((code == C_X || code == C_PAGE_IN || code == C_FENCE) && (rc = rd_var(p, &pos, &v)))
+            goto fail;
+        if ((rc = alloc(p, &pos, node, v, kind, full, &off)))
+            goto fail;
+        ins->op = (uint8_t)kind;
+        if (kind == K_COMPUTE) {
+            p->prev_compute = (int32_t)node;
+            if ((uint32_t)node + 1u > p->frontier)
+                p->frontier = (uint32_t)node + 1u;
+        } else if (kind == K_PAGE_IN) {
+            p->last_io = (uint32_t)node;
+        }
     }
     if (ins->op != POET_OP_FENCE) {
         /* Fits poet_size_t: the buffer lies inside the arena, and poet_open refused any
@@ -492,6 +532,14 @@ static int exec_one(poet_prog *p, const poet_callbacks *cb, void *user, poet_ins
         if (cb && cb->free && cb->free(user, (uint32_t)node, p->arena, ins->offset, ins->bytes))
             rc = POET_E_CALLBACK;
         p->where[node] = w | POET_WHERE_GONE;
+        break;
+    case POET_OP_MOVE:
+        if (cb && cb->move &&
+            cb->move(user, (uint32_t)node, p->arena, POET_WHERE_OFFSET(w), ins->offset, ins->bytes))
+            rc = POET_E_CALLBACK;
+        else if (!full)
+            move_bytes(p->arena, ins->offset, POET_WHERE_OFFSET(w), ins->bytes);
+        p->where[node] = (poet_where_t)off | (w & POET_WHERE_FLASH);
         break;
     default:
         if (cb && cb->fence && cb->fence(user))
@@ -641,6 +689,9 @@ int poet_node_table(const poet_prog *p, uint32_t *pos)
         case C_X:
         case C_PAGE_IN:
             v = var_at(p, &at);
+            break;
+        case C_FENCE: /* a nonzero immediate: a MOVE (version 4), with a place */
+            v = imm ? var_at(p, &at) : 1u;
             break;
         default:
             v = 1u;

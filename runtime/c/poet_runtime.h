@@ -1,5 +1,5 @@
 /*
- * poet_runtime.h - C99 loader and interpreter for .poet schedule bytecode (versions 2 and 3).
+ * poet_runtime.h - C99 loader and interpreter for .poet schedule bytecode (versions 2, 3 and 4).
  *
  * The format is specified in docs/bytecode.md. The runtime never allocates, never
  * prints and uses only <stddef.h>/<stdint.h>. The caller owns three pieces of memory:
@@ -11,7 +11,10 @@
  * poet_open() validates the whole file (header, CRC, every operand, and a dry run of
  * every instruction: node ranges, residency, arena bounds, no overlap with any live
  * buffer) before anything is executed; after a successful open, poet_step()/poet_run()
- * can only fail when a callback fails.
+ * can only fail when a callback fails. Version 4 adds MOVE (arena compaction): the
+ * runtime itself copies the buffer to its new offset (memmove semantics) and updates
+ * where[]; -DPOET_MEMMOVE=memmove uses the C library's memmove instead of the runtime's
+ * byte loop.
  *
  * Copy poet_runtime.h and poet_runtime.c into a firmware project, or build the static
  * library with the Makefile/CMakeLists.txt beside them.
@@ -35,8 +38,10 @@
 extern "C" {
 #endif
 
-#define POET_VERSION 3u     /* the version poetc writes */
-#define POET_VERSION_MIN 2u /* version 2: the same layout, read with version 3's limits */
+#define POET_VERSION 4u      /* the newest version read: poetc writes 3, or 4 for a program with a MOVE */
+#define POET_VERSION_MIN 2u  /* version 2: the same layout, read with version 3's limits */
+#define POET_VERSION_MOVE 4u /* the first version with MOVE; below it, MOVE's byte is a FENCE with an
+                                operand (POET_E_OPCODE) */
 
 #ifndef POET_WHERE_BITS
 #if SIZE_MAX > 0xFFFFFFFFu
@@ -70,17 +75,17 @@ enum poet_status {
     POET_E_ARG = -1,            /* NULL pointer argument */
     POET_E_TRUNCATED = -2,      /* file shorter than its header or declared length, or a field runs off the end */
     POET_E_MAGIC = -3,          /* does not start with "POET" */
-    POET_E_VERSION = -4,        /* version byte is not 2 or 3 */
+    POET_E_VERSION = -4,        /* version byte is not 2, 3 or 4 */
     POET_E_FLAGS = -5,          /* unknown flag bits, or WORKSPACE without SIZES */
     POET_E_LENGTH = -6,         /* declared length smaller than the buffer (trailing bytes) */
     POET_E_CRC = -7,            /* CRC-32 mismatch */
     POET_E_MALFORMED = -8,      /* bad varint, palette entry >= 2^59, workspace bitmap past n_nodes, repeated offset, stray bytes */
     POET_E_COUNT = -9,          /* more than 2^20 nodes, or a count/table index exceeds what the file can hold */
-    POET_E_OPCODE = -10,        /* FENCE with a nonzero operand */
+    POET_E_OPCODE = -10,        /* FENCE with a nonzero operand (in a version 2 or 3 file: MOVE needs 4) */
     POET_E_NODE = -11,          /* node id outside 0..n_nodes-1 */
     POET_E_OFFSET = -12,        /* offset index outside the table, buffer past the arena, arena or offset >= 2^59 */
-    POET_E_STATE = -13,         /* COMPUTE/PAGE_IN of a resident node, FREE/PAGE_OUT of an absent one, PAGE_IN never paged out */
-    POET_E_OVERLAP = -14,       /* an allocation overlaps a live buffer */
+    POET_E_STATE = -13,         /* COMPUTE/PAGE_IN of a resident node, FREE/PAGE_OUT/MOVE of an absent one, PAGE_IN never paged out */
+    POET_E_OVERLAP = -14,       /* an allocation (or a MOVE's new region) overlaps a live buffer */
     POET_E_NOT_EXECUTABLE = -15,/* file lacks SIZES, OFFSETS or ARENA (a planning-stage file) */
     POET_E_RESOURCES = -16,     /* caller's arena or where table is smaller than the file needs, or the arena
                                    does not fit this build's size_t / where word (POET_MAX_ARENA) */
@@ -88,7 +93,14 @@ enum poet_status {
 };
 
 /* Instruction opcodes as reported to the caller (same numbers as the Python Op enum). */
-enum poet_op { POET_OP_COMPUTE = 0, POET_OP_PAGE_OUT = 1, POET_OP_PAGE_IN = 2, POET_OP_FREE = 3, POET_OP_FENCE = 4 };
+enum poet_op {
+    POET_OP_COMPUTE = 0,
+    POET_OP_PAGE_OUT = 1,
+    POET_OP_PAGE_IN = 2,
+    POET_OP_FREE = 3,
+    POET_OP_FENCE = 4,
+    POET_OP_MOVE = 5 /* version 4 */
+};
 
 /* Header flag bits. */
 #define POET_F_SIZES 0x01u
@@ -113,7 +125,7 @@ enum poet_op { POET_OP_COMPUTE = 0, POET_OP_PAGE_OUT = 1, POET_OP_PAGE_IN = 2, P
 
 /* One decoded instruction (poet_step's optional output). For FENCE node = offset =
  * bytes = 0. bytes is the node's output size; workspace its workspace (COMPUTE only),
- * which lies right after the output in the arena. */
+ * which lies right after the output in the arena. For MOVE offset is the new offset. */
 typedef struct poet_instr {
     uint8_t op;
     uint32_t node;
@@ -133,13 +145,18 @@ typedef struct poet_instr {
  *   page_in: start copying the node's flash slot to arena+offset; readable after the
  *            next fence.
  *   free:    the buffer at arena+offset is dead (bookkeeping only; may be NULL).
- *   fence:   wait until every transfer started since the previous fence has finished. */
+ *   fence:   wait until every transfer started since the previous fence has finished.
+ *   move:    (version 4; bookkeeping, may be NULL) the runtime is about to copy the node's
+ *            bytes from arena+from to arena+to (the regions may overlap) and set where[node]
+ *            to `to`; it does both after the callback returns 0. The last member: an
+ *            initializer that lists only the first five leaves it NULL. */
 typedef struct poet_callbacks {
     int (*compute)(void *user, uint32_t node, uint8_t *arena, const poet_where_t *where);
     int (*page_out)(void *user, uint32_t node, uint8_t *arena, poet_size_t offset, poet_size_t bytes);
     int (*page_in)(void *user, uint32_t node, uint8_t *arena, poet_size_t offset, poet_size_t bytes);
     int (*free)(void *user, uint32_t node, uint8_t *arena, poet_size_t offset, poet_size_t bytes);
     int (*fence)(void *user);
+    int (*move)(void *user, uint32_t node, uint8_t *arena, poet_size_t from, poet_size_t to, poet_size_t bytes);
 } poet_callbacks;
 
 /* Loader and interpreter state: all the RAM the runtime uses besides the caller's where

@@ -12,7 +12,8 @@ one), and the few allocation offsets that placement codes cannot name — then o
 instruction per 1–2 bytes: the low 3 bits of the first byte are an opcode, the high 5
 bits an immediate (31 = "more in a varint"). Node ids are predicted (next node after
 the previous compute, the next never-computed node, or a small delta from the previous
-free / page transfer). An allocation (COMPUTE, PAGE_IN) names its offset by a
+free / page transfer). An allocation (COMPUTE, PAGE_IN) or a MOVE (version 4: arena
+compaction, code 7 with a nonzero immediate) names its offset by a
 placement code — "at 0 or right after the r-th live buffer end", "right below the r-th
 live buffer start" — or, failing that, by an offset-table slot; a FREE or PAGE_OUT
 touches the buffer where that node currently lives, which the decoder tracks in an
@@ -66,6 +67,7 @@ from poet_compiler.codegen.bytecode.format import (
     MAX_ARENA,
     MAX_NODES,
     MAX_VALUE,
+    MOVE_VERSION,
     PREFIX_BYTES,
     READ_VERSIONS,
     U32,
@@ -94,8 +96,8 @@ __all__ = [
     "CODE_NAMES", "E_COUNT", "E_CRC", "E_FLAGS", "E_LENGTH", "E_MAGIC", "E_MALFORMED", "E_NODE", "E_OFFSET",
     "E_OPCODE", "E_OVERLAP", "E_STATE", "E_TRUNCATED", "E_VERSION", "F_ARENA", "F_KNOWN", "F_NODE_TABLE",
     "F_OFFSETS", "F_SIZES", "F_WORKSPACE", "FLAG_NAMES", "IMM_ESCAPE", "LIMITS", "MAGIC", "MAX_ARENA", "MAX_NODES",
-    "MAX_VALUE", "PREFIX_BYTES", "READ_VERSIONS", "U32", "U64", "VERSION", "BytecodeFormatError", "DecodedProgram",
-    "Limits", "NodeEntry", "decode",
+    "MAX_VALUE", "MOVE_VERSION", "PREFIX_BYTES", "READ_VERSIONS", "U32", "U64", "VERSION", "BytecodeFormatError",
+    "DecodedProgram", "Limits", "NodeEntry", "decode",
     "disassemble", "encode", "file_crc", "header_figures",
     # Internals the tests use to hand-assemble files the encoder refuses to write.
     "_entry_code", "_entry_value", "_first_byte", "_index_bits", "_leb128", "_node_table", "_offset_table",

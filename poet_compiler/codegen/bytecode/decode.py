@@ -31,6 +31,7 @@ from poet_compiler.codegen.bytecode.format import (
     LIMITS,
     MAGIC,
     MAX_NODES,
+    MOVE_VERSION,
     PREFIX_BYTES,
     READ_VERSIONS,
     U32,
@@ -181,7 +182,7 @@ def _check_prefix(data: bytes) -> tuple[int, int, int, int]:
     version, flags = data[4], data[5]
     if version not in READ_VERSIONS:
         raise BytecodeFormatError(E_VERSION, f"unsupported .poet version {version} (this poetc reads versions "
-                                             f"{' and '.join(map(str, READ_VERSIONS))}: compile the schedule again)")
+                                             f"{', '.join(map(str, READ_VERSIONS))}: compile the schedule again)")
     if flags & ~F_KNOWN or (flags & F_WORKSPACE and not flags & F_SIZES):
         raise BytecodeFormatError(E_FLAGS, f"unknown or inconsistent flags 0x{flags:02x}")
     r = _Reader(data, PREFIX_BYTES, len(data))
@@ -202,8 +203,8 @@ def decode(data: bytes) -> DecodedProgram:
     """Parse and validate .poet bytes; any defect raises :class:`BytecodeFormatError`."""
     version, flags, crc, pos = _check_prefix(data)
     data = bytes(data)
-    # Version 2 is version 3's layout: both are read with version 3's (wider) limits.
-    r = _Reader(data, pos, len(data), LIMITS[VERSION])
+    # Versions 2 and 4 have version 3's layout: all are read with version 3's (wider) limits.
+    r = _Reader(data, pos, len(data), LIMITS[max(version, VERSION)])
     n = r.varint("node count")
     n_instr = r.varint("instruction count")
     arena = r.varint("arena size", r.lim.max_wide) if flags & F_ARENA else None
@@ -284,9 +285,17 @@ def decode(data: bytes) -> DecodedProgram:
             machine.alloc(k, Op.PAGE_IN, node, off)
             instrs.append(Instruction(Op.PAGE_IN, node, off))
             last_io = node
+        elif imm and version >= MOVE_VERSION:
+            # MOVE (version 4): code 7 with immediate 1 + zz(node - prev_compute), then a place.
+            node = prev_compute + _unzz(imm - 1)
+            if offsets is not None:
+                off = offset_at(k, Op.MOVE, node, r.varint(f"instruction {k} placement"))
+            machine.move(k, node, off)
+            instrs.append(Instruction(Op.MOVE, node, off))
         else:
             if imm:
-                raise BytecodeFormatError(E_OPCODE, f"instruction {k} at byte {at}: FENCE with operand {imm}")
+                raise BytecodeFormatError(E_OPCODE, f"instruction {k} at byte {at}: FENCE with operand {imm} "
+                                                    f"(a MOVE needs format version {MOVE_VERSION}, not {version})")
             instrs.append(Instruction(Op.FENCE))
     code_end = r.pos
 

@@ -22,7 +22,7 @@ def header_figures(decoded: DecodedProgram) -> dict[str, Any]:
         "instructions": len(p),
         "compute": p.n_compute, "recompute": p.n_recompute,
         "page_out": p.n_page_out, "page_in": p.n_page_in,
-        "free": p.count(Op.FREE), "fence": p.count(Op.FENCE),
+        "free": p.count(Op.FREE), "fence": p.count(Op.FENCE), "move": p.count(Op.MOVE),
         "arena_bytes": p.arena_bytes,
         "bytes_per_instruction": round(total / len(p), 3) if len(p) else 0.0,
         **{f"section_{k}_bytes": v for k, v in decoded.sections.items() if k != "total"},
@@ -40,7 +40,8 @@ def disassemble(data: bytes) -> str:
                  f"{figs['bytes_per_instruction']} B/instruction")
     lines.append("; sections: " + ", ".join(f"{k} {v} B" for k, v in decoded.sections.items() if k != "total"))
     lines.append(f"; compute {figs['compute']} (recompute {figs['recompute']})  free {figs['free']}  "
-                 f"page_out {figs['page_out']}  page_in {figs['page_in']}  fence {figs['fence']}")
+                 f"page_out {figs['page_out']}  page_in {figs['page_in']}  fence {figs['fence']}"
+                 + (f"  move {figs['move']}" if figs["move"] else ""))
     for k, ins in enumerate(decoded.program):
         text = str(ins)
         if ins.op is not Op.FENCE:

@@ -22,6 +22,7 @@ from poet_compiler.codegen.bytecode.format import (
     E_COUNT,
     E_OFFSET,
     E_OPCODE,
+    E_STATE,
     E_VERSION,
     F_ARENA,
     F_NODE_TABLE,
@@ -31,6 +32,7 @@ from poet_compiler.codegen.bytecode.format import (
     LIMITS,
     MAGIC,
     MAX_NODES,
+    MOVE_VERSION,
     PREFIX_BYTES,
     READ_VERSIONS,
     VERSION,
@@ -61,19 +63,27 @@ def _offsets_mode(program: Program) -> bool:
 
 
 def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool = False,
-           report: dict[str, Any] | None = None, version: int = VERSION) -> bytes:
+           report: dict[str, Any] | None = None, version: int | None = None) -> bytes:
     """Encode ``program`` as .poet bytes (docs/bytecode.md). Deterministic.
 
     ``graph`` supplies output/workspace sizes (needed by the device runtime) and the node
     table; ``strip=True`` leaves the node table out. If ``report`` is a dict it receives
-    the size figures: bytes per section, total, bytes per instruction. ``version=2``
-    writes the previous format (same layout, offsets and arena below 1 GiB) for runtimes
-    that predate version 3; the bytes differ from version 3's only in the version byte
+    the size figures: bytes per section, total, bytes per instruction. ``version=None``
+    writes the lowest version that holds the program: 3 without a MOVE (the same bytes as
+    before version 4 existed), 4 with one. ``version=2`` writes the previous format
+    (same layout, offsets and arena below 1 GiB) for runtimes that predate version 3;
+    versions 2, 3 and 4 of the same MOVE-free program differ only in the version byte
     and the CRC.
     """
+    has_move = any(ins.op is Op.MOVE for ins in program)
+    if version is None:
+        version = MOVE_VERSION if has_move else VERSION
     if version not in READ_VERSIONS:
         raise BytecodeFormatError(E_VERSION, f"cannot encode: format version {version} (this poetc writes "
                                              f"{', '.join(map(str, READ_VERSIONS))})")
+    if has_move and version < MOVE_VERSION:
+        raise BytecodeFormatError(E_VERSION, f"cannot encode: the program has a MOVE, which needs format version "
+                                             f"{MOVE_VERSION} (asked for {version})")
     lim = LIMITS[version]
     n = program.n_nodes
     if not 0 <= n <= MAX_NODES:
@@ -157,23 +167,30 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
 
 class _Validator(ProgramInterpreter):
     """Checks every instruction with the decoder's rules (:class:`_Machine`) and picks
-    each allocation's placement code; :meth:`run` returns them by instruction index
-    (None: the offset goes through the offset table)."""
+    the placement code of each allocation and MOVE; :meth:`run` returns them by
+    instruction index (None: the offset goes through the offset table). A MOVE is also
+    checked against the transfers in flight (docs/model.md), which the decoders do not
+    track."""
 
     def __init__(self, program: Program, machine: _Machine, with_offsets: bool, max_bytes: int) -> None:
         super().__init__(program)
         self.machine, self.with_offsets, self.max_bytes = machine, with_offsets, max_bytes
-        self.places: dict[int, int | None] = {}   # allocation index -> placement code
+        self.places: dict[int, int | None] = {}   # allocation / MOVE index -> placement code
+        self.in_flight: set[int] = set()          # nodes paged in or out since the last FENCE
 
-    def _alloc(self, ins: Instruction) -> None:
-        k, machine = self.index, self.machine
-        if self.with_offsets:   # then every allocation has an offset (_offsets_mode)
+    def _place(self, ins: Instruction) -> None:
+        """Record the placement code of an allocation or MOVE (with offsets)."""
+        k = self.index
+        if self.with_offsets:   # then every allocation and MOVE has an offset (_offsets_mode)
             off = ins.offset
             if off is None or not 0 <= off < self.max_bytes:
                 raise BytecodeFormatError(E_OFFSET, f"cannot encode: instruction {k}: offset {off} out of range")
-            machine._node(k, ins.node)
-            self.places[k] = machine.place_code(ins.op, ins.node, off)
-        machine.alloc(k, ins.op, ins.node, ins.offset)
+            self.machine._node(k, ins.node)
+            self.places[k] = self.machine.place_code(ins.op, ins.node, off)
+
+    def _alloc(self, ins: Instruction) -> None:
+        self._place(ins)
+        self.machine.alloc(self.index, ins.op, ins.node, ins.offset)
 
     def _touch(self, ins: Instruction) -> None:
         at = self.machine.touch(self.index, ins.op, ins.node)
@@ -186,17 +203,27 @@ class _Validator(ProgramInterpreter):
 
     def page_in(self, ins: Instruction) -> None:
         self._alloc(ins)
+        self.in_flight.add(ins.node)
 
     def free(self, ins: Instruction) -> None:
         self._touch(ins)
 
     def page_out(self, ins: Instruction) -> None:
         self._touch(ins)
+        self.in_flight.add(ins.node)
+
+    def move(self, ins: Instruction) -> None:
+        self._place(ins)
+        self.machine.move(self.index, ins.node, ins.offset)
+        if ins.node in self.in_flight:
+            raise BytecodeFormatError(E_STATE, f"cannot encode: instruction {self.index} ({ins}): node {ins.node} "
+                                               "has a transfer in flight (no FENCE since its PAGE_IN / PAGE_OUT)")
 
     def fence(self, ins: Instruction) -> None:
         if ins.node != -1 or ins.offset is not None:
             raise BytecodeFormatError(E_OPCODE,
                                       f"cannot encode: instruction {self.index}: a FENCE carries no node or offset")
+        self.in_flight.clear()
 
     def finish(self) -> dict[int, int | None]:
         return self.places
@@ -214,7 +241,7 @@ class _Emitter(ProgramInterpreter):
         self.prev_compute, self.frontier, self.far_free, self.last_io, self.prev_slot = -1, 0, 0, 0, 0
 
     def place(self) -> bytes:
-        """Placement operand of the current allocation: a code >= 1, or 0 plus an offset-table slot."""
+        """Placement operand of the current allocation or MOVE: a code >= 1, or 0 plus an offset-table slot."""
         v = self.places[self.index]
         if v is not None:
             return _uvarint(v)
@@ -257,6 +284,11 @@ class _Emitter(ProgramInterpreter):
     def page_in(self, ins: Instruction) -> None:
         self.code += _first_byte(C_PAGE_IN, _zz(ins.node - self.last_io)) + (self.place() if self.with_offsets else b"")
         self.last_io = ins.node
+
+    def move(self, ins: Instruction) -> None:
+        # Code 7 with a nonzero immediate (version 4): 1 + zz(node - prev_compute), then a place.
+        self.code += (_first_byte(C_FENCE, 1 + _zz(ins.node - self.prev_compute))
+                      + (self.place() if self.with_offsets else b""))
 
     def fence(self, ins: Instruction) -> None:
         self.code += _first_byte(C_FENCE, 0)

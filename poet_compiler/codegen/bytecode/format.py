@@ -9,8 +9,9 @@ from poet_compiler.errors import BytecodeError
 from poet_compiler.schedule.program import Program
 
 MAGIC = b"POET"
-VERSION = 3            # what encode() writes
-READ_VERSIONS = (2, 3)  # what decode() reads (docs/bytecode.md, "Versions")
+VERSION = 3            # what encode() writes for a program without MOVE (byte for byte as before)
+MOVE_VERSION = 4       # version 3 + MOVE: what encode() writes for a program with one
+READ_VERSIONS = (2, 3, 4)  # what decode() reads (docs/bytecode.md, "Versions")
 PREFIX_BYTES = 10  # magic(4) version(1) flags(1) crc32(4)
 
 # Header flag bits (docs/bytecode.md, "Flags").
@@ -35,6 +36,8 @@ C_FREE_F = 4        # FREE far_free + d; far_free = that node       [zz(d)]
 C_PAGE_OUT = 5      # PAGE_OUT last_io + d                          [zz(d)]
 C_PAGE_IN = 6       # PAGE_IN last_io + d                           [zz(d)] [slot]
 C_FENCE = 7         # FENCE                                         (immediate 0)
+#                     MOVE prev_compute + d to a placed offset      [1 + zz(d)] [slot]
+#                     (version 4: code 7 with a nonzero immediate)
 CODE_NAMES = ("COMPUTE_SEQ", "COMPUTE_NEW", "COMPUTE_X", "FREE_C", "FREE_F",
               "PAGE_OUT", "PAGE_IN", "FENCE")
 
@@ -46,8 +49,8 @@ MAX_NODES = 1 << 20     # far above any real graph; bounds the decoder's work
 
 @dataclass(frozen=True)
 class Limits:
-    """The width limits of one format version; the layout is the same in versions 2 and 3
-    (the decoders apply version 3's to both; the encoder keeps to the version it writes).
+    """The width limits of one format version; the layout is the same in versions 2, 3 and
+    4 (the decoders apply version 3's to all; the encoder keeps to the version it writes).
 
     ``max_bytes``: the arena and every offset are below it (``POET_E_OFFSET``);
     ``max_value``: every size / workspace palette value is below it (``POET_E_MALFORMED``);
@@ -66,13 +69,15 @@ class Limits:
 
 # Version 2: offsets share a 32-bit word with two state bits on the device (< 1 GiB);
 # encode(version=2) keeps to these limits, so that version-2 runtimes read the file.
-# Version 3: any RAM size. The decoders read both versions with version 3's limits.
+# Version 3: any RAM size. Version 4: version 3 plus MOVE, same limits. The decoders read
+# every version with version 3's limits.
 # Byte quantities are below 2^59 (512 PiB), so that a palette entry code
 # ((v >> t) << 5 | t) fits 64 bits and offset + size + workspace never overflows
 # 64-bit arithmetic; varints of those quantities take up to 10 bytes.
 LIMITS = {
     2: Limits(2, max_bytes=1 << 30, max_value=1 << 32, max_entry_code=(1 << 35) - 1, max_wide=U32),
     3: Limits(3, max_bytes=1 << 59, max_value=1 << 59, max_entry_code=U64, max_wide=U64),
+    4: Limits(4, max_bytes=1 << 59, max_value=1 << 59, max_entry_code=U64, max_wide=U64),
 }
 MAX_ARENA = LIMITS[VERSION].max_bytes   # arena and offsets: < MAX_ARENA (this version)
 MAX_VALUE = LIMITS[VERSION].max_value   # output and workspace bytes of a node: < MAX_VALUE

@@ -50,31 +50,35 @@ class _Machine:
         self.where[node] = offset
 
     def extent(self, op: Op, node: int) -> int:
-        """Bytes an allocation occupies while it happens: output, plus workspace for a COMPUTE."""
+        """Bytes an allocation (or a MOVE) occupies while it happens: output, plus workspace for a COMPUTE."""
         assert self.sizes is not None
         return self.sizes[node] + (self.workspace[node] if self.workspace and op is Op.COMPUTE else 0)
 
-    def ends(self) -> list[int]:
-        """"Above" candidates, ascending: 0 and the end of every resident buffer."""
+    def ends(self, skip: int | None = None) -> list[int]:
+        """"Above" candidates, ascending: 0 and the end of every resident buffer but ``skip``'s."""
         assert self.sizes is not None
-        return sorted({0} | {at + self.sizes[j] for j, at in self.where.items() if at is not None})
+        return sorted({0} | {at + self.sizes[j] for j, at in self.where.items() if at is not None and j != skip})
 
-    def starts(self) -> list[int]:
-        """"Below" candidates, descending: the arena's end and the start of every resident buffer."""
+    def starts(self, skip: int | None = None) -> list[int]:
+        """"Below" candidates, descending: the arena's end and the start of every resident
+        buffer but ``skip``'s."""
         assert self.arena is not None
-        return sorted({self.arena} | {at for at in self.where.values() if at is not None}, reverse=True)
+        return sorted({self.arena} | {at for j, at in self.where.items() if at is not None and j != skip},
+                      reverse=True)
 
     def place_code(self, op: Op, node: int, offset: int) -> int | None:
-        """Smallest placement code that yields ``offset`` (docs/bytecode.md), or None."""
+        """Smallest placement code that yields ``offset`` (docs/bytecode.md), or None. A
+        MOVE's candidates leave out the moved buffer itself (its old region may overlap the new)."""
         if self.sizes is None:
             return None
         best: int | None = None
-        ends = self.ends()
+        skip = node if op is Op.MOVE else None
+        ends = self.ends(skip)
         if offset in ends:
             best = 2 * ends.index(offset) + 1
         if self.arena is not None:
             target = offset + self.extent(op, node)
-            starts = self.starts()
+            starts = self.starts(skip)
             if target in starts:
                 code = 2 * starts.index(target) + 2
                 best = code if best is None else min(best, code)
@@ -86,7 +90,8 @@ class _Machine:
             raise BytecodeFormatError(E_OFFSET, f"instruction {k}: placement code {code} needs the "
                                                 f"{'size table' if self.sizes is None else 'arena size'}")
         rank = (code - 1) // 2
-        cands = self.ends() if code % 2 else self.starts()
+        skip = node if op is Op.MOVE else None
+        cands = self.ends(skip) if code % 2 else self.starts(skip)
         if rank >= len(cands):
             raise BytecodeFormatError(E_OFFSET, f"instruction {k}: placement code {code} asks for candidate "
                                                 f"{rank} of {len(cands)}")
@@ -109,3 +114,26 @@ class _Machine:
         else:
             self.flash.add(node)
         return at
+
+    def move(self, k: int, node: int, offset: int | None) -> None:
+        """MOVE (version 4): the node must be resident; its new region must lie in the arena
+        and overlap no other live buffer (its own old region may overlap: memmove)."""
+        self._node(k, node)
+        if node not in self.where:
+            raise BytecodeFormatError(E_STATE, f"instruction {k}: MOVE {node} but node {node} is not in RAM")
+        if self.check_offsets and offset is not None and self.sizes is not None:
+            size = self.sizes[node]
+            if self.arena is not None and offset + size > self.arena:
+                raise BytecodeFormatError(
+                    E_OFFSET, f"instruction {k}: MOVE {node} to @{offset} + {size} B overruns the {self.arena} B arena")
+            if size:
+                for other, at in self.where.items():
+                    osize = self.sizes[other]
+                    if other != node and osize and at is not None and offset < at + osize and at < offset + size:
+                        raise BytecodeFormatError(
+                            E_OVERLAP, f"instruction {k}: MOVE {node} to @{offset}+{size} overlaps "
+                                       f"live node {other} @{at}+{osize}")
+        elif self.check_offsets and offset is not None and self.arena is not None and offset > self.arena:
+            raise BytecodeFormatError(E_OFFSET, f"instruction {k}: MOVE {node} to @{offset} is past the "
+                                                f"{self.arena} B arena")
+        self.where[node] = offset

@@ -148,7 +148,7 @@ int main(void)
     step_ctx ctx = {0, 0u, 0u, 0u, 0u, 0u};
     ctx.store = plat_open("pages.bin", PLAT_READ_WRITE);
     if (ctx.store < 0) return fail("open pages.bin", 0);
-    const poet_callbacks cb = {cb_compute, cb_page_out, cb_page_in, 0, cb_fence};
+    const poet_callbacks cb = {cb_compute, cb_page_out, cb_page_in, 0, cb_fence, 0}; /* MOVE: the runtime copies */
 
     model_prelude();
     ctx.last = plat_ticks();
