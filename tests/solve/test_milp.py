@@ -202,6 +202,7 @@ def test_fragmentation_feedback_resolves_with_a_smaller_budget(monkeypatch) -> N
 
     monkeypatch.setattr(fin, "plan_arena", wasteful)
     monkeypatch.setattr(fin, "rescue_arena", lambda *a, **kw: None)   # no harder re-plan either
+    monkeypatch.setattr(fin, "compact_arena", lambda *a, **kw: None)  # nor compaction (as with buffers in flight)
     from poet_compiler.solve.budgets import reference
 
     for seed in range(20):

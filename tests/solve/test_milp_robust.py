@@ -97,6 +97,11 @@ def test_arena_that_never_fits_is_timeout_not_infeasible(monkeypatch) -> None:
     monkeypatch.setattr(fin, "plan_arena", wasteful)
     monkeypatch.setattr(fin, "rescue_arena", wasteful_rescue)
     problem = random_problem(0, 6, "poet", deadline_prob=0.0)
+    # Compaction lays out any program whose live bytes fit (the schedule is kept) ...
+    kept = solve_milp(problem, time_limit_s=5)
+    assert kept.ok and kept.extra.arena_rescue is not None and kept.extra.arena_rescue["compacted"] == 1
+    # ... unless it finds no room (buffers in flight): then it is a timeout, not infeasible.
+    monkeypatch.setattr(fin, "compact_arena", lambda *a, **kw: None)
     res = solve_milp(problem, time_limit_s=5)
     assert res.status == "timeout", (res.status, res.message)
     assert "arena" in res.message
