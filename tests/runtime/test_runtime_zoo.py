@@ -49,3 +49,29 @@ def test_zoo_c_trace_matches_python(harness, tmp_path, model, ram):
         assert int(figs["arena_high_water"]) <= int(figs["arena_bytes"]) == program.arena_bytes
         checks = 0 if strip else sum(len(graph.nodes[i.node].inputs) for i in program if i.op is Op.COMPUTE)
         assert int(figs["inputs_checked"]) == checks
+
+
+def test_a_compacted_schedule_runs_in_c_as_in_python(harness, tmp_path):
+    """End to end: a schedule that no static arena holds (tests/schedule/test_compact.py's
+    9-node case) is compacted by finalize, written as a version-4 .poet file, and run by
+    the C runtime: the same trace, MOVEs included, the simulator's peak, every input of
+    every compute intact at its (moved) offset."""
+    from poet_compiler.codegen.bytecode import encode
+    from poet_compiler.codegen.bytecode.format import MOVE_VERSION
+    from poet_compiler.solve.finalize import finalize
+    from tests.schedule.test_compact import _fragmenting
+
+    problem, schedule, _ = _fragmenting()
+    res = finalize(problem, schedule, strategy="t")
+    program, graph = res.program, problem.graph
+    assert res.ok and program is not None and program.count(Op.MOVE) >= 1
+    path = tmp_path / "compacted.poet"
+    data = encode(program, graph)
+    assert data[4] == MOVE_VERSION
+    path.write_bytes(data)
+    trace, figs, proc = run_harness(harness, path)
+    assert proc.returncode == 0, proc.stderr
+    assert trace == [str(ins) for ins in program]
+    assert int(figs["peak_live_bytes"]) == simulate(graph, problem.costs, program).peak_bytes
+    assert int(figs["arena_bytes"]) == program.arena_bytes <= problem.activation_budget
+    assert int(figs["inputs_checked"]) == sum(len(graph.nodes[i.node].inputs) for i in program if i.op is Op.COMPUTE)
