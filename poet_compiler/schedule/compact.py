@@ -28,6 +28,7 @@ simulator counts them like any other instruction.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from poet_compiler.errors import ScheduleError
@@ -35,12 +36,16 @@ from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.interpreter import ProgramInterpreter
 from poet_compiler.schedule.program import Instruction, Op, Program
 
+# Windows whose buffers the compactor tries to move elsewhere, cheapest first: each try
+# is O(buffers log buffers) per buffer moved; the slides cover what they miss.
+WINDOW_TRIES = 8
+
 # A way to make room: (bytes moved, offset of the room, the MOVEs in a safe order).
 _Plan = tuple[int, int, list[tuple[int, int]]]
 
 
 class _NoRoom(Exception):
-    """No placement within the budget (only buffers in flight block it)."""
+    """No placement within the budget (only buffers in flight block it), or no time left."""
 
 
 def _holes(regions: list[tuple[int, int]], budget: int) -> list[tuple[int, int]]:
@@ -64,9 +69,9 @@ def _best_fit(holes: list[tuple[int, int]], need: int) -> int | None:
 class _Compactor(ProgramInterpreter):
     """The Program with offsets within ``budget`` and MOVEs where the holes must join."""
 
-    def __init__(self, graph: TrainingGraph, program: Program, budget: int) -> None:
+    def __init__(self, graph: TrainingGraph, program: Program, budget: int, until: float | None) -> None:
         super().__init__(program)
-        self.budget = budget
+        self.budget, self.until = budget, until
         self.size = [node.output_bytes for node in graph.nodes]
         self.work = [node.workspace_bytes for node in graph.nodes]
         self.where: dict[int, int] = {}       # resident node -> offset
@@ -95,6 +100,8 @@ class _Compactor(ProgramInterpreter):
         if at is not None:
             return at
         # Make room the cheapest way: the fewest bytes moved (then the lowest offset).
+        if self.until is not None and time.perf_counter() > self.until:
+            raise _NoRoom
         plans = [p for p in (self._window(need), self._slide(need, down=True), self._slide(need, down=False))
                  if p is not None]
         if not plans:
@@ -106,30 +113,40 @@ class _Compactor(ProgramInterpreter):
 
     def _window(self, need: int) -> _Plan | None:
         """Free ``[a, a + need)`` by moving the live buffers in it to holes elsewhere
-        (best fit, largest first), the window that moves the fewest bytes."""
+        (best fit, largest first), the window that moves the fewest bytes. Windows start
+        at 0 or at a buffer's end; their costs come from one sweep (two pointers over the
+        buffers by offset), and the cheapest ``WINDOW_TRIES`` are tried in order."""
         regions = sorted((off, i) for i, off in self.where.items() if self.size[i])
-        starts = sorted({0, *(off + self.size[i] for off, i in regions)})
-        best: _Plan | None = None
-        for a in starts:
+        size = self.size
+        costs: list[tuple[int, int, int, int]] = []    # (bytes moved, start, first, past last)
+        first = last = cost = blocked = 0
+        for a in sorted({0, *(off + size[i] for off, i in regions)}):
             if a + need > self.budget:
                 break
-            inside = [i for off, i in regions if off < a + need and a < off + self.size[i]]
-            cost = sum(self.size[i] for i in inside)
-            if any(i in self.in_flight for i in inside) or (best is not None and cost >= best[0]):
-                continue
+            while last < len(regions) and regions[last][0] < a + need:   # buffers starting inside
+                cost += size[regions[last][1]]
+                blocked += regions[last][1] in self.in_flight
+                last += 1
+            while first < last and regions[first][0] + size[regions[first][1]] <= a:   # ended below a
+                cost -= size[regions[first][1]]
+                blocked -= regions[first][1] in self.in_flight
+                first += 1
+            if not blocked:
+                costs.append((cost, a, first, last))
+        for cost, a, lo, hi in sorted(costs)[:WINDOW_TRIES]:
             # Targets are free now, not only once the window's buffers have left, so the
             # moves may run in any order; the window itself is reserved.
             taken = [*self._regions(), (a, a + need)]
             moves: list[tuple[int, int]] = []
-            for i in sorted(inside, key=lambda j: (-self.size[j], j)):
-                to = _best_fit(_holes(sorted(taken), self.budget), self.size[i])
+            for i in sorted((i for _, i in regions[lo:hi]), key=lambda j: (-size[j], j)):
+                to = _best_fit(_holes(sorted(taken), self.budget), size[i])
                 if to is None:
                     break
                 moves.append((i, to))
-                taken.append((to, to + self.size[i]))
+                taken.append((to, to + size[i]))
             else:
-                best = (cost, a, moves)
-        return best
+                return cost, a, moves
+        return None
 
     def _slide(self, need: int, *, down: bool) -> _Plan | None:
         """Pack a run of neighbouring buffers against the one below it (``down``) or
@@ -194,12 +211,15 @@ class _Compactor(ProgramInterpreter):
         return tuple(self.out)
 
 
-def compact_arena(graph: TrainingGraph, program: Program, budget_bytes: int) -> Program | None:
+def compact_arena(graph: TrainingGraph, program: Program, budget_bytes: int, *,
+                  time_limit_s: float | None = None) -> Program | None:
     """``program`` laid out within ``budget_bytes`` with MOVEs where needed, or None when
-    buffers in flight leave no room. ``program``'s own offsets (a static plan that did
-    not fit, or none) are kept wherever they are free within the budget. The caller
-    checks that the live bytes fit (the simulator judges the result)."""
-    walk = _Compactor(graph, program, budget_bytes)
+    buffers in flight leave no room or ``time_limit_s`` wall seconds pass first.
+    ``program``'s own offsets (a static plan that did not fit, or none) are kept wherever
+    they are free within the budget. The caller checks that the live bytes fit (the
+    simulator judges the result)."""
+    until = None if time_limit_s is None else time.perf_counter() + time_limit_s
+    walk = _Compactor(graph, program, budget_bytes, until)
     try:
         instructions = walk.run()
     except _NoRoom:

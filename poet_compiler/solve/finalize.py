@@ -36,6 +36,9 @@ from poet_compiler.solve.result import Result
 # schedule fitted with 2 of 12 CP-SAT seeds at fine address units) and deterministic
 # time accrues at ~6 wall seconds per second there; coarse units fit it (arena_bench).
 ARENA_RETRY_EFFORT = 16
+# Compaction gets at least this long even when the arena's time is used up: it is the
+# last step that keeps a schedule whose live bytes fit (milliseconds on the zoo).
+COMPACT_MIN_S = 0.5
 
 
 def finalize(
@@ -128,7 +131,8 @@ def _finalize(
     if compact and program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes:
         # The live bytes fit: MOVEs join the holes that no static layout could close
         # (milliseconds, and a copy costs far less than a re-solve's worse schedule).
-        compacted = compact_arena(graph, program, budget)
+        limit = None if until is None else max(COMPACT_MIN_S, left() or 0.0)
+        compacted = compact_arena(graph, program, budget, time_limit_s=limit)
         if compacted is not None and _meets_deadline(problem, compacted):
             program = compacted
     if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes and rescue_s > 0:

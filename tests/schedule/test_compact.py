@@ -177,3 +177,11 @@ def test_a_compacted_layout_that_misses_the_deadline_is_not_taken() -> None:
     assert not res.extra.n_move and res.status == "infeasible" and "fragmentation" in res.message
     roomy = dataclasses.replace(problem, costs=slow, deadline_s=runtime * 1e6)
     assert finalize(roomy, schedule, strategy="t").extra.n_move
+
+
+def test_compaction_stops_at_its_time_limit() -> None:
+    problem, _, program = _fragmenting()
+    budget = problem.activation_budget
+    static = plan_arena(problem.graph, program, budget_bytes=budget)
+    assert compact_arena(problem.graph, static, budget, time_limit_s=0.0) is None   # room needed, no time
+    assert compact_arena(problem.graph, static, budget, time_limit_s=60.0) is not None
