@@ -9,9 +9,10 @@ the stage-long rules make it usable at its reader's stage) and kept only if the
 simulator accepts it under those rules.
 
 A schedule whose live bytes fit but whose static arena does not (the DAGs' arbitrary sizes
-fragment), even after harder re-plans, is solved again with the bytes its layout
-overflowed by kept free where it overflowed (:mod:`.arena_reserve`): not a budget lowered
-everywhere, as :mod:`.milp` does for the stage models.
+fragment) is compacted by finalize's arena check (MOVEs, :mod:`poet_compiler.schedule.compact`)
+and kept. Only where compaction finds no room (buffers in flight) is it solved again with
+the bytes its layout overflowed by kept free where it overflowed (:mod:`.arena_reserve`):
+not a budget lowered everywhere, as :mod:`.milp` does for the stage models.
 
 Its schedules are judged like every other (the simulator's figures); its own bound holds
 only for at most C stays per tensor, so it is reported (``Result.extra.interval``) but
