@@ -4,8 +4,6 @@ project simulator's, every input of every compute is found intact, stripped or n
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,25 +11,14 @@ import pytest
 from poet_compiler.schedule.program import Op
 from poet_compiler.schedule.simulate import simulate
 from tests.codegen.zoo_cases import CASES, zoo_case
+from tests.runtime.harness import build_runtime, needs_cc, run_harness
 
-RUNTIME = Path(__file__).resolve().parents[2] / "runtime" / "c"
-CC = shutil.which("cc") or shutil.which("gcc")
-pytestmark = pytest.mark.skipif(CC is None or shutil.which("make") is None, reason="needs a C compiler and make")
+pytestmark = needs_cc
 
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("poet_rt_zoo")
-    subprocess.run(["make", "-s", "-C", str(RUNTIME), f"BUILD={out}", f"CC={CC}", "all"],
-                   check=True, capture_output=True, text=True)
-    return out / "harness"
-
-
-def run_harness(exe: Path, path: Path) -> tuple[list[str], dict[str, str], subprocess.CompletedProcess]:
-    proc = subprocess.run([str(exe), str(path)], capture_output=True, text=True, timeout=300)
-    trace = [ln for ln in proc.stdout.splitlines() if not ln.startswith("#")]
-    figs = dict(ln[2:].split(" ", 1) for ln in proc.stdout.splitlines() if ln.startswith("# "))
-    return trace, figs, proc
+    return build_runtime(tmp_path_factory.mktemp("poet_rt_zoo"), "all") / "harness"
 
 
 @pytest.mark.parametrize("model, ram", CASES)
@@ -42,7 +29,7 @@ def test_zoo_c_trace_matches_python(harness, tmp_path, model, ram):
     for strip in (False, True):
         path = tmp_path / f"{model}_{strip}.poet"
         path.write_bytes(c.bytecode(strip=strip))
-        trace, figs, proc = run_harness(harness, path)
+        trace, figs, proc = run_harness(harness, path, timeout=300)
         assert proc.returncode == 0, proc.stderr
         assert trace == [str(ins) for ins in program]
         assert int(figs["peak_live_bytes"]) == peak
