@@ -30,24 +30,30 @@ class _Machine:
             raise BytecodeFormatError(E_STATE, f"instruction {k}: {op.name} {node} but node {node} is already in RAM")
         if op is Op.PAGE_IN and node not in self.flash:
             raise BytecodeFormatError(E_STATE, f"instruction {k}: PAGE_IN {node} but node {node} was never paged out")
-        if self.check_offsets and offset is not None and self.sizes is not None:
-            # A compute's workspace lies right after its output, for that compute only.
-            size = self.sizes[node] + (self.workspace[node] if self.workspace and op is Op.COMPUTE else 0)
-            if self.arena is not None and offset + size > self.arena:
-                raise BytecodeFormatError(
-                    E_OFFSET,
-                    f"instruction {k}: {op.name} {node} @{offset} + {size} B overruns the {self.arena} B arena")
-            if size:
-                for other, at in self.where.items():
-                    osize = self.sizes[other]
-                    if osize and at is not None and offset < at + osize and at < offset + size:
-                        raise BytecodeFormatError(
-                            E_OVERLAP, f"instruction {k}: {op.name} {node} @{offset}+{size} overlaps "
-                                       f"live node {other} @{at}+{osize}")
-        elif self.check_offsets and offset is not None and self.arena is not None and offset > self.arena:
-            raise BytecodeFormatError(E_OFFSET, f"instruction {k}: {op.name} {node} @{offset} is past the "
-                                                f"{self.arena} B arena")
+        # A compute's workspace lies right after its output, for that compute only.
+        self._check_region(k, f"{op.name} {node}", node, offset, op)
         self.where[node] = offset
+
+    def _check_region(self, k: int, what: str, node: int, offset: int | None, op: Op) -> None:
+        """``node``'s region at ``offset`` (``extent`` bytes) lies in the arena and
+        overlaps no live buffer but the node's own (a MOVE's old place)."""
+        if not self.check_offsets or offset is None:
+            return
+        if self.sizes is None:
+            if self.arena is not None and offset > self.arena:
+                raise BytecodeFormatError(E_OFFSET, f"instruction {k}: {what} @{offset} is past the "
+                                                    f"{self.arena} B arena")
+            return
+        size = self.extent(op, node)
+        if self.arena is not None and offset + size > self.arena:
+            raise BytecodeFormatError(
+                E_OFFSET, f"instruction {k}: {what} @{offset} + {size} B overruns the {self.arena} B arena")
+        if size:
+            for other, at in self.where.items():
+                osize = self.sizes[other]
+                if other != node and osize and at is not None and offset < at + osize and at < offset + size:
+                    raise BytecodeFormatError(
+                        E_OVERLAP, f"instruction {k}: {what} @{offset}+{size} overlaps live node {other} @{at}+{osize}")
 
     def extent(self, op: Op, node: int) -> int:
         """Bytes an allocation (or a MOVE) occupies while it happens: output, plus workspace for a COMPUTE."""
@@ -121,19 +127,5 @@ class _Machine:
         self._node(k, node)
         if node not in self.where:
             raise BytecodeFormatError(E_STATE, f"instruction {k}: MOVE {node} but node {node} is not in RAM")
-        if self.check_offsets and offset is not None and self.sizes is not None:
-            size = self.sizes[node]
-            if self.arena is not None and offset + size > self.arena:
-                raise BytecodeFormatError(
-                    E_OFFSET, f"instruction {k}: MOVE {node} to @{offset} + {size} B overruns the {self.arena} B arena")
-            if size:
-                for other, at in self.where.items():
-                    osize = self.sizes[other]
-                    if other != node and osize and at is not None and offset < at + osize and at < offset + size:
-                        raise BytecodeFormatError(
-                            E_OVERLAP, f"instruction {k}: MOVE {node} to @{offset}+{size} overlaps "
-                                       f"live node {other} @{at}+{osize}")
-        elif self.check_offsets and offset is not None and self.arena is not None and offset > self.arena:
-            raise BytecodeFormatError(E_OFFSET, f"instruction {k}: MOVE {node} to @{offset} is past the "
-                                                f"{self.arena} B arena")
+        self._check_region(k, f"MOVE {node} to", node, offset, Op.MOVE)
         self.where[node] = offset
