@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from poet_compiler.errors import PoetError
 from poet_compiler.reporting import SUMMARY_KEYS, fmt
 
 
@@ -66,6 +67,7 @@ def register(app: typer.Typer) -> None:
         """Find the least-energy schedule within the RAM budget and deadline, and write it."""
         from poet_compiler.api import compile as compile_model
 
+        out = schedule_path(model, output)
         shapes = None
         if input_shape:
             from poet_compiler.frontends.onnx.shapes import parse_input_shapes
@@ -79,7 +81,6 @@ def register(app: typer.Typer) -> None:
         )
         rep = c.report()
         if c.result.ok:
-            out = output or Path(f"{Path(model).stem}.poet")
             path, sidecar = c.save(out, strip=strip)
             rep["schedule_file"] = str(path)
             if report is not None:
@@ -96,3 +97,22 @@ def register(app: typer.Typer) -> None:
             msg = c.result.message
             typer.echo(msg if msg.startswith(c.result.status) else f"{c.result.status}: {msg}", err=True)
             raise typer.Exit(1)
+
+
+def schedule_path(model: str, output: Path | None) -> Path:
+    """Where the schedule goes (its report beside it, as ``.json``), checked before any
+    work: neither may overwrite the input. Without ``-o``: ``<model stem>.poet`` in the
+    current folder, or ``<stem>.schedule.poet`` where the report would land on the input
+    graph (``poetc compile net.json`` run beside ``net.json``)."""
+    source = Path(model).resolve() if Path(model).is_file() else None
+
+    def clashes(out: Path) -> bool:
+        return source is not None and source in (out.resolve(), out.with_suffix(".json").resolve())
+
+    if output is not None:
+        if clashes(output):
+            raise PoetError(f"-o {output}: the schedule or its report ({output.with_suffix('.json')}) would "
+                            f"overwrite the input {model}; choose another name")
+        return output
+    out = Path(f"{Path(model).stem}.poet")
+    return Path(f"{Path(model).stem}.schedule.poet") if clashes(out) else out

@@ -29,7 +29,7 @@ BAD = [
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args: list[str], says: str) -> None:
     graph = tmp_path / "g.json"
     graph.write_text(json.dumps(chain_dict(4)))
-    out = tmp_path / "g.poet"
+    out = tmp_path / "schedule.poet"   # not g.poet: its report g.json would be the input
     device = [] if "--device" in args else ["--device", "m4"]
     rc = main(["compile", str(graph), *device, *args, "-o", str(out), "-q", "--time-limit", "5", "--threads", "1"])
     err = capsys.readouterr().err.strip()
@@ -43,7 +43,7 @@ def test_gap_option_is_honoured(tmp_path, capsys) -> None:
     """--gap 0 on a small graph: the answer is proven optimal (gap 0), and the report says so."""
     graph = tmp_path / "g.json"
     graph.write_text(json.dumps(chain_dict(6)))
-    rc = main(["compile", str(graph), "--device", "m4", "--ram", "70%", "--gap", "0", "-o", str(tmp_path / "g.poet"),
+    rc = main(["compile", str(graph), "--device", "m4", "--ram", "70%", "--gap", "0", "-o", str(tmp_path / "s.poet"),
                "--json", "--time-limit", "20", "--threads", "1"])
     assert rc == 0
     report = json.loads(capsys.readouterr().out)

@@ -46,3 +46,26 @@ def test_usage_error_is_one_line_exit_2(tmp_path: Path, args: list[str], says: s
 def test_help_exits_0(tmp_path: Path) -> None:
     proc = run_poetc("compile", "--help", cwd=tmp_path)
     assert proc.returncode == 0 and "--ram" in proc.stdout and proc.stderr == ""
+
+
+
+def test_the_report_never_overwrites_the_input_graph(tmp_path: Path) -> None:
+    """``poetc compile g.json -o g.poet`` would write its report to g.json, the input: one
+    line, exit 2, the graph untouched. Without -o, beside the graph, the schedule is
+    g.schedule.poet and its report g.schedule.json."""
+    import json
+
+    from tests.viz.graphs import chain_dict
+
+    graph = tmp_path / "g.json"
+    text = json.dumps(chain_dict(4))
+    graph.write_text(text)
+    proc = run_poetc("compile", "g.json", "--device", "m4", "--ram", "70%", "-o", "g.poet", "-q", cwd=tmp_path)
+    err = proc.stderr.strip()
+    assert proc.returncode == 2 and len(err.splitlines()) == 1 and "overwrite the input" in err, err
+    assert graph.read_text() == text and sorted(p.name for p in tmp_path.iterdir()) == ["g.json"]
+    proc = run_poetc("compile", "g.json", "--device", "m4", "--ram", "100%", "-q", "--time-limit", "10",
+                     "--threads", "1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert graph.read_text() == text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.json", "g.schedule.json", "g.schedule.poet"]

@@ -66,6 +66,6 @@ def test_compile_report_option(tmp_path):
     g = tmp_path / "g.json"
     g.write_text(json.dumps(chain_dict(4)))
     rep = tmp_path / "out.html"
-    assert main(["compile", str(g), "--ram", "80%", "-o", str(tmp_path / "g.poet"), "--report", str(rep),
+    assert main(["compile", str(g), "--ram", "80%", "-o", str(tmp_path / "s.poet"), "--report", str(rep),
                  "-q", "--time-limit", "20", "--threads", "1"]) == 0
     assert len(_images(rep.read_text())) == 2
