@@ -14,11 +14,10 @@ allocation (``COMPUTE`` with its workspace after the output, ``PAGE_IN``) takes
 1. the offset the static plan gave it, when that place is free within the budget (so a
    plan that mostly fits keeps its layout and moves little);
 2. else the best-fitting hole;
-3. else the window of the arena that frees the fewest bytes of movable live buffers, each
-   moved to a hole outside the window (best fit, largest first) — one ``MOVE`` each, right
-   before the allocation;
-4. else it slides every movable buffer down, in address order (memmove-safe: each copy
-   goes down, into space already vacated), and takes the top.
+3. else room made the way that copies the fewest bytes, one ``MOVE`` per buffer moved,
+   right before the allocation: a window whose live buffers move to holes outside it
+   (best fit, largest first), or a run of neighbouring buffers packed down or up so that
+   the holes between them join (memmove-safe: each copy lands in space already vacated).
 
 A buffer in flight (paged in or out since the last ``FENCE``) is not moved: the transfer
 channel owns it. Only with DMA can that leave no room; :func:`compact_arena` then returns
@@ -81,8 +80,8 @@ class _Compactor(ProgramInterpreter):
         self.moved_bytes = 0
 
     # -- the arena map -----------------------------------------------------------------
-    def _regions(self, skip: frozenset[int] = frozenset()) -> list[tuple[int, int]]:
-        return sorted((off, off + self.size[i]) for i, off in self.where.items() if i not in skip and self.size[i])
+    def _regions(self) -> list[tuple[int, int]]:
+        return sorted((off, off + self.size[i]) for i, off in self.where.items() if self.size[i])
 
     def _move(self, i: int, to: int) -> None:
         self.out.append(Instruction(Op.MOVE, i, to))
@@ -227,7 +226,7 @@ def compact_arena(graph: TrainingGraph, program: Program, budget_bytes: int, *,
     meta = dict(program.meta)
     peak = int(meta.get("peak_bytes", 0)) or walk.top
     meta.update(fragmentation=(walk.top / peak) if peak else 1.0, arena_order="compacted",
-                n_move=sum(1 for x in instructions if x.op is Op.MOVE), moved_bytes=walk.moved_bytes)
+                moved_bytes=walk.moved_bytes)
     return Program(n_nodes=program.n_nodes, instructions=instructions, arena_bytes=walk.top, meta=meta)
 
 
@@ -236,6 +235,6 @@ def without_moves(program: Program) -> Program:
     compacted layout's offsets hold only with its MOVEs)."""
     if not program.n_move:
         return program
-    meta = {k: v for k, v in program.meta.items() if k not in ("n_move", "moved_bytes", "arena_order")}
+    meta = {k: v for k, v in program.meta.items() if k not in ("moved_bytes", "arena_order")}
     instructions = tuple(replace(x, offset=None) for x in program.instructions if x.op is not Op.MOVE)
     return Program(n_nodes=program.n_nodes, instructions=instructions, arena_bytes=None, meta=meta)

@@ -56,7 +56,6 @@ def finalize(
     rescue_s: float = 0.0,
     clock: Clock | None = None,
     layout: Program | None = None,
-    compact: bool = True,
 ) -> Result:
     """Linearize, clean up, plan the arena, simulate, and fill a :class:`Result`.
 
@@ -67,17 +66,16 @@ def finalize(
     ``clock``'s ``arena_rescue`` stage when given. ``layout``: an earlier finalize's
     Program for the same plan (e.g. a search's arena check); its arena is kept instead of
     planned again when its instructions are the plan's and it fits the budget (the
-    simulator checks its offsets like any other). ``compact``: when the live bytes fit
-    and the two plans' arenas do not, compact the arena (MOVEs) before any rescue; the
-    rescue then runs only if compaction finds no room (buffers in flight).
+    simulator checks its offsets like any other). When the live bytes fit and the two
+    plans' arenas do not, the arena is compacted (MOVEs) before any rescue; the rescue
+    then runs only if compaction finds no room (buffers in flight).
 
     Raises :class:`InternalError` when the plan (or the arena planned for it) breaks a
     rule of the execution model: poetc built it, so that is a bug, not an outcome."""
     try:
         return _finalize(problem, plan, strategy=strategy, status=status, solver=solver, formulation=formulation,
                          lower_bound_j=lower_bound_j, solve_time_s=solve_time_s, message=message,
-                         arena_time_s=arena_time_s, rescue_s=rescue_s, clock=clock, layout=layout,
-                         compact=compact)
+                         arena_time_s=arena_time_s, rescue_s=rescue_s, clock=clock, layout=layout)
     except ScheduleError as exc:
         raise InternalError(f"{strategy}: the plan breaks a rule of the execution model: {exc}") from exc
 
@@ -97,7 +95,6 @@ def _finalize(
     rescue_s: float = 0.0,
     clock: Clock | None = None,
     layout: Program | None = None,
-    compact: bool = True,
 ) -> Result:
     graph, costs = problem.graph, problem.costs
     until = None if arena_time_s is None else time.perf_counter() + max(0.0, arena_time_s)
@@ -128,7 +125,7 @@ def _finalize(
         again = plan_arena(graph, program, effort=ARENA_RETRY_EFFORT, budget_bytes=budget, time_limit_s=left())
         if again.arena_bytes is not None and again.arena_bytes < program.arena_bytes:
             program = again
-    if compact and program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes:
+    if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes:
         # The live bytes fit: MOVEs join the holes that no static layout could close
         # (milliseconds, and a copy costs far less than a re-solve's worse schedule).
         limit = None if until is None else max(COMPACT_MIN_S, left() or 0.0)
@@ -187,6 +184,8 @@ def _finalize(
 def _meets_deadline(problem: Problem, program: Program) -> bool:
     """Whether ``program`` (its moves' copies included) ends by the deadline; a compacted
     layout that misses it is not taken, and a static re-plan may still fit."""
+    if problem.deadline_s is None:
+        return True
     try:
         simulate(problem.graph, problem.costs, program, deadline_s=problem.deadline_s)
     except OverBudgetError:

@@ -49,15 +49,18 @@ def test_a_fragmented_program_is_compacted_within_the_budget() -> None:
     assert again == compacted   # deterministic
 
 
-def test_finalize_compacts_instead_of_losing_the_schedule() -> None:
+def test_finalize_compacts_instead_of_losing_the_schedule(monkeypatch) -> None:
+    import poet_compiler.solve.finalize as fin
+
     problem, schedule, _ = _fragmenting()
     kept = finalize(problem, schedule, strategy="t")
     assert kept.ok and kept.arena_bytes is not None and kept.arena_bytes <= problem.activation_budget
     assert kept.extra.n_move and kept.extra.move_bytes and kept.extra.move_j == 0.0
-    lost = finalize(problem, schedule, strategy="t", compact=False)
-    assert lost.status == "infeasible" and "fragmentation" in lost.message
     # The compacted layout given back to finalize is kept, MOVEs and all.
     assert finalize(problem, schedule, strategy="t", layout=kept.program).program == kept.program
+    monkeypatch.setattr(fin, "compact_arena", lambda *a, **kw: None)   # no room to compact
+    lost = finalize(problem, schedule, strategy="t")
+    assert lost.status == "infeasible" and "fragmentation" in lost.message
 
 
 def test_a_static_layout_that_fits_is_kept_without_moves() -> None:
