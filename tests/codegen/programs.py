@@ -302,3 +302,16 @@ def corruption_cases() -> dict[str, tuple[bytes, str]]:
         "state_page_in": (with_code(op(6, 0) + b"\x00\x00", 1), "POET_E_STATE"),
         "overlap": (with_code(op(0, 0) + b"\x00" + op(0, 0) + b"\x02", 2, offsets=[0, 8]), "POET_E_OVERLAP"),
     }
+
+
+def decoder_verdict(data: bytes) -> str:
+    """What the Python decoder says of ``data``: ``POET_OK`` or its error code, which must
+    be one of the documented codes (the names the C runtime gives them too)."""
+    from poet_compiler.codegen import bytecode as bc
+
+    try:
+        bc.decode(data)
+    except bc.BytecodeFormatError as exc:
+        assert exc.code in {v for k, v in vars(bc).items() if k.startswith("E_")}, exc.code
+        return exc.code
+    return "POET_OK"

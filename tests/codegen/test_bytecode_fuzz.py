@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from poet_compiler.codegen import bytecode as bc
-from poet_compiler.codegen.bytecode import BytecodeFormatError, decode
-from tests.codegen.programs import assemble, budget_program, chain_graph, fix_crc
+from poet_compiler.codegen.bytecode import decode
+from tests.codegen.programs import assemble, budget_program, chain_graph, decoder_verdict, fix_crc
 
 CODES = {v for k, v in vars(bc).items() if k.startswith("E_")}
 GRAPH = chain_graph(7)
@@ -16,19 +16,10 @@ FILES = [bc.encode(budget_program(GRAPH, 3000, seed=s), GRAPH, strip=strip) for 
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _decode_or_code(data: bytes) -> str:
-    try:
-        decode(data)
-    except BytecodeFormatError as exc:
-        assert exc.code in CODES
-        return exc.code
-    return "POET_OK"
-
-
 def test_every_truncation_is_refused():
     for data in FILES:
         for cut in range(len(data)):
-            assert _decode_or_code(data[:cut]) == "POET_E_TRUNCATED"
+            assert decoder_verdict(data[:cut]) == "POET_E_TRUNCATED"
 
 
 def test_every_single_bit_flip_is_refused():
@@ -36,7 +27,7 @@ def test_every_single_bit_flip_is_refused():
     for bit in range(len(data) * 8):
         bad = bytearray(data)
         bad[bit // 8] ^= 1 << (bit % 8)
-        assert _decode_or_code(bytes(bad)) != "POET_OK"
+        assert decoder_verdict(bytes(bad)) != "POET_OK"
 
 
 @FAST
@@ -49,15 +40,15 @@ def test_random_byte_edits_behind_a_valid_crc(data, edits, keep_length):
             bad[pos % len(bad)] = value
         else:
             del bad[pos % len(bad)]
-    code = _decode_or_code(fix_crc(bytes(bad)))
+    code = decoder_verdict(fix_crc(bytes(bad)))
     assert code in CODES | {"POET_OK"}
 
 
 @FAST
 @given(st.binary(max_size=300))
 def test_arbitrary_bytes(blob):
-    assert _decode_or_code(blob) in CODES | {"POET_OK"}
-    assert _decode_or_code(fix_crc(b"POET\x01" + blob)) in CODES | {"POET_OK"}
+    assert decoder_verdict(blob) in CODES | {"POET_OK"}
+    assert decoder_verdict(fix_crc(b"POET\x01" + blob)) in CODES | {"POET_OK"}
 
 
 @FAST
@@ -65,12 +56,12 @@ def test_arbitrary_bytes(blob):
 def test_wrong_magic_or_version(magic_byte, version):
     data = FILES[0]
     if magic_byte != data[0]:
-        assert _decode_or_code(bytes([magic_byte]) + data[1:]) == "POET_E_MAGIC"
+        assert decoder_verdict(bytes([magic_byte]) + data[1:]) == "POET_E_MAGIC"
     changed = data[:4] + bytes([version]) + data[5:]
     if version not in bc.READ_VERSIONS:
-        assert _decode_or_code(changed) == "POET_E_VERSION"
+        assert decoder_verdict(changed) == "POET_E_VERSION"
     else:  # version 2 reads as version 3 (same layout); the CRC covers the version byte
-        assert _decode_or_code(changed) == ("POET_OK" if version == data[4] else "POET_E_CRC")
+        assert decoder_verdict(changed) == ("POET_OK" if version == data[4] else "POET_E_CRC")
         assert decode(fix_crc(changed)).program == decode(data).program
 
 
@@ -83,7 +74,7 @@ def test_wide_arena_and_offsets(arena, offset, version):
                     n_instr=1, version=version)
     lim = bc.LIMITS[bc.VERSION]
     gap_code = 0 if offset == 16 else offset + 1     # palette entry 0 is 16; else 1 + gap
-    code = _decode_or_code(data)
+    code = decoder_verdict(data)
     if arena > lim.max_wide:
         assert code == "POET_E_MALFORMED"
     elif arena >= lim.max_bytes:
@@ -102,7 +93,7 @@ def test_wide_arena_and_offsets(arena, offset, version):
 def test_huge_counts(n_nodes, n_instr, arena):
     data = assemble(sizes=[16], n_nodes=n_nodes, arena=arena, offsets=None, code=b"", n_instr=n_instr,
                     flags=bc.F_SIZES | bc.F_ARENA)
-    code = _decode_or_code(data)
+    code = decoder_verdict(data)
     if arena >= bc.MAX_ARENA:
         assert code == "POET_E_OFFSET"
     elif n_nodes > bc.MAX_NODES or n_instr > 0 or n_nodes == 0:  # 0 nodes: palette too big

@@ -14,6 +14,7 @@ from tests.codegen.programs import (
     budget_program,
     chain_graph,
     checkpoint_all_peak,
+    decoder_verdict,
     fix_crc,
     resnet18_cifar_graph,
     training_graph,
@@ -26,14 +27,6 @@ RESNET_CA = checkpoint_all_peak(RESNET)
 # hand_program(), stripped: 48 B; its three MOVEs are "0f 01" each (code 7, immediate
 # 1 + zz(0): the moved node is the last computed one; placement 1: at 0).
 GOLDEN_V4 = "504f4554040db567c85e3007158030042a2b6a22e40600081805070b0f0118280b180b2b0f01060307100b4b0f01180b"
-
-
-def _code(data: bytes) -> str:
-    try:
-        decode(data)
-    except BytecodeFormatError as exc:
-        return exc.code
-    return "POET_OK"
 
 
 @pytest.mark.parametrize("strip", [True, False])
@@ -152,7 +145,7 @@ def test_encode_refuses_move_below_version_4():
 @pytest.mark.parametrize("name", sorted(move_cases()))
 def test_every_move_rule_has_its_code(name):
     data, code = move_cases()[name]
-    assert _code(data) == code
+    assert decoder_verdict(data) == code
 
 
 def test_move_in_a_version_3_file_is_a_fence_with_an_operand():
@@ -181,12 +174,12 @@ FILES = [encode(PROGRAM, GRAPH, strip=True), encode(with_moves(budget_program(ch
 def test_every_truncation_and_bit_flip_is_refused():
     for data in FILES:
         for cut in range(len(data)):
-            assert _code(data[:cut]) == "POET_E_TRUNCATED"
+            assert decoder_verdict(data[:cut]) == "POET_E_TRUNCATED"
     data = FILES[0]
     for bit in range(len(data) * 8):
         bad = bytearray(data)
         bad[bit // 8] ^= 1 << (bit % 8)
-        assert _code(bytes(bad)) != "POET_OK"
+        assert decoder_verdict(bytes(bad)) != "POET_OK"
 
 
 @FAST
@@ -196,4 +189,4 @@ def test_random_edits_of_move_files(data, edits):
     bad = bytearray(data)
     for pos, value in edits:
         bad[pos % len(bad)] = value
-    assert _code(fix_crc(bytes(bad))) in {v for k, v in vars(bc).items() if k.startswith("E_")} | {"POET_OK"}
+    assert decoder_verdict(fix_crc(bytes(bad))) in {v for k, v in vars(bc).items() if k.startswith("E_")} | {"POET_OK"}

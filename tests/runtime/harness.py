@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from poet_compiler.codegen.bytecode import BytecodeFormatError, decode
-from tests.codegen.programs import fix_crc
+from tests.codegen.programs import decoder_verdict, fix_crc
 
 RUNTIME = Path(__file__).resolve().parents[2] / "runtime" / "c"
 CC = shutil.which("cc") or shutil.which("gcc")
@@ -42,15 +41,6 @@ def c_codes(build: Path, paths: list[Path]) -> list[str]:
     return [ln.split(" ", 1)[0] for ln in proc.stdout.splitlines()]
 
 
-def py_code(data: bytes) -> str:
-    """The Python decoder's verdict for ``data``, named as the C runtime names it."""
-    try:
-        decode(data)
-    except BytecodeFormatError as exc:
-        return exc.code
-    return "POET_OK"
-
-
 def assert_decoders_agree_on_mutations(build: Path, tmp_path: Path, bases: list[bytes], seed: int) -> None:
     """Differential fuzz: 400 random edits of ``bases`` behind a valid CRC; the C and
     Python decoders give one code for each (bar the C runtime's own resource limits),
@@ -68,7 +58,7 @@ def assert_decoders_agree_on_mutations(build: Path, tmp_path: Path, bases: list[
         data = fix_crc(bytes(bad))
         paths.append(tmp_path / f"m{k}.poet")
         paths[-1].write_bytes(data)
-        expected.append(py_code(data))
+        expected.append(decoder_verdict(data))
     got = c_codes(build, paths)
     mismatches = [(p.name, c, e) for p, c, e in zip(paths, got, expected)
                   if c != e and c not in ("POET_E_NOT_EXECUTABLE", "POET_E_RESOURCES")]

@@ -17,6 +17,7 @@ from tests.codegen.programs import (
     budget_program,
     chain_graph,
     checkpoint_all_peak,
+    decoder_verdict,
     fix_crc,
     resnet18_cifar_graph,
     training_graph,
@@ -28,7 +29,6 @@ from tests.runtime.harness import (
     build_runtime,
     c_codes,
     needs_cc,
-    py_code,
     run_harness,
     run_libfuzzer,
 )
@@ -121,7 +121,7 @@ def test_every_move_rule_gives_its_code_in_c_and_python(build, tmp_path):
     cases = move_cases()
     paths = []
     for name, (data, code) in sorted(cases.items()):
-        assert py_code(data) == code, name
+        assert decoder_verdict(data) == code, name
         paths.append(tmp_path / f"{name}.poet")
         paths[-1].write_bytes(data)
     assert c_codes(build, paths) == [cases[name][1] for name in sorted(cases)]
@@ -133,7 +133,7 @@ def test_move_in_a_version_3_file_is_refused_alike(build, tmp_path):
     paths = []
     for version in (2, 3):
         old = fix_crc(data[:4] + bytes([version]) + data[5:])
-        assert py_code(old) == "POET_E_OPCODE"
+        assert decoder_verdict(old) == "POET_E_OPCODE"
         paths.append(tmp_path / f"v{version}.poet")
         paths[-1].write_bytes(old)
     assert c_codes(build, paths) == ["POET_E_OPCODE", "POET_E_OPCODE"]
