@@ -136,6 +136,14 @@ class _Simulator(ProgramInterpreter):
                 and arena.regions.get(("node", i), (ins.offset,))[0] != ins.offset):
             self.fail(f"arena: {what} carries offset {ins.offset} but the buffer is at {arena.regions[('node', i)][0]}")
 
+    def place(self, ins: Instruction, length: int, what: str) -> None:
+        """Put ``ins.node``'s buffer at ``ins.offset`` in the arena; a broken arena rule fails."""
+        assert self.arena is not None
+        try:
+            self.arena.place(("node", ins.node), ins.offset, length, what)
+        except ValueError as exc:
+            self.fail(f"arena: {exc}")
+
     # -- every instruction -------------------------------------------------------------
     def before(self, ins: Instruction) -> None:
         op, i = ins.op, ins.node
@@ -169,13 +177,10 @@ class _Simulator(ProgramInterpreter):
         self.e_compute += self.costs.compute_j[i]
         self.cpu += self.costs.compute_s[i]
         if self.arena is not None:
-            try:
-                # Output and workspace are one contiguous region during the compute.
-                self.arena.place(("node", i), ins.offset, size[i] + self.work[i], f"output+workspace of node {i}")
-                assert ins.offset is not None  # place() refuses a missing offset
-                self.arena.regions[("node", i)] = (ins.offset, ins.offset + size[i])
-            except ValueError as exc:
-                self.fail(f"arena: {exc}")
+            # Output and workspace are one contiguous region during the compute.
+            self.place(ins, size[i] + self.work[i], f"output+workspace of node {i}")
+            assert ins.offset is not None  # place() refuses a missing offset
+            self.arena.regions[("node", i)] = (ins.offset, ins.offset + size[i])
 
     def page_out(self, ins: Instruction) -> None:
         i = ins.node
@@ -205,10 +210,7 @@ class _Simulator(ProgramInterpreter):
         self.e_in += self.costs.page_in_j[i]
         self.transfer(self.costs.page_in_s[i])
         if self.arena is not None:
-            try:
-                self.arena.place(("node", i), ins.offset, self.size[i], f"page-in buffer of node {i}")
-            except ValueError as exc:
-                self.fail(f"arena: {exc}")
+            self.place(ins, self.size[i], f"page-in buffer of node {i}")
 
     def free(self, ins: Instruction) -> None:
         i = ins.node
@@ -235,10 +237,7 @@ class _Simulator(ProgramInterpreter):
             self.fail("MOVE in a program without an arena (nothing to move within)")
         # A memmove: the new region may overlap the buffer's own old one, no other.
         self.arena.release(("node", i))
-        try:
-            self.arena.place(("node", i), ins.offset, self.size[i], f"moved buffer of node {i}")
-        except ValueError as exc:
-            self.fail(f"arena: {exc}")
+        self.place(ins, self.size[i], f"moved buffer of node {i}")
         self.n_move += 1
         self.bytes_moved += self.size[i]
         self.e_move += self.costs.move_j(self.size[i])
