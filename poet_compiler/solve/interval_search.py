@@ -14,6 +14,12 @@ and kept. Only where compaction finds no room (buffers in flight) is it solved a
 the bytes its layout overflowed by kept free where it overflowed (:mod:`.arena_reserve`):
 not a budget lowered everywhere, as :mod:`.milp` does for the stage models.
 
+With no schedule in hand (no hint fits the budget), the first solve is the model's least-RAM
+variant (``least_ram``): it starts from checkpoint-all and works the peak down to the
+budget, stopping at the first schedule within it, which then hints the energy model. The
+energy model alone gives CP-SAT no solution to start from, and found none in 280 s on a
+250-node layered DAG at 80 %.
+
 Its schedules are judged like every other (the simulator's figures); its own bound holds
 only for at most C stays per tensor, so it is reported (``Result.extra.interval``) but
 never used for an optimality claim.
@@ -31,6 +37,7 @@ from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.arena_reserve import as_reserves, overflow_by_event
 from poet_compiler.solve.backends.native import NativeLimits, solve_native
+from poet_compiler.solve.baselines.keep_all import checkpoint_all_schedule
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.formulation.interval import DEFAULT_COPIES, Reserve, build_interval, hint, stays_needed
 from poet_compiler.solve.problem import Problem, feasible_energy
@@ -52,11 +59,11 @@ ARENA_SOLVE_SHARE = 0.5
 # (BENCHMARKS.md, "Fragmentation on the layered DAGs").
 ARENA_CHECK_SHARE = 0.25
 ARENA_CHECK_S = 30.0
-# With no schedule in hand (no hint) the first solve gets this share of the time, the rest
-# being for its arena check; when it finds nothing and proves nothing, the search goes on
-# while MIN_SEARCH_ON_S are left (on a 500-node layered DAG at 80 %, 300 s, it returned
-# after 101 s with nothing, and poetc then stopped at 110 s: nothing else runs there).
-NOTHING_IN_HAND_SHARE = 0.75
+# With no schedule in hand the least-RAM search may use all the time (it stops at the
+# first schedule within the budget, which the energy model then improves); when a solve
+# of it ends above the budget and proves nothing, the search goes on while
+# MIN_SEARCH_ON_S are left (on a 500-node layered DAG at 80 %, 300 s, a first solve
+# returned after 101 s with nothing, and poetc then stopped at 110 s).
 MIN_SEARCH_ON_S = 5.0
 
 
@@ -76,11 +83,19 @@ class IntervalOutcome:
     arena_fits: bool = False      # its static arena (planned as finalize plans it) fits
     arena_retries: int = 0        # re-solves with arena reserves
     layout: Program | None = None  # the schedule's Program with an arena that fits (finalize(layout=))
+    # The least-RAM search (nothing in hand): the least activation RAM of a schedule it
+    # found, in bytes (within the budget once it found one), and its seconds.
+    least_ram_bytes: int | None = None
+    least_ram_s: float | None = None
+    above_budget: Schedule | None = None  # its least-RAM schedule while that is above the budget
 
     def summary(self) -> dict:
         """The figures a Result reports (``extra.interval``)."""
-        return {"copies": self.copies, "status": self.status, "energy_j": self.energy_j, "bound_j": self.bound_j,
-                "arena_fits": self.arena_fits, "arena_retries": self.arena_retries, "message": self.message}
+        out = {"copies": self.copies, "status": self.status, "energy_j": self.energy_j, "bound_j": self.bound_j,
+               "arena_fits": self.arena_fits, "arena_retries": self.arena_retries, "message": self.message}
+        if self.least_ram_s is not None:
+            out.update(least_ram_bytes=self.least_ram_bytes, least_ram_s=self.least_ram_s)
+        return out
 
 
 def to_stage_long(schedule: Schedule) -> Schedule:
@@ -106,19 +121,36 @@ def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: fl
     # Enough copies to hold the best hint, unless that takes more than MAX_COPIES.
     needed = stays_needed(usable[0]) if usable else DEFAULT_COPIES
     copies = max(DEFAULT_COPIES, needed) if needed <= MAX_COPIES else DEFAULT_COPIES
+    least: IntervalOutcome | None = None      # the least-RAM search, when nothing was in hand
+    if not usable:
+        least = _least_ram_search(problem, sync, copies, until, threads)
+        if least.schedule is None:
+            return least
+        copies, usable = least.copies, [least.schedule]
+    out = _search(problem, sync, usable, copies, until, target_j, threads, least)
+    if least is not None:
+        out.least_ram_bytes, out.least_ram_s = least.least_ram_bytes, least.least_ram_s
+    return out
+
+
+def _search(problem: Problem, sync: Problem, usable: list[Schedule], copies: int, until: float,
+            target_j: float | None, threads: int, least: IntervalOutcome | None) -> IntervalOutcome:
+    """The energy model from ``usable``, solved again with arena reserves while its
+    schedule's static arena does not fit; ``least`` (the least-RAM search's schedule) is
+    the answer when the energy model finds nothing in time."""
     held = np.zeros(0, dtype=np.int64)        # bytes kept free per event (arena reserves)
     first: IntervalOutcome | None = None
     for attempt in range(ARENA_RETRIES + 1):
         left = until - time.perf_counter()
         share = left * (ARENA_SOLVE_SHARE if attempt < ARENA_RETRIES else 1.0)
-        if first is None and not usable:
-            share = left * NOTHING_IN_HAND_SHARE
         reserves = as_reserves(held)
         if reserves:
             out = _solve(problem, sync, usable, copies, time.perf_counter() + share, target_j, threads, reserves)
         else:
             out = _with_enough_copies(problem, sync, usable, copies, time.perf_counter() + share, target_j, threads)
         copies = out.copies
+        if out.schedule is None and least is not None and not reserves and first is None:
+            out, least = least, None          # the energy model found nothing in time
         if out.schedule is None:
             if reserves:
                 held //= 2      # the reserves left no schedule (or none found in time): weaker ones
@@ -146,29 +178,48 @@ def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: fl
     return first or out
 
 
+def _least_ram_search(problem: Problem, sync: Problem, copies: int, until: float, threads: int) -> IntervalOutcome:
+    """The least-RAM model from checkpoint-all until a schedule fits the budget, it is
+    proven that none with at most MAX_RETRY_COPIES stays per tensor does, or the time is
+    up. A solve that ends above the budget without a proof (a child's failure) is followed
+    by another from its least-RAM schedule while MIN_SEARCH_ON_S are left."""
+    started = time.perf_counter()
+    start: list[Schedule] = []
+    while True:
+        out = _with_enough_copies(problem, sync, start, copies, until, None, threads, least_ram=True)
+        out.least_ram_s = round(time.perf_counter() - started, 3)
+        if out.schedule is not None or out.status == "infeasible" or until - time.perf_counter() < MIN_SEARCH_ON_S:
+            return out
+        copies, start = out.copies, [out.above_budget] if out.above_budget is not None else []
+
+
 def _with_enough_copies(problem: Problem, sync: Problem, usable: list[Schedule], copies: int, until: float,
-                        target_j: float | None, threads: int) -> IntervalOutcome:
+                        target_j: float | None, threads: int, least_ram: bool = False) -> IntervalOutcome:
     """Solve with ``copies`` stays per tensor, doubling them while the model is proven
     empty (deep recompute chains need more) and time is left."""
     while True:
-        out = _solve(problem, sync, usable, copies, until, target_j, threads, [])
+        out = _solve(problem, sync, usable, copies, until, target_j, threads, [], least_ram)
         if out.status != "infeasible" or copies >= MAX_RETRY_COPIES or until - time.perf_counter() < MIN_RETRY_S:
             return out
         copies = min(MAX_RETRY_COPIES, 2 * copies)
 
 
 def _solve(problem: Problem, sync: Problem, usable: list[Schedule], copies: int, until: float,
-           target_j: float | None, threads: int, reserves: list[Reserve]) -> IntervalOutcome:
+           target_j: float | None, threads: int, reserves: list[Reserve], least_ram: bool = False) -> IntervalOutcome:
     """One build and solve with ``copies`` stays per tensor and the ``reserves``, ending
-    by ``until``."""
+    by ``until``. With ``least_ram``, the least-RAM model from checkpoint-all, stopped at
+    the first schedule within the budget: status "infeasible" when it proves none has at
+    most ``copies`` stays per tensor."""
     started = time.perf_counter()
-    im = build_interval(sync, copies=copies, reserves=reserves)
-    hinted = next((h for h in usable if hint(im, h)), None) is not None
+    im = build_interval(sync, copies=copies, reserves=reserves, least_ram=least_ram)
+    hints = (usable or [checkpoint_all_schedule(sync)]) if least_ram else usable
+    hinted = next((h for h in hints if hint(im, h)), None) is not None
     build_s = time.perf_counter() - started
     left = until - time.perf_counter()
     if left <= 0.05:
         return IntervalOutcome(None, None, copies=copies, build_s=build_s, message="no time left to solve")
-    target = None
+    budget_units = problem.activation_budget // im.unit
+    target = budget_units if least_ram else None
     if target_j is not None:
         target = math.floor((target_j - im.obj_const) / im.obj_unit)
     res = solve_native(im.model, NativeLimits(time_limit_s=left, workers=max(1, threads),
@@ -176,7 +227,16 @@ def _solve(problem: Problem, sync: Problem, usable: list[Schedule], copies: int,
     out = IntervalOutcome(None, None, copies=copies, status=res.status, build_s=round(build_s, 3),
                           solve_s=round(res.solve_time_s, 3),
                           message=res.message or ("hinted" if hinted else "no hint it can hold"))
-    if res.status == "optimal" and not res.at_target:
+    if least_ram and res.objective is not None:
+        out.least_ram_bytes = int(res.objective) * im.unit
+        if res.objective > budget_units:
+            if res.status == "optimal":
+                out.status = "infeasible"   # no schedule with at most ``copies`` stays fits
+            out.above_budget = im.schedule(res.value)
+            out.message = (f"least activation RAM found with at most {copies} stays per tensor: "
+                           f"{out.least_ram_bytes} B, above the budget of {problem.activation_budget} B")
+            return out
+    elif res.status == "optimal" and not res.at_target:
         out.bound_j = im.energy_bound(res.objective or 0.0)
     elif res.bound is not None:
         out.bound_j = im.energy_bound(res.bound)

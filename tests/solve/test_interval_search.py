@@ -58,9 +58,10 @@ def test_a_fragmented_schedule_is_solved_again_with_arena_reserves(monkeypatch) 
     seen: list[int] = []
     real_solve = search._solve
 
-    def spy(problem_, sync, usable, copies, until, target_j, threads, reserves):
-        seen.append(len(reserves))
-        return real_solve(problem_, sync, usable, copies, until, target_j, threads, reserves)
+    def spy(problem_, sync, usable, copies, until, target_j, threads, reserves, least_ram=False):
+        if not least_ram:       # the energy model's solves (the least-RAM search runs first)
+            seen.append(len(reserves))
+        return real_solve(problem_, sync, usable, copies, until, target_j, threads, reserves, least_ram)
 
     monkeypatch.setattr(search, "_solve", spy)
     out = search.interval_search(problem, [], time_limit_s=30, threads=1)
@@ -84,11 +85,13 @@ def test_reserves_that_leave_no_schedule_are_halved(monkeypatch) -> None:
     seen: list[list] = []
     real_solve = search._solve
 
-    def spy(problem_, sync, usable, copies, until, target_j, threads, reserves):
+    def spy(problem_, sync, usable, copies, until, target_j, threads, reserves, least_ram=False):
+        if least_ram:
+            return real_solve(problem_, sync, usable, copies, until, target_j, threads, reserves, least_ram)
         seen.append(list(reserves))
         if len(seen) == 2:
             return search.IntervalOutcome(None, None, copies=copies, status="unknown")
-        return real_solve(problem_, sync, usable, copies, until, target_j, threads, reserves)
+        return real_solve(problem_, sync, usable, copies, until, target_j, threads, reserves, least_ram)
 
     monkeypatch.setattr(search, "_solve", spy)
     search.interval_search(problem, [], time_limit_s=30, threads=1)
@@ -107,11 +110,11 @@ def test_a_first_solve_that_finds_nothing_is_followed_by_another(monkeypatch) ->
     calls: list[int] = []
     real_solve = search._solve
 
-    def spy(problem_, sync, usable, copies, until, target_j, threads, reserves):
+    def spy(problem_, sync, usable, copies, until, target_j, threads, reserves, least_ram=False):
         calls.append(1)
         if len(calls) == 1:
             return search.IntervalOutcome(None, None, copies=copies, status="unknown")
-        return real_solve(problem_, sync, usable, copies, until, target_j, threads, reserves)
+        return real_solve(problem_, sync, usable, copies, until, target_j, threads, reserves, least_ram)
 
     monkeypatch.setattr(search, "_solve", spy)
     out = search.interval_search(problem, [], time_limit_s=30, threads=1)

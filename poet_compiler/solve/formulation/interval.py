@@ -30,6 +30,13 @@ previous ended (at most one stay per stage: docs/model.md, restriction 3).
 - time: the extra compute and transfer time fits the deadline's slack (synchronous
   transfers: times add up).
 
+**Least RAM** (``least_ram=True``): the cumulative's capacity is a variable from the
+budget up, and the objective is that capacity instead of energy. Checkpoint-all (one stay
+per tensor, always held) is a solution of it, so the search starts from a schedule and
+works the peak down, where the model at the budget gives CP-SAT nothing to start from: on
+a 250-node layered DAG at 80 % the energy model found no solution in 280 s, this one
+reaches 81 % of the checkpoint-all peak in 140 s (BENCHMARKS.md, issue 18 session 5).
+
 **What it does not search** beyond the stage formulations' restrictions: more than ``C``
 stays per tensor, and page-ins allocated before their reader's slot (a page-in sits in
 the tensor's own slot of its stage; the Program makes it right before the reader, with
@@ -109,6 +116,8 @@ class IntervalModel:
     obj_const: float                        # joules of the fixed part (every first compute)
     obj_err: float                          # most the floored costs underestimate, in units
     stats: dict[str, int] = field(default_factory=dict)
+    capacity: Any = None                    # least_ram: the capacity variable (units of ``unit`` bytes)
+    unit: int = 1                           # bytes per memory unit of the cumulative
 
     def schedule(self, value: Any) -> Schedule:
         """Decode a solution (``value``: variable -> int, e.g. ``CpSolver.value``)."""
@@ -126,21 +135,26 @@ def _slack(problem: Problem) -> float | None:
 
 
 def build_interval(problem: Problem, *, copies: int = DEFAULT_COPIES,
-                   reserves: Sequence[Reserve] = ()) -> IntervalModel:
+                   reserves: Sequence[Reserve] = (), least_ram: bool = False) -> IntervalModel:
     """The interval model of ``problem`` (synchronous transfers) with at most ``copies``
-    stays per tensor; ``reserves`` keep bytes free at some events."""
+    stays per tensor; ``reserves`` keep bytes free at some events. With ``least_ram`` the
+    capacity is a variable from the budget up and is the objective (module docstring)."""
     b = _Builder(problem, copies)
     for i in range(problem.n):
         b.add_node(i)
-    b.add_memory(reserves)
+    capacity = b.m.new_int_var(b.capacity, max(b.capacity, b.total()), "capacity") if least_ram else None
+    b.add_memory(reserves, capacity)
     n_links = b.add_dependencies()
     b.add_deadline()
     obj_unit, err = b.add_objective()
+    if capacity is not None:
+        b.m.minimize(capacity)
     c = problem.costs
     const = float(sum(c.compute_j)) + c.static_w * c.compute_only_s
     stats = {"intervals": len(b.intervals), "copies": sum(len(o) for o in b.copies_of), "links": n_links,
              "horizon": b.horizon}
-    return IntervalModel(problem, b.m, b.copies_of, b.page_out, b.links, obj_unit, const, math.ceil(err), stats)
+    return IntervalModel(problem, b.m, b.copies_of, b.page_out, b.links, obj_unit, const, math.ceil(err), stats,
+                         capacity, b.unit)
 
 
 class _Builder:
@@ -167,6 +181,11 @@ class _Builder:
         self.time_terms: list[tuple[Any, float]] = []   # (literal, seconds)
         self.intervals: list[Any] = []
         self.demands: list[int] = []
+
+    def total(self) -> int:
+        """Memory units of every tensor and the largest workspace at once: more than any
+        schedule needs."""
+        return sum(s // self.unit for s in self.sizes) + max(self.works, default=0) // self.unit
 
     def _fits(self, extra_s: float) -> bool:
         return self.slack is None or extra_s <= self.slack
@@ -222,9 +241,10 @@ class _Builder:
             self._charge(po, i, c.page_out_j[i], c.page_out_s[i])
         self.copies_of.append(own)
 
-    def add_memory(self, reserves: Sequence[Reserve]) -> None:
+    def add_memory(self, reserves: Sequence[Reserve], capacity: Any = None) -> None:
         """Every stay, each compute's workspace for its slot, and the reserves, within
-        the budget (a reserve's bytes rounded up to the model's unit)."""
+        the budget (a reserve's bytes rounded up to the model's unit), or within
+        ``capacity`` (a variable) when given."""
         m = self.m
         for r in reserves:
             start, end = max(0, r.start), min(self.horizon, r.end)
@@ -243,7 +263,7 @@ class _Builder:
                 else:
                     continue
                 self.demands.append(self.works[i] // self.unit)
-        m.add_cumulative(self.intervals, self.demands, self.capacity)
+        m.add_cumulative(self.intervals, self.demands, self.capacity if capacity is None else capacity)
 
     def add_dependencies(self) -> int:
         """Every compute of ``j`` finds each input in RAM: one Boolean per (input copy,

@@ -14,6 +14,7 @@ import itertools
 import pytest
 
 from poet_compiler.solve.backends.native import NativeLimits, solve_native
+from poet_compiler.solve.baselines.keep_all import checkpoint_all_schedule
 from poet_compiler.solve.formulation.interval import (
     DEFAULT_COPIES,
     build_interval,
@@ -110,3 +111,46 @@ def test_copies_grow_when_the_model_is_proven_empty() -> None:
     out = interval_search(problem, [], time_limit_s=60, threads=1)
     assert out.copies > DEFAULT_COPIES and out.schedule is not None
     assert feasible_energy(problem, out.schedule) == pytest.approx(out.energy_j)
+
+
+@pytest.mark.parametrize("seed, mode", list(itertools.product(range(8), ("poet", "remat", "paging"))))
+def test_least_ram_is_a_real_program_never_below_the_oracles_least_ram(seed, mode) -> None:
+    """The least-RAM variant (capacity from 0 up, as the objective): its optimum decodes
+    to a schedule that the simulator runs within that capacity, and is never below the
+    least RAM of any Program (the oracle's), which it equals unless the optimum needs
+    more stays than the model has."""
+    import dataclasses
+
+    problem = training_problem(seed, 3, mode, deadline=seed % 2 == 1)
+    fewest = oracle.min_ram(problem)
+    assert fewest is not None
+    low = dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes - problem.activation_budget)
+    im = build_interval(low, copies=4, least_ram=True)
+    assert hint(im, checkpoint_all_schedule(low))
+    res = solve_native(im.model, NativeLimits(time_limit_s=30, workers=1))
+    assert res.status == "optimal", res.status
+    capacity = int(res.objective or 0) * im.unit
+    assert capacity >= fewest
+    simulate_schedule(low, decode(im, res.value), ram_budget_bytes=capacity, deadline_s=low.deadline_s)
+    if mode == "remat" and seed < 4:
+        assert capacity == fewest, (capacity, fewest)
+
+
+def test_with_nothing_in_hand_the_least_ram_search_finds_the_first_schedule() -> None:
+    """No hint: the search works checkpoint-all's peak down to the budget first, then the
+    energy model improves that schedule; below the least RAM of any Program it reports
+    the least it found and no schedule."""
+    import dataclasses
+
+    problem = training_problem(3, 4, "remat", slack=0.05)
+    out = interval_search(problem, [], time_limit_s=30, threads=1)
+    assert out.schedule is not None and out.least_ram_s is not None
+    assert out.least_ram_bytes is not None and out.least_ram_bytes <= problem.activation_budget
+    assert feasible_energy(problem, out.schedule) == pytest.approx(out.energy_j)
+    fewest = oracle.min_ram(problem)
+    assert fewest is not None
+    below = dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes - problem.activation_budget
+                                + fewest - 1)
+    out = interval_search(below, [], time_limit_s=30, threads=1)
+    assert out.schedule is None and out.least_ram_bytes is not None and out.least_ram_bytes >= fewest
+    assert "least activation RAM found" in out.message and out.summary()["least_ram_bytes"] == out.least_ram_bytes
