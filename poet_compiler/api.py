@@ -27,16 +27,18 @@ from poet_compiler.errors import PoetError
 from poet_compiler.fileio import atomic_write_bytes, atomic_write_text
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.progress import live_status, report, stage
+from poet_compiler.solve.backends.memory import peak_rss
 from poet_compiler.solve.budgets import (
     Reference,
     reference,
     resolve_deadline,
     resolve_ram,
 )
+from poet_compiler.solve.options import DEFAULT_MEMORY_LIMIT
 from poet_compiler.solve.problem import MODES, Problem
 from poet_compiler.solve.result import Result
 from poet_compiler.solve.strategies import SolveOptions, get_strategy, run_strategy
-from poet_compiler.units import parse_duration, parse_relative, parse_size
+from poet_compiler.units import parse_duration, parse_memory_limit, parse_relative, parse_size
 
 if TYPE_CHECKING:
     from torch import nn
@@ -229,6 +231,7 @@ def compile(  # noqa: A001 - the product's verb
     target: Any = None,
     loss_fn: Any = None,
     name: str | None = None,
+    memory_limit: str | int | None = None,
 ) -> Compilation:
     """Compile ``model`` (zoo name, .json, .onnx, a TrainingGraph or an nn.Module) for ``device``.
 
@@ -242,7 +245,9 @@ def compile(  # noqa: A001 - the product's verb
     step time (default: none). ``onnx_loss`` (cross_entropy | mse | sum) and
     ``input_shapes`` (input name -> shape) configure the ONNX frontend. ``gap``: stop
     once the schedule is proven within this relative gap of optimal (default: 0.001 on
-    graphs above 40 nodes, 0 on smaller ones). Returns a :class:`Compilation`; an
+    graphs above 40 nodes, 0 on smaller ones). ``memory_limit``: poetc's memory (itself
+    and its solver processes) at which a solver process is stopped, its latest solution
+    kept: ``"4G"``, bytes, or ``"none"`` (default: 4 GiB). Returns a :class:`Compilation`; an
     infeasible budget is a Result with status ``infeasible`` and a message giving the
     smallest budget that works.
     """
@@ -250,6 +255,7 @@ def compile(  # noqa: A001 - the product's verb
     check_options(mode=mode, strategy=strategy, solver=solver, formulation=formulation, gap=gap,
                   time_limit_s=time_limit_s, threads=threads)
     precheck_budgets(ram, deadline)
+    memory_limit_bytes = parse_memory_limit(memory_limit, DEFAULT_MEMORY_LIMIT)
     _check_onnx_options(model, onnx_loss, input_shapes)
     profile = _profile_for(model, device)
     t_start = time.perf_counter()
@@ -269,13 +275,14 @@ def compile(  # noqa: A001 - the product's verb
             count_fixed=count_fixed,
         )
         opts = SolveOptions(solver=solver, formulation=formulation, time_limit_s=time_limit_s,
-                            threads=threads, progress=progress, gap_limit=gap)
+                            threads=threads, progress=progress, gap_limit=gap,
+                            memory_limit_bytes=memory_limit_bytes)
         t_costed = time.perf_counter()
         stage("solving" if strategy == "optimal" else f"solving ({strategy})")
         result = run_strategy(strategy, problem, opts)
         # Time outside the solve, reported beside its stage_s (tracing counts too).
         result.extra.set(trace_s=round(t_traced - t_start, 3), costing_s=round(t_costed - t_traced, 3),
-                         compile_s=round(time.perf_counter() - t_start, 3))
+                         compile_s=round(time.perf_counter() - t_start, 3), peak_rss_mb=peak_rss())
         stage(result.status)
         report("schedule", result.energy_j if result.ok else None, result.lower_bound_j, "J")
     label = str(model) if isinstance(model, str) else graph.name

@@ -35,6 +35,16 @@ def parse_size(text: str | int | float, what: str = "size") -> int:
     return int(round(value))
 
 
+def parse_memory_limit(text: str | int | None, default: int | None) -> int | None:
+    """``--memory-limit``: a size (``4G``, ``1.5G``, bytes) or ``none`` (no limit);
+    None gives ``default``."""
+    if text is None:
+        return default
+    if isinstance(text, str) and text.strip().lower() in ("none", "off", "unlimited"):
+        return None
+    return parse_size(text, "memory limit")
+
+
 def parse_duration(text: str | float, what: str = "duration") -> float:
     """Parse ``120ms``/``2.5s``/``0.3`` (seconds) into a positive float of seconds."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):

@@ -38,6 +38,11 @@ def register(app: typer.Typer) -> None:
         formulation: str = typer.Option("fast", "--formulation", help="fast | dense"),
         time_limit: float = typer.Option(60.0, "--time-limit", help="solver time limit, seconds"),
         threads: int = typer.Option(2, "--threads", help="solver threads"),
+        memory_limit: str = typer.Option(
+            None, "--memory-limit",
+            help="poetc's memory (itself and its solver processes) at which a solver is stopped, "
+                 "keeping its latest solution: 4G (default), 1.5G, or none",
+        ),
         gap: float = typer.Option(
             None,
             "--gap",
@@ -77,7 +82,7 @@ def register(app: typer.Typer) -> None:
             model, device, ram, deadline, mode=mode, strategy=strategy, solver=solver,
             formulation=formulation, time_limit_s=time_limit, threads=threads, gap=gap,
             count_fixed=count_fixed, granularity=granularity, batch=batch,
-            progress=not (quiet or as_json), onnx_loss=loss, input_shapes=shapes,
+            progress=not (quiet or as_json), onnx_loss=loss, input_shapes=shapes, memory_limit=memory_limit,
         )
         rep = c.report()
         if c.result.ok:

@@ -1,5 +1,5 @@
 """The solver settings a user gives (``--solver``, ``--formulation``, ``--time-limit``,
-``--threads``, progress, ``--gap``), passed explicitly to the strategies that reach the
+``--threads``, progress, ``--gap``, ``--memory-limit``), passed explicitly to the strategies that reach the
 MILP: ``optimal`` (:mod:`poet_compiler.solve.strategies`) and the solver-backed baselines
 ``checkmate`` and ``paging_only`` (:mod:`poet_compiler.solve.baselines.optimal`). A
 :class:`~poet_compiler.solve.problem.Problem` holds the scheduling question only."""
@@ -7,6 +7,10 @@ MILP: ``optimal`` (:mod:`poet_compiler.solve.strategies`) and the solver-backed 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+# The default --memory-limit: the issue-18 target for a 1,500-node graph, and what a
+# laptop can give a compile beside everything else.
+DEFAULT_MEMORY_LIMIT = 4 * 2**30
 
 
 @dataclass(frozen=True)
@@ -18,3 +22,6 @@ class SolveOptions:
     progress: bool = False
     # Stop once within this relative gap of the bound (None: 0.1 % on large graphs, 0 on small).
     gap_limit: float | None = None
+    # poetc's memory, itself and its solver processes, at which a solver process is
+    # stopped (its latest solution kept): solve/backends/memory.py. None: no limit.
+    memory_limit_bytes: int | None = DEFAULT_MEMORY_LIMIT

@@ -70,6 +70,14 @@ class ResultExtra:
     compile_s: float | None = field(default=None, metadata=MEASURED)
     """The compile's wall seconds outside the solve (api.compile): tracing or loading the
     model, costing it (and the checkpoint-all reference), and the whole compile."""
+    peak_rss_mb: dict[str, int] | None = field(default=None, metadata=MEASURED)
+    """The kernel's peak resident MiB of the compile (``poetc_mb``: the process itself,
+    tracing included) and of its largest solver child (``solver_mb``, with the pages it
+    shares with poetc), after the compile (api.compile)."""
+    memory_limit_mb: int | None = None
+    memory_stops: int | None = None
+    """The ``--memory-limit`` the solver processes were held to, and how many it stopped
+    (solve/backends/memory.py; set only when it stopped one)."""
     arena_rescue: dict[str, int] | None = None
     """Schedules whose live bytes fit but whose first arenas did not: how many a harder arena
     re-plan kept (``replanned``), a re-solve against the arena kept (``resolved``), and

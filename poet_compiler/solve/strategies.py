@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from poet_compiler.errors import PoetError
 from poet_compiler.solve import baselines, milp
+from poet_compiler.solve.backends.memory import memory_limit
 from poet_compiler.solve.baselines.optimal import checkmate, paging_only
 from poet_compiler.solve.options import SolveOptions
 from poet_compiler.solve.problem import Problem
@@ -66,7 +67,18 @@ def get_strategy(name: str) -> Callable[[Problem, SolveOptions], Result]:
 
 
 def run_strategy(name: str, problem: Problem, opts: SolveOptions | None = None) -> Result:
-    return get_strategy(name)(problem, opts or SolveOptions())
+    """Run strategy ``name`` on ``problem``, its solver processes held to the options'
+    memory limit (:mod:`poet_compiler.solve.backends.memory`)."""
+    opts = opts or SolveOptions()
+    with memory_limit(opts.memory_limit_bytes) as stops:
+        result = get_strategy(name)(problem, opts)
+    if opts.memory_limit_bytes is not None:
+        result.extra.memory_limit_mb = opts.memory_limit_bytes // 2**20
+    if stops:
+        result.extra.memory_stops = len(stops)
+        note = f"{stops[-1]} ({len(stops)} solver process(es) stopped)"
+        result.message = f"{result.message}; {note}" if result.message else note
+    return result
 
 
 #: Every strategy by name: ``optimal`` and every baseline (the one registry).

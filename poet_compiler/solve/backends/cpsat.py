@@ -26,6 +26,7 @@ from poet_compiler.solve.backends.base import (
     ProgressLine,
     within_gap,
 )
+from poet_compiler.solve.backends.memory import Watch
 from poet_compiler.solve.backends.scaling import scale_model
 from poet_compiler.solve.formulation.model import LinearModel
 
@@ -260,6 +261,7 @@ def solve_cpsat(model: LinearModel, options: BackendOptions, *,
         on_solver(handle)
     # The child stops on its own deterministic/wall limits; past this, stop it, then kill.
     wall_cap = started + float(options.time_limit_s) * 1.05 + 2.0
+    watch = Watch(proc.pid)
     solution: tuple[float, list[float]] | None = None
     result: BackendResult | None = None
     error = ""
@@ -275,6 +277,10 @@ def solve_cpsat(model: LinearModel, options: BackendOptions, *,
                 result = msg[1]
             elif msg[0] in ("error", "died"):
                 error = msg[1]
+        if result is None and not error and watch.exceeded():
+            proc.kill()         # a process, not a search, is ended (module docstring)
+            error = watch.message()
+        if msg is not None:
             continue
         now = time.perf_counter()
         if now > wall_cap and not asked:

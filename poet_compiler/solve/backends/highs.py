@@ -28,6 +28,7 @@ from poet_compiler.solve.backends.base import (
     BackendResult,
     _report,
 )
+from poet_compiler.solve.backends.memory import Watch
 from poet_compiler.solve.formulation.model import LinearModel
 
 
@@ -58,6 +59,8 @@ class HighsJob:
             self._threads.append(threading.Thread(target=self._read_err, daemon=True))
         for t in self._threads:
             t.start()
+        self.watch = Watch(self._proc.pid)
+        self.memory_message = ""      # set when the memory limit stopped the child
 
     def _feed(self, payload: bytes) -> None:
         try:
@@ -90,6 +93,10 @@ class HighsJob:
                 self._stderr_tail = (self._stderr_tail + [line])[-5:]
 
     def done(self) -> bool:
+        """The child has ended; one past poetc's memory limit is stopped here."""
+        if self._proc.poll() is None and self.watch.exceeded():
+            self.memory_message = self.watch.message()
+            self.kill()
         return self._proc.poll() is not None
 
     def kill(self) -> None:
@@ -101,11 +108,12 @@ class HighsJob:
         """The child's result; None if it was killed. Raises SolverError if it failed."""
         if self._result is not None:
             return self._result
-        try:
-            self._proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            self._proc.wait()
+        until = None if timeout is None else time.perf_counter() + timeout
+        while not self.done():
+            if until is not None and time.perf_counter() > until:
+                self.kill()
+            time.sleep(0.05)
+        self._proc.wait()
         for t in self._threads:
             t.join()
         if self.killed:
@@ -129,6 +137,9 @@ def solve_highs(model: LinearModel, options: BackendOptions) -> BackendResult:
     else:
         job = HighsJob(model, options)
     result = job.wait(timeout=options.time_limit_s + 120)
+    if result is None and job.memory_message:
+        return BackendResult("timeout", None, None, None, time.perf_counter() - job.started, "highs",
+                             f"solver failure: {job.memory_message}", {})
     if result is None:
         raise SolverError(f"highs: the solver process did not finish within {options.time_limit_s + 120:g} s")
     return result

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from poet_compiler.solve.backends.cpsat import next_message
+from poet_compiler.solve.backends.memory import Watch
 
 NativeStatus = Literal["optimal", "feasible", "infeasible", "unknown"]
 
@@ -188,6 +189,7 @@ def _solve_forked(m: Any, limits: NativeLimits) -> NativeResult:
     result: NativeResult | None = None
     latest: NativeResult | None = None     # an isolated child's latest solution
     error = ""
+    watch = Watch(proc.pid)
     while result is None and not error:
         msg = next_message(parent, proc, 0.02)
         if msg is None:
@@ -202,6 +204,8 @@ def _solve_forked(m: Any, limits: NativeLimits) -> NativeResult:
             result = msg[1]
         else:
             error = msg[1]
+        if result is None and not error and watch.exceeded():
+            error = watch.message()
     if proc.is_alive():
         proc.kill()
     proc.join(timeout=5.0)
