@@ -126,7 +126,8 @@ def run_cell(name: str, root: Path, dags: dict[str, Path], python: str) -> dict:
                energy_j=rep.get("energy_j"), lower_bound_j=rep.get("lower_bound_j"),
                guided_source=rep.get("guided_source"), interval=rep.get("interval"),
                stage_s=rep.get("stage_s"), trace_s=rep.get("trace_s"), message=(rep.get("message") or "")[:160],
-               arena_rescue=rep.get("arena_rescue"), n_move=rep.get("n_move"), move_bytes=rep.get("move_bytes"))
+               arena_rescue=rep.get("arena_rescue"), n_move=rep.get("n_move"), move_bytes=rep.get("move_bytes"),
+               memory_stops=rep.get("memory_stops"))
     return row
 
 
