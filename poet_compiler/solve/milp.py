@@ -30,6 +30,7 @@ from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import Result, ResultExtra
 from poet_compiler.solve.verdict import apply_bound, better, count_rescues, union
 from poet_compiler.solve.warm_start import warm_start_candidates, warm_start_schedule
+from poet_compiler.units import format_bytes
 
 STRATEGY = "optimal"
 
@@ -58,6 +59,17 @@ def fallback_result(problem: Problem, candidates: list[tuple[float, str, Schedul
             return res
         finalize_s = max(finalize_s, time.perf_counter() - t_fin)
     return None
+
+
+def with_least_ram(message: str, extra: ResultExtra, problem: Problem) -> str:
+    """``message`` and, when the interval search's least-RAM search ran out of time above
+    the budget, the least activation RAM it reached: a budget the user can try."""
+    least = (extra.interval or {}).get("least_ram_bytes")
+    if least is None or least <= problem.activation_budget:
+        return message
+    note = (f"the least activation RAM of a schedule found was {format_bytes(least)} "
+            f"({least / problem.activation_budget:.0%} of the budget's {format_bytes(problem.activation_budget)})")
+    return f"{message}; {note}" if message else note
 
 
 def _empty(problem: Problem, status: str, solver: str, formulation: str, started: float, message: str) -> Result:
@@ -276,6 +288,7 @@ def _solve_family(
             res.extra.merge(extra)
         if arena_failures:
             res.extra.arena_rescue = {"replanned": 0, "resolved": 0, "lost": arena_failures}
+        res.message = with_least_ram(res.message, res.extra, problem)
         res.solve_time_s = time.perf_counter() - started
         return res
     apply_bound(best, full_bound)

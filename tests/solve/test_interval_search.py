@@ -138,3 +138,20 @@ def test_the_arena_fit_fallback_falls_back_on_the_interval_search(monkeypatch) -
                                    ResultExtra(), Clock(30.0), 1)
     assert res is not None and res.ok and res.extra.solver_used == "interval (arena fit)"
     assert res.arena_bytes is not None and res.arena_bytes <= problem.activation_budget
+
+
+def test_a_timeout_names_the_least_ram_the_search_reached() -> None:
+    """When the least-RAM search ran out of time above the budget, the timeout's message
+    gives the least RAM it reached (a budget to try); otherwise the message is unchanged."""
+    from poet_compiler.solve.milp import with_least_ram
+    from poet_compiler.solve.result import ResultExtra
+    from tests.support.graphs import training_problem
+
+    problem = training_problem(3, 4, "remat")
+    budget = problem.activation_budget
+    above = ResultExtra(interval={"least_ram_bytes": budget + budget // 4})
+    msg = with_least_ram("timeout: no schedule", above, problem)
+    assert msg.startswith("timeout: no schedule; the least activation RAM of a schedule found was ")
+    assert "(125% of the budget's" in msg
+    assert with_least_ram("m", ResultExtra(interval={"least_ram_bytes": budget}), problem) == "m"
+    assert with_least_ram("m", ResultExtra(), problem) == "m"
