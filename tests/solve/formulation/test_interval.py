@@ -136,12 +136,25 @@ def test_least_ram_is_a_real_program_never_below_the_oracles_least_ram(seed, mod
         assert capacity == fewest, (capacity, fewest)
 
 
-def test_with_nothing_in_hand_the_least_ram_search_finds_the_first_schedule() -> None:
-    """No hint: the search works checkpoint-all's peak down to the budget first, then the
-    energy model improves that schedule; below the least RAM of any Program it reports
-    the least it found and no schedule."""
+def test_with_nothing_in_hand_the_cold_solve_comes_first() -> None:
+    """No hint: the energy model is solved cold first; when that finds a schedule (as
+    here) the least-RAM search does not run."""
+    problem = training_problem(3, 4, "remat", slack=0.05)
+    out = interval_search(problem, [], time_limit_s=30, threads=1)
+    assert out.schedule is not None and out.least_ram_s is None
+    assert feasible_energy(problem, out.schedule) == pytest.approx(out.energy_j)
+
+
+def test_with_nothing_in_hand_the_least_ram_search_finds_the_first_schedule(monkeypatch) -> None:
+    """When the cold solve finds nothing (here: given no time), the search works
+    checkpoint-all's peak down to the budget, then the energy model improves that
+    schedule; below the least RAM of any Program it reports the least it found and no
+    schedule."""
     import dataclasses
 
+    from poet_compiler.solve import interval_search as search
+
+    monkeypatch.setattr(search, "COLD_SHARE", 0.0)
     problem = training_problem(3, 4, "remat", slack=0.05)
     out = interval_search(problem, [], time_limit_s=30, threads=1)
     assert out.schedule is not None and out.least_ram_s is not None
