@@ -74,6 +74,9 @@ class ResultExtra:
     """The kernel's peak resident MiB of the compile (``poetc_mb``: the process itself,
     tracing included) and of its largest solver child (``solver_mb``, with the pages it
     shares with poetc), after the compile (api.compile)."""
+    memory_peak_mb: int | None = field(default=None, metadata=MEASURED)
+    """The most of poetc's memory the watches measured while solver processes ran (MiB:
+    poetc's resident bytes plus its solvers' private bytes, sampled every 0.2 s)."""
     memory_limit_mb: int | None = None
     memory_stops: int | None = None
     """The ``--memory-limit`` the solver processes were held to, and how many it stopped

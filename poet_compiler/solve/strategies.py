@@ -70,10 +70,13 @@ def run_strategy(name: str, problem: Problem, opts: SolveOptions | None = None) 
     """Run strategy ``name`` on ``problem``, its solver processes held to the options'
     memory limit (:mod:`poet_compiler.solve.backends.memory`)."""
     opts = opts or SolveOptions()
-    with memory_limit(opts.memory_limit_bytes) as stops:
+    with memory_limit(opts.memory_limit_bytes) as seen:
         result = get_strategy(name)(problem, opts)
     if opts.memory_limit_bytes is not None:
         result.extra.memory_limit_mb = opts.memory_limit_bytes // 2**20
+    if seen.peak_bytes:
+        result.extra.memory_peak_mb = round(seen.peak_bytes / 2**20)
+    stops = seen.stops
     if stops:
         result.extra.memory_stops = len(stops)
         note = f"{stops[-1]} ({len(stops)} solver process(es) stopped)"

@@ -22,10 +22,22 @@ import resource
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 
 _LIMIT: ContextVar[int | None] = ContextVar("poetc_memory_limit", default=None)
-# What the watches of the current memory_limit block stopped (their messages).
-_STOPS: ContextVar[list[str] | None] = ContextVar("poetc_memory_stops", default=None)
+
+
+@dataclass
+class Watched:
+    """What the watches of one :func:`memory_limit` block saw: the messages of the
+    solver processes the limit stopped, and the most memory measured (bytes of poetc
+    itself plus its solver processes' private bytes)."""
+
+    stops: list[str] = field(default_factory=list)
+    peak_bytes: int = 0
+
+
+_SEEN: ContextVar[Watched | None] = ContextVar("poetc_memory_seen", default=None)
 # Solver children being watched (the portfolio runs CP-SAT and HiGHS at once: each watch
 # counts them all, and stops its own).
 _WATCHED: set[int] = set()
@@ -34,17 +46,16 @@ EVERY_S = 0.2
 
 
 @contextlib.contextmanager
-def memory_limit(limit_bytes: int | None) -> Iterator[list[str]]:
+def memory_limit(limit_bytes: int | None) -> Iterator[Watched]:
     """Watch every solver child started inside this block against ``limit_bytes`` of
-    poetc's memory (None: no limit). Yields the list of what the limit stopped (one
-    message per solver process), filled as it happens."""
-    stops: list[str] = []
-    token, token_stops = _LIMIT.set(limit_bytes), _STOPS.set(stops)
+    poetc's memory (None: no limit). Yields what the watches see, filled as it happens."""
+    seen = Watched()
+    token, token_seen = _LIMIT.set(limit_bytes), _SEEN.set(seen)
     try:
-        yield stops
+        yield seen
     finally:
         _LIMIT.reset(token)
-        _STOPS.reset(token_stops)
+        _SEEN.reset(token_seen)
 
 
 def current_limit() -> int | None:
@@ -79,7 +90,7 @@ class Watch:
         self.limit = current_limit()
         self.used: int | None = None      # poetc's bytes at the measurement that passed the limit
         self._next = 0.0
-        self._stops = _STOPS.get()
+        self._seen = _SEEN.get()
         if pid is not None and self.limit is not None:
             _WATCHED.add(pid)
 
@@ -101,10 +112,12 @@ class Watch:
             children += got or 0
         if mine is None or self.pid not in _WATCHED:
             return False
+        if self._seen is not None:
+            self._seen.peak_bytes = max(self._seen.peak_bytes, mine + children)
         if mine + children > self.limit:
             self.used = mine + children
-            if self._stops is not None:
-                self._stops.append(self.message())
+            if self._seen is not None:
+                self._seen.stops.append(self.message())
             return True
         return False
 
@@ -122,4 +135,4 @@ def peak_rss() -> dict[str, int]:
     return {"poetc_mb": round(me / 1024), "solver_mb": round(kids / 1024)}
 
 
-__all__ = ["EVERY_S", "Watch", "current_limit", "memory_limit", "peak_rss", "private_bytes", "self_rss"]
+__all__ = ["EVERY_S", "Watch", "Watched", "current_limit", "memory_limit", "peak_rss", "private_bytes", "self_rss"]

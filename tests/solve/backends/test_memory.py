@@ -111,3 +111,4 @@ def test_compile_reports_its_memory_and_answers_under_a_tiny_limit(tmp_path: Pat
     assert rep["memory_limit_mb"] == 64
     assert rep["peak_rss_mb"]["poetc_mb"] > 64 and rep["status"] in ("optimal", "feasible")
     assert rep["memory_stops"] >= 1 and "memory limit" in rep["message"], rep["message"]
+    assert rep["memory_peak_mb"] > 64        # what the watch measured when it stopped one
