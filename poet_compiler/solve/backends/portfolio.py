@@ -20,6 +20,7 @@ exact coefficients, not CP-SAT's scaled ones) and the highest valid lower bound 
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import math
 import sys
@@ -164,7 +165,9 @@ def solve_auto(model: LinearModel, options: BackendOptions,
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             cp_err.append(exc)
 
-    thread = threading.Thread(target=run_cpsat, daemon=True)
+    # In this call's context: the memory limit (a context variable, .memory) must reach
+    # the CP-SAT child the thread starts, and a new thread starts with an empty context.
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(run_cpsat,), daemon=True)
     thread.start()
     stop_sent = False
     over_at = started + options.time_limit_s + 5.0     # both should have stopped by then
