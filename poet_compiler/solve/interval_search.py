@@ -129,19 +129,21 @@ def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: fl
     needed = stays_needed(usable[0]) if usable else DEFAULT_COPIES
     copies = max(DEFAULT_COPIES, needed) if needed <= MAX_COPIES else DEFAULT_COPIES
     least: IntervalOutcome | None = None      # the least-RAM search, when nothing was in hand
-    cold: IntervalOutcome | None = None       # the energy model's first solve without a hint
+    solved: IntervalOutcome | None = None     # the cold solve, when it found a schedule
     if not usable:
         now = time.perf_counter()
         cold = _with_enough_copies(problem, sync, [], copies, now + COLD_SHARE * (until - now), target_j, threads)
         copies = cold.copies
-        if cold.schedule is None:
-            if cold.status == "infeasible":
-                return cold
+        if cold.schedule is not None:
+            solved = cold
+        elif cold.status == "infeasible":
+            return cold
+        else:
             least = _least_ram_search(problem, sync, copies, until, threads)
             if least.schedule is None:
                 return least
-            copies, usable, cold = least.copies, [least.schedule], None
-    out = _search(problem, sync, usable, copies, until, target_j, threads, least, cold)
+            copies, usable = least.copies, [least.schedule]
+    out = _search(problem, sync, usable, copies, until, target_j, threads, least, solved)
     if least is not None:
         out.least_ram_bytes, out.least_ram_s = least.least_ram_bytes, least.least_ram_s
     return out

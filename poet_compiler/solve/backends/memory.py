@@ -97,8 +97,10 @@ class Watch:
     def exceeded(self) -> bool:
         """True once poetc's memory (this process and the child) has passed the limit;
         measures at most every EVERY_S seconds."""
-        if self.limit is None or self.pid is None or self.used is not None:
-            return self.used is not None
+        if self.used is not None:
+            return True
+        if self.limit is None or self.pid is None:
+            return False
         now = time.monotonic()
         if now < self._next:
             return False

@@ -146,9 +146,7 @@ def build_interval(problem: Problem, *, copies: int = DEFAULT_COPIES,
     b.add_memory(reserves, capacity)
     n_links = b.add_dependencies()
     b.add_deadline()
-    obj_unit, err = b.add_objective()
-    if capacity is not None:
-        b.m.minimize(capacity)
+    obj_unit, err = b.add_objective(capacity)
     c = problem.costs
     const = float(sum(c.compute_j)) + c.static_w * c.compute_only_s
     stats = {"intervals": len(b.intervals), "copies": sum(len(o) for o in b.copies_of), "links": n_links,
@@ -300,15 +298,18 @@ class _Builder:
         self.m.add(sum(math.ceil(sec / t_unit - 1e-12) * lit for lit, sec in self.time_terms)
                    <= math.floor(slack / t_unit))
 
-    def add_objective(self) -> tuple[float, float]:
+    def add_objective(self, capacity: Any = None) -> tuple[float, float]:
         """Energy with costs floored to integer units (so the model's bound stays valid;
-        the simulator reports the real figures). Returns (joules per unit, most the
-        floored costs underestimate, in units)."""
+        the simulator reports the real figures), or ``capacity`` when given (least RAM:
+        the energy units are still returned, for decoding). Returns (joules per unit,
+        most the floored costs underestimate, in units)."""
         top = max([j for _, j in self.cost_terms], default=0.0)
         obj_unit = top / _OBJ_STEPS if top > 0 else 1.0
         coeffs = [(lit, math.floor(j / obj_unit)) for lit, j in self.cost_terms]
         err = sum(j / obj_unit - k for (_, j), (_, k) in zip(self.cost_terms, coeffs))
-        if coeffs:
+        if capacity is not None:
+            self.m.minimize(capacity)
+        elif coeffs:
             self.m.minimize(sum(k * lit for lit, k in coeffs))
         return obj_unit, err
 
