@@ -23,11 +23,13 @@ from poet_compiler.solve.cover import CoverBound, cover_bound
 from poet_compiler.solve.feasibility import explain_infeasible, quick_infeasibility
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.formulation import FORMULATIONS, build
+from poet_compiler.solve.formulation.common import Built
 from poet_compiler.solve.formulation.fast import canonical
 from poet_compiler.solve.guided import GuidedOutcome, cover_schedule, guided_search
 from poet_compiler.solve.interval_search import interval_search
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import Result, ResultExtra
+from poet_compiler.solve.row_generation import solve_by_rows
 from poet_compiler.solve.verdict import apply_bound, better, count_rescues, union
 from poet_compiler.solve.warm_start import warm_start_candidates, warm_start_schedule
 from poet_compiler.units import format_bytes
@@ -557,38 +559,18 @@ def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBoun
     """The full model from ``hint`` with the cover bound as its floor, then its schedule
     finalized (or the guided stage's kept; see :func:`_solve_once`)."""
     time_limit_s = clock.limit_s
-    t_build = time.perf_counter()
-    built = build(problem, formulation, budget=tight.activation_budget)
-    extra.set_model_stats(built.model.stats())
-    extra.model_build_s = round(time.perf_counter() - t_build, 3)
     if hint is not None and formulation == "fast":
         hint = canonical(problem, hint)
-    if hint is not None:
-        built.hint_from(hint)
-    if cover is not None:
-        built.model.objective_floor = cover.energy_j
-
-    def rehint(values: list[float]) -> dict[int, float]:
-        # An incumbent as a complete hint (every auxiliary variable evaluated).
-        built.hint_from(built.schedule(values))
-        return dict(built.model.hint)
-
-    # What is left after the finalize reserve, such that the CP-SAT child's wall cap ends in it.
-    large_model = is_large(built.model)
-    # A large model's solver children start up (the model is sent to them, CP-SAT's is
-    # rebuilt there) at about the cost of building it: measured on a 500-node DAG, a
-    # 23 s build, and a 13.9 s limit that ended after 30.3 s. Reserve that too.
-    startup_s = time.perf_counter() - t_build if large_model else 0.0
-    remaining = clock.solver_limit(clock.left(), reserve_s=finalize_s + startup_s, large=large_model)
-    opts = BackendOptions(time_limit_s=remaining, threads=threads, progress=progress, relative_gap=gap,
-                          large=large_model)
-    if remaining < MIN_STAGE_S:
-        # Building the model used the time (seconds on 500+ node graphs): a solver started
-        # now would only overrun the limit by its child's start-up and kill grace.
-        out = BackendResult("timeout", None, None, None, 0.0, solver,
-                            f"no time left to solve after building the model ({extra.model_build_s} s)")
+    floor = cover.energy_j if cover is not None else None
+    if formulation == "fast":
+        rounds = solve_by_rows(problem, hint, budget=tight.activation_budget, floor=floor, solver=solver,
+                               clock=clock, finalize_s=finalize_s, threads=threads, progress=progress, gap=gap)
+        built, out = rounds.built, rounds.out
+        extra.set_model_stats(built.model.stats())
+        extra.set(model_build_s=round(rounds.build_s, 3), row_generation=rounds.summary())
     else:
-        out = solve_model(built.model, solver, opts, rehint=rehint if solver == "auto" else None)
+        built, out = _solve_full(problem, tight, hint, floor, extra, solver=solver, formulation=formulation,
+                                 clock=clock, finalize_s=finalize_s, threads=threads, progress=progress, gap=gap)
     extra.set_model_stats(out.stats)
     # The solver's bound, else the cover's (a solver that found nothing reports none).
     bound = out.bound if out.bound is not None or cover is None else cover.energy_j
@@ -650,3 +632,38 @@ def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBoun
         guided_res.lower_bound_j = bound if bound is not None else guided_res.lower_bound_j
         return guided_res
     return res
+
+
+def _solve_full(problem: Problem, tight: Problem, hint: Schedule | None, floor: float | None, extra: ResultExtra,
+                *, solver: str, formulation: str, clock: Clock, finalize_s: float, threads: int, progress: bool,
+                gap: float) -> tuple[Built, BackendResult]:
+    """The whole model in one solve (the dense formulation; the fast one goes by rounds,
+    :mod:`.row_generation`)."""
+    t_build = time.perf_counter()
+    built = build(problem, formulation, budget=tight.activation_budget)
+    extra.set_model_stats(built.model.stats())
+    extra.model_build_s = round(time.perf_counter() - t_build, 3)
+    if hint is not None:
+        built.hint_from(hint)
+    built.model.objective_floor = floor
+
+    def rehint(values: list[float]) -> dict[int, float]:
+        # An incumbent as a complete hint (every auxiliary variable evaluated).
+        built.hint_from(built.schedule(values))
+        return dict(built.model.hint)
+
+    # What is left after the finalize reserve, such that the CP-SAT child's wall cap ends in it.
+    large_model = is_large(built.model)
+    # A large model's solver children start up (the model is sent to them, CP-SAT's is
+    # rebuilt there) at about the cost of building it: measured on a 500-node DAG, a
+    # 23 s build, and a 13.9 s limit that ended after 30.3 s. Reserve that too.
+    startup_s = time.perf_counter() - t_build if large_model else 0.0
+    remaining = clock.solver_limit(clock.left(), reserve_s=finalize_s + startup_s, large=large_model)
+    if remaining < MIN_STAGE_S:
+        # Building the model used the time (seconds on 500+ node graphs): a solver started
+        # now would only overrun the limit by its child's start-up and kill grace.
+        return built, BackendResult("timeout", None, None, None, 0.0, solver,
+                                    f"no time left to solve after building the model ({extra.model_build_s} s)")
+    opts = BackendOptions(time_limit_s=remaining, threads=threads, progress=progress, relative_gap=gap,
+                          large=large_model)
+    return built, solve_model(built.model, solver, opts, rehint=rehint if solver == "auto" else None)

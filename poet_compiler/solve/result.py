@@ -104,6 +104,9 @@ class ResultExtra:
     interval_solve_s: float | None = field(default=None, metadata=MEASURED)
     full_model_skipped: bool | None = None
     """The full model was not solved (too little time left after the guided stage)."""
+    row_generation: dict[str, int] | None = None
+    """The full fast model by rounds (solve/row_generation.py): ``rounds`` solved,
+    ``full_stages`` that got all their memory rows, of ``stages``."""
     model_variables: int | None = None
     model_binaries: int | None = None
     model_constraints: int | None = None

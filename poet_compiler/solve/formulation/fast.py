@@ -50,6 +50,7 @@ point, so it never over-constrains.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +66,9 @@ from poet_compiler.solve.formulation.common import (
 )
 from poet_compiler.solve.formulation.model import LinearModel
 from poet_compiler.solve.problem import Problem
+
+#: Which stages get every memory row (row generation; the others get one, see _add_point_row).
+StageFilter = Callable[[int], bool]
 
 # Relative tolerance on the deadline slack (the deadline row has the same 1e-9).
 _SLACK_TOL = 1e-9
@@ -225,8 +229,10 @@ def _aux_max(b: Built, name: str, lows: list[Expr]) -> Expr:
     return {v: 1.0}
 
 
-def _add_memory(b: Built, limit: float, cap_expr: Expr) -> None:
-    """Running-sum memory rows (module docstring)."""
+def _add_memory(b: Built, limit: float, cap_expr: Expr, full_stages: StageFilter | None = None) -> None:
+    """Running-sum memory rows (module docstring). With ``full_stages``, the stages it
+    rejects get one row only, at their own compute point (a relaxation: see
+    :func:`_add_point_row`)."""
     problem, model = b.problem, b.model
     g, n = problem.graph, problem.n
     cons = g.consumers
@@ -244,6 +250,9 @@ def _add_memory(b: Built, limit: float, cap_expr: Expr) -> None:
             # nothing beyond the tensor's own residency.
             transfers = [] if sync else [b.expr("M_in", t, i), b.expr("M_out", t, i)]
             hold[i] = _aux_max(b, f"H[{t},{i}]", [keep, *transfers])
+        if full_stages is not None and not full_stages(t):
+            _add_point_row(b, t, present, hold, limit, cap_expr)
+            continue
         # A chains over the consumers that may run in the stage, created last to first.
         chain: dict[int, list[tuple[int, Expr]]] = {}
         users_of: dict[int, list[int]] = {}
@@ -333,8 +342,24 @@ def _add_memory(b: Built, limit: float, cap_expr: Expr) -> None:
             kp = k
 
 
+def _add_point_row(b: Built, t: int, present: list[int], hold: dict[int, Expr], limit: float,
+                   cap_expr: Expr) -> None:
+    """The memory at stage ``t``'s own compute point only: ``t``'s output and workspace,
+    its inputs, and every earlier tensor held into the next stage (or in transfer). Each
+    term is allocated there in any schedule, so the row is implied by the stage's rows."""
+    g = b.problem.graph
+    row: Expr = {}
+    const = float(g.nodes[t].output_bytes + g.nodes[t].workspace_bytes)
+    for i in present:
+        if t in g.consumers[i]:
+            const += g.nodes[i].output_bytes
+        else:
+            row = add(row, add(hold[i], scale=float(g.nodes[i].output_bytes)))
+    b.model.le(add(row, cap_expr), limit - const)
+
+
 def build_fast(problem: Problem, *, objective: str = "energy", budget: int | None = None,
-               restriction: Restriction | None = None) -> Built:
+               restriction: Restriction | None = None, full_stages: StageFilter | None = None) -> Built:
     """Build the fast formulation. ``objective="ram"`` minimizes the RAM budget itself;
     ``restriction`` builds the sub-problem it names (see :class:`Restriction`)."""
     g = problem.graph
@@ -355,7 +380,7 @@ def build_fast(problem: Problem, *, objective: str = "energy", budget: int | Non
         b.budget_var = model.var("BUDGET", "bytes", 0.0, float(cap))
     cap_expr: Expr = {b.budget_var: -1.0} if b.budget_var is not None else {}
     limit = 0.0 if b.budget_var is not None else float(problem.activation_budget if budget is None else budget)
-    _add_memory(b, limit, cap_expr)
+    _add_memory(b, limit, cap_expr, full_stages)
     add_time_and_energy(b, objective="none" if objective == "ram" else objective)
     if objective == "ram":
         assert b.budget_var is not None
