@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 import poet_compiler.solve.milp as milp
+import poet_compiler.solve.row_generation as row_generation
 from poet_compiler.solve.backends.base import BackendResult
 from tests.support.oracle import brute_force
 from poet_compiler.solve.budgets import reference
@@ -49,6 +50,7 @@ def test_solver_timeout_falls_back_to_the_heuristic(monkeypatch) -> None:
     """No incumbent from the solver (e.g. presolve ran out of time): the best heuristic
     schedule that fits is returned as feasible, never "timeout"."""
     monkeypatch.setattr(milp, "solve_model", _timeout_backend)
+    monkeypatch.setattr(row_generation, "solve_model", _timeout_backend)
     monkeypatch.setattr(milp, "guided_search", _no_guided)
     p = random_problem(3, 20, "poet", deadline_prob=0.0)
     problem = dataclasses.replace(p, ram_budget_bytes=reference(p.graph, p.costs).peak_bytes)
@@ -112,6 +114,7 @@ def test_guided_schedule_keeps_the_cover_bound_when_the_full_model_finds_nothing
     answer is the guided schedule, "feasible", judged against the cover bound (the
     solver has none) — not a result without a bound."""
     monkeypatch.setattr(milp, "solve_model", _timeout_backend)
+    monkeypatch.setattr(row_generation, "solve_model", _timeout_backend)
     seen = 0
     for seed in range(12):
         problem = random_problem(seed, 9, "poet", deadline_prob=0.0, budget_fraction=0.2)
@@ -134,6 +137,7 @@ def test_full_model_skipped_when_too_little_time_is_left(monkeypatch) -> None:
         raise AssertionError("the full model was solved")
 
     monkeypatch.setattr(milp, "solve_model", no_full_model)
+    monkeypatch.setattr(row_generation, "solve_model", no_full_model)
     monkeypatch.setattr(milp, "LARGE_GRAPH_NODES", 0)
     monkeypatch.setattr(milp, "MIN_FULL_SOLVE_S", 1e9)
     seen = 0

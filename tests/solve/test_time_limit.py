@@ -15,6 +15,7 @@ import pytest
 
 import poet_compiler.solve.guided as guided_mod
 import poet_compiler.solve.milp as milp
+import poet_compiler.solve.row_generation as row_generation
 from poet_compiler.solve.clock import CPSAT_WALL_FACTOR, CPSAT_WALL_PAD_S, SHORT_SHARE, STAGES, TOLERANCE, Clock
 from poet_compiler.solve.milp import solve_milp
 from tests.support.graphs import random_problem
@@ -32,6 +33,7 @@ class _Recorder:
         self.calls: list[tuple[str, float, float]] = []   # (what, effective seconds asked, left)
         real_cover_m, real_cover_g = milp.cover_bound, guided_mod.cover_bound
         real_solve_m, real_solve_g = milp.solve_model, guided_mod.solve_model
+        real_solve_r = row_generation.solve_model
         real_warm, real_finalize = milp.warm_start_candidates, milp.finalize
         real_explain = milp.explain_infeasible
 
@@ -78,6 +80,7 @@ class _Recorder:
         monkeypatch.setattr(guided_mod, "cover_bound", cover(real_cover_g))
         monkeypatch.setattr(milp, "solve_model", solve(real_solve_m))
         monkeypatch.setattr(guided_mod, "solve_model", solve(real_solve_g))
+        monkeypatch.setattr(row_generation, "solve_model", solve(real_solve_r))
         monkeypatch.setattr(milp, "warm_start_candidates", warm)
         monkeypatch.setattr(milp, "finalize", finalize)
         monkeypatch.setattr(milp, "explain_infeasible", explain)
