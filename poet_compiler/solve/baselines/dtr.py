@@ -136,5 +136,8 @@ def dtr(problem: Problem) -> Result:
         program = dtr_program(problem.graph, problem.costs.compute_s, problem.activation_budget)
     except EvictionFailed as exc:
         return infeasible(problem, name, f"online eviction failed: {exc}", started=started)
+    except RecursionError:   # recomputing an input recursively, deeper than Python allows
+        return infeasible(problem, name, "online eviction failed: its chain of recomputes is too deep",
+                          started=started)
     return finish(problem, name, program, started=started,
                   note=f"{program.n_recompute} recomputations by online eviction")

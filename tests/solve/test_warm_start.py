@@ -1,0 +1,61 @@
+"""Warm starts (poet_compiler/solve/warm_start.py): every heuristic baseline's plan, and
+the MILP's answer never above any of them."""
+
+from __future__ import annotations
+
+import pytest
+
+from poet_compiler.solve.baselines import BASELINES
+from poet_compiler.solve.baselines._common import plans_only
+from poet_compiler.solve.milp import solve_milp
+from poet_compiler.solve.problem import feasible_energy
+from poet_compiler.solve.warm_start import warm_start_candidates
+from tests.support.graphs import random_problem
+
+HEURISTICS = ("checkpoint_all", "chen_sqrt_n", "chen_greedy", "griewank", "capuchin", "dtr", "pofo")
+
+
+def _baseline_energies(problem) -> dict[str, float]:  # noqa: ANN001
+    out = {}
+    for name in HEURISTICS:
+        res = BASELINES[name](problem)
+        if res.ok and res.energy_j is not None:
+            out[name] = res.energy_j
+    return out
+
+
+def test_plans_only_returns_the_plan_unfinalized_at_the_same_energy() -> None:
+    problem = random_problem(7, 90, "remat", deadline_prob=0.0, budget_fraction=0.3)
+    with plans_only():
+        quick = BASELINES["dtr"](problem)
+    full = BASELINES["dtr"](problem)    # the context is over: finalized again
+    assert quick.status == "feasible" and quick.program is not None and quick.arena_bytes is None
+    assert full.ok and full.arena_bytes is not None
+    assert quick.energy_j == pytest.approx(full.energy_j, rel=1e-12)
+    assert quick.peak_ram_bytes <= problem.activation_budget
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_baseline_that_fits_is_a_candidate_on_graphs_of_90_nodes(seed: int) -> None:
+    """dtr included (it joined only below 80 nodes when each plan was finalized): the
+    cheapest candidate is at most every baseline's energy."""
+    problem = random_problem(seed, 90, "remat", deadline_prob=0.0, budget_fraction=0.3)
+    candidates = warm_start_candidates(problem)
+    names = {name for _, name, _ in candidates}
+    energies = _baseline_energies(problem)
+    assert set(energies) <= names, (energies, names)
+    for _, name, schedule in candidates:
+        assert feasible_energy(problem, schedule) is not None, name
+    if energies:
+        assert candidates[0][0] <= min(energies.values()) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_milp_is_never_above_a_baseline(seed: int) -> None:
+    problem = random_problem(seed, 90, "remat", deadline_prob=0.0, budget_fraction=0.2)
+    energies = _baseline_energies(problem)
+    res = solve_milp(problem, time_limit_s=15)
+    if not energies:
+        return
+    assert res.ok, res.message
+    assert res.energy_j <= min(energies.values()) * (1 + 1e-9), (res.energy_j, energies)
