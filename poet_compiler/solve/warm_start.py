@@ -19,8 +19,8 @@ from poet_compiler.solve.problem import Problem, feasible_energy
 def warm_start_candidates(problem: Problem, given: Schedule | None = None) -> list[tuple[float, str, Schedule]]:
     """Every known schedule that is valid in the problem's mode and meets both budgets
     (live bytes; the arena is judged later by finalize), cheapest first:
-    ``(energy, name, schedule)``. Sources: ``given``, checkpoint-all and the quick
-    heuristics of :mod:`.baselines`."""
+    ``(energy, name, schedule)``. Sources: ``given``, checkpoint-all (no frees) and every
+    heuristic of :mod:`.baselines` (their checkpoint-all frees after the last use)."""
     found: list[tuple[float, str, Schedule]] = []
     for name, s in (("given", given), ("checkpoint_all", Schedule.checkpoint_all(problem.n))):
         if s is not None:
@@ -30,7 +30,7 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None) -> li
     # Every heuristic baseline, so that no answer is above a baseline's (the MILP starts
     # from the cheapest and keeps it unless it finds better). Their plans only: planning
     # each one's arena was most of their time (dtr: 7.0 s of 7.0 s on VGG16-CIFAR op level).
-    for name in ("chen_greedy", "capuchin", "pofo", "chen_sqrt_n", "griewank", "dtr"):
+    for name in ("checkpoint_all", "chen_greedy", "capuchin", "pofo", "chen_sqrt_n", "griewank", "dtr"):
         try:
             with plans_only():
                 res = BASELINES[name](problem)
