@@ -16,13 +16,23 @@ from poet_compiler.schedule.simulate import simulate
 from tests.codegen.test_executor import compiled, traced
 
 
+def _moving_schedule():  # noqa: ANN202
+    """A kws schedule that, laid out online at its own live peak with no static plan to
+    keep, must move. Which budget gives one depends on the schedule the optimizer finds
+    in its 1 s (50 % remat did until the warm starts took every baseline), so a few."""
+    for ram, mode in (("50%", "remat"), ("45%", "remat"), ("30%", "poet")):
+        c = compiled("kws_dscnn", ram, mode)
+        bare = without_moves(c.program)
+        peak = simulate(c.graph, c.costs, bare).peak_bytes
+        program = compact_arena(c.graph, bare, peak)
+        if program is not None and program.count(Op.MOVE) > 0:
+            return c, bare, peak, program
+    raise AssertionError("no kws schedule needed a move at its own live peak")
+
+
 def test_a_compacted_schedule_matches_autograd(tmp_path) -> None:
-    tm, c = traced("kws_dscnn"), compiled("kws_dscnn", "50%", "remat")
-    bare = without_moves(c.program)
-    peak = simulate(c.graph, c.costs, bare).peak_bytes
-    # Laid out online at its own live peak, with no static plan to keep: it must move.
-    program = compact_arena(c.graph, bare, peak)
-    assert program is not None and program.count(Op.MOVE) > 0
+    tm = traced("kws_dscnn")
+    c, bare, peak, program = _moving_schedule()
     sim = simulate(c.graph, c.costs, program, ram_budget_bytes=peak)
     assert sim.move_j > 0   # m4's memory rates price the copies
     ref_loss, ref_grads, _, _ = autograd_step(tm)
