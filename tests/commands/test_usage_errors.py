@@ -69,3 +69,13 @@ def test_the_report_never_overwrites_the_input_graph(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert graph.read_text() == text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.json", "g.schedule.json", "g.schedule.poet"]
+
+
+@pytest.mark.parametrize("device", [[], ["--device", "m4"]], ids=["no device", "m4"])
+def test_a_missing_model_file_is_named_as_such(tmp_path: Path, device: list[str]) -> None:
+    """A missing .onnx file is what is wrong, with or without --device (it was reported as
+    a missing --device without one): one line, exit 2, nothing written."""
+    proc = run_poetc("compile", "nope.onnx", *device, "-o", "out.poet", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["error: nope.onnx: no such file"]
+    assert not (tmp_path / "out.poet").exists()
