@@ -128,7 +128,7 @@ def solve_by_rows(problem: Problem, hint: Schedule | None, *, budget: int, floor
         if out.bound is not None:
             bound = out.bound if bound is None else max(bound, out.bound)
         if out.status == "infeasible" or out.values is None:
-            break   # a relaxation without a schedule: neither has the problem
+            break   # proven infeasible (then so is the problem), or no solution in time
         schedule = built.schedule(out.values)
         over = stages_over(problem, schedule, budget)
         if not over:
