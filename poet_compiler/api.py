@@ -341,10 +341,10 @@ def _profile_for(model: object, device: str | None) -> DeviceProfile | None:
     costs; a traced model never does, so say so now rather than after the trace.
     """
     from poet_compiler.devices.profile import load_profile
-    from poet_compiler.errors import FrontendError
+    from poet_compiler.frontends import check_model_file
 
-    if isinstance(model, str) and Path(model).suffix.lower() in (".json", ".onnx") and not Path(model).is_file():
-        raise FrontendError(f"{model}: no such file")   # before "no device": the file is what is wrong
+    if isinstance(model, str):
+        check_model_file(model)   # before "no device": a missing file is what is wrong
     if device is not None:
         return load_profile(device)
     explicit = isinstance(model, TrainingGraph) or (isinstance(model, str) and Path(model).suffix.lower() == ".json")

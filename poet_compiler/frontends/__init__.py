@@ -120,13 +120,18 @@ def _check_onnx_options(source: str, input_shapes: Mapping[str, Sequence[int]] |
         )
 
 
+def check_model_file(source: str) -> None:
+    """A ``.json``/``.onnx`` model that is not a file is refused (zoo names pass)."""
+    if Path(source).suffix.lower() in (".json", ".onnx") and not Path(source).is_file():
+        raise FrontendError(f"{source}: no such file")
+
+
 def _classify_file(source: str) -> str:
     suffix = Path(source).suffix.lower()
     if suffix in (".json", ".onnx"):
-        if not Path(source).is_file():
-            raise FrontendError(f"{source}: no such file")
+        check_model_file(source)
         return suffix[1:]
     raise FrontendError(f"unknown model {source!r}: not a .json/.onnx file nor a zoo model ({', '.join(zoo_names())})")
 
 
-__all__ = ["GRANULARITIES", "load_graph", "load_model", "trace_zoo", "zoo_names"]
+__all__ = ["GRANULARITIES", "check_model_file", "load_graph", "load_model", "trace_zoo", "zoo_names"]

@@ -16,8 +16,8 @@ import time
 from poet_compiler.errors import PoetError, SolverError
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve import guided as guided_mod
-from poet_compiler.solve.backends import SOLVERS, BackendOptions, BackendResult, solve_model
-from poet_compiler.solve.backends.base import is_large, within_gap
+from poet_compiler.solve.backends import SOLVERS, BackendResult
+from poet_compiler.solve.backends.base import within_gap
 from poet_compiler.solve.clock import Clock
 from poet_compiler.solve.cover import CoverBound, cover_bound
 from poet_compiler.solve.feasibility import explain_infeasible, quick_infeasibility
@@ -29,7 +29,7 @@ from poet_compiler.solve.guided import GuidedOutcome, cover_schedule, guided_sea
 from poet_compiler.solve.interval_search import interval_search
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import Result, ResultExtra
-from poet_compiler.solve.row_generation import solve_by_rows
+from poet_compiler.solve.row_generation import solve_built, solve_by_rows
 from poet_compiler.solve.verdict import apply_bound, better, count_rescues, union
 from poet_compiler.solve.warm_start import warm_start_candidates, warm_start_schedule
 from poet_compiler.units import format_bytes
@@ -646,24 +646,9 @@ def _solve_full(problem: Problem, tight: Problem, hint: Schedule | None, floor: 
     if hint is not None:
         built.hint_from(hint)
     built.model.objective_floor = floor
-
-    def rehint(values: list[float]) -> dict[int, float]:
-        # An incumbent as a complete hint (every auxiliary variable evaluated).
-        built.hint_from(built.schedule(values))
-        return dict(built.model.hint)
-
-    # What is left after the finalize reserve, such that the CP-SAT child's wall cap ends in it.
-    large_model = is_large(built.model)
-    # A large model's solver children start up (the model is sent to them, CP-SAT's is
-    # rebuilt there) at about the cost of building it: measured on a 500-node DAG, a
-    # 23 s build, and a 13.9 s limit that ended after 30.3 s. Reserve that too.
-    startup_s = time.perf_counter() - t_build if large_model else 0.0
-    remaining = clock.solver_limit(clock.left(), reserve_s=finalize_s + startup_s, large=large_model)
-    if remaining < MIN_STAGE_S:
-        # Building the model used the time (seconds on 500+ node graphs): a solver started
-        # now would only overrun the limit by its child's start-up and kill grace.
-        return built, BackendResult("timeout", None, None, None, 0.0, solver,
-                                    f"no time left to solve after building the model ({extra.model_build_s} s)")
-    opts = BackendOptions(time_limit_s=remaining, threads=threads, progress=progress, relative_gap=gap,
-                          large=large_model)
-    return built, solve_model(built.model, solver, opts, rehint=rehint if solver == "auto" else None)
+    out = solve_built(built, time.perf_counter() - t_build, solver=solver, clock=clock, reserve_s=finalize_s,
+                      threads=threads, progress=progress, gap=gap)
+    if out is None:
+        out = BackendResult("timeout", None, None, None, 0.0, solver,
+                            f"no time left to solve after building the model ({extra.model_build_s} s)")
+    return built, out

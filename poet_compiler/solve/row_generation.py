@@ -40,7 +40,7 @@ from poet_compiler.solve.problem import Problem
 #: Share of the time left that the first round may use: when its solution breaks a
 #: memory row, the rounds after it need time too.
 FIRST_ROUND_SHARE = 0.5
-#: No round starts with less than this left (a solver started then only overruns).
+#: No solve starts with less than this left (a solver started then only overruns).
 MIN_ROUND_S = 0.2
 
 
@@ -84,6 +84,29 @@ def stages_over(problem: Problem, schedule: Schedule, budget: int) -> set[int]:
     return {stage_of[j] for j, live in enumerate(timeline) if live > budget}
 
 
+def solve_built(built: Built, build_s: float, *, solver: str, clock: Clock, reserve_s: float, threads: int,
+                progress: bool, gap: float, share: float = 1.0) -> BackendResult | None:
+    """Solve ``built`` (built in ``build_s``) from its hint with ``share`` of what ``clock``
+    leaves after ``reserve_s``; None when that is under MIN_ROUND_S (a solver started then
+    would only overrun the limit by its child's start-up and kill grace)."""
+    large = is_large(built.model)
+    # A large model's solver children start up (the model is sent to them, CP-SAT's is
+    # rebuilt there) at about the cost of building it: measured on a 500-node DAG, a 23 s
+    # build, and a 13.9 s limit that ended after 30.3 s. Reserve that too.
+    reserve = reserve_s + (build_s if large else 0.0)
+    limit = clock.solver_limit(clock.left(reserve) * share, reserve_s=reserve, large=large)
+    if limit < MIN_ROUND_S:
+        return None
+
+    def rehint(values: list[float]) -> dict[int, float]:
+        # An incumbent as a complete hint (every auxiliary variable evaluated).
+        built.hint_from(built.schedule(values))
+        return dict(built.model.hint)
+
+    opts = BackendOptions(time_limit_s=limit, threads=threads, progress=progress, relative_gap=gap, large=large)
+    return solve_model(built.model, solver, opts, rehint=rehint if solver == "auto" else None)
+
+
 def solve_by_rows(problem: Problem, hint: Schedule | None, *, budget: int, floor: float | None, solver: str,
                   clock: Clock, finalize_s: float, threads: int, progress: bool, gap: float) -> Rounds:
     """Solve the fast model of ``problem`` at ``budget`` by rounds (module docstring),
@@ -103,25 +126,13 @@ def solve_by_rows(problem: Problem, hint: Schedule | None, *, budget: int, floor
         built.model.objective_floor = floor
         took = time.perf_counter() - t_build
         build_s += took
-        large = is_large(built.model)
-        # A large model's solver children start up at about the cost of building it.
-        reserve = finalize_s + (took if large else 0.0)
-        share = FIRST_ROUND_SHARE if rounds == 0 else 1.0
-        limit = clock.solver_limit(clock.left(reserve) * share, reserve_s=reserve, large=large)
-        if limit < MIN_ROUND_S:
+        out = solve_built(built, took, solver=solver, clock=clock, reserve_s=finalize_s, threads=threads,
+                          progress=progress, gap=gap, share=FIRST_ROUND_SHARE if rounds == 0 else 1.0)
+        if out is None:
             if last is None:
                 last = BackendResult("timeout", None, None, None, 0.0, solver,
                                      f"no time left to solve after building the model ({build_s:.3g} s)")
             break
-
-        def rehint(values: list[float], built: Built = built) -> dict[int, float]:
-            # An incumbent as a complete hint (every auxiliary variable evaluated).
-            built.hint_from(built.schedule(values))
-            return dict(built.model.hint)
-
-        opts = BackendOptions(time_limit_s=limit, threads=threads, progress=progress, relative_gap=gap,
-                              large=large)
-        out = solve_model(built.model, solver, opts, rehint=rehint if solver == "auto" else None)
         rounds += 1
         solve_s += out.solve_time_s
         last = out

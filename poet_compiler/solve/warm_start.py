@@ -11,7 +11,7 @@ from __future__ import annotations
 from poet_compiler.errors import InternalError, PoetError, ScheduleError
 from poet_compiler.schedule.from_program import schedule_from_program
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.solve.baselines import BASELINES
+from poet_compiler.solve.baselines import BASELINES, HEURISTICS
 from poet_compiler.solve.baselines._common import plans_only
 from poet_compiler.solve.problem import Problem, feasible_energy
 
@@ -30,22 +30,23 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None) -> li
     # Every heuristic baseline, so that no answer is above a baseline's (the MILP starts
     # from the cheapest and keeps it unless it finds better). Their plans only: planning
     # each one's arena was most of their time (dtr: 7.0 s of 7.0 s on VGG16-CIFAR op level).
-    for name in ("checkpoint_all", "chen_greedy", "capuchin", "pofo", "chen_sqrt_n", "griewank", "dtr"):
-        try:
-            with plans_only():
+    with plans_only():
+        for name in HEURISTICS:
+            try:
                 res = BASELINES[name](problem)
-        except ScheduleError as exc:  # a heuristic's own plan broke a rule: a bug, not "no warm start"
-            raise InternalError(f"{name}: {exc}") from exc
-        except PoetError:  # not applicable here (e.g. a chain-only method on a DAG)
-            continue
-        schedule = res.schedule
-        if schedule is None and res.program is not None:  # dtr emits a Program
-            schedule = schedule_from_program(problem.graph, res.program, problem.mode, dma=not problem.synchronous)
-        # A baseline's own status may be "infeasible" for its arena only: judge live bytes here.
-        if schedule is not None:
-            e = feasible_energy(problem, schedule)
-            if e is not None:
-                found.append((e, name, schedule))
+            except ScheduleError as exc:  # a heuristic's own plan broke a rule: a bug, not "no warm start"
+                raise InternalError(f"{name}: {exc}") from exc
+            except PoetError:  # not applicable here (e.g. a chain-only method on a DAG)
+                continue
+            schedule = res.schedule
+            if schedule is None and res.program is not None:  # dtr emits a Program
+                schedule = schedule_from_program(problem.graph, res.program, problem.mode,
+                                                 dma=not problem.synchronous)
+            # A baseline's own status may be "infeasible" for its arena only: judge live bytes here.
+            if schedule is not None:
+                e = feasible_energy(problem, schedule)
+                if e is not None:
+                    found.append((e, name, schedule))
     found.sort(key=lambda x: (x[0], x[1]))
     return found
 

@@ -49,7 +49,6 @@ def _timeout_backend(model, solver, options, rehint=None):  # noqa: ANN001
 def test_solver_timeout_falls_back_to_the_heuristic(monkeypatch) -> None:
     """No incumbent from the solver (e.g. presolve ran out of time): the best heuristic
     schedule that fits is returned as feasible, never "timeout"."""
-    monkeypatch.setattr(milp, "solve_model", _timeout_backend)
     monkeypatch.setattr(row_generation, "solve_model", _timeout_backend)
     monkeypatch.setattr(milp, "guided_search", _no_guided)
     p = random_problem(3, 20, "poet", deadline_prob=0.0)
@@ -113,7 +112,6 @@ def test_guided_schedule_keeps_the_cover_bound_when_the_full_model_finds_nothing
     """The guided stage did not close the gap and the full model found no schedule: the
     answer is the guided schedule, "feasible", judged against the cover bound (the
     solver has none) — not a result without a bound."""
-    monkeypatch.setattr(milp, "solve_model", _timeout_backend)
     monkeypatch.setattr(row_generation, "solve_model", _timeout_backend)
     seen = 0
     for seed in range(12):
@@ -136,7 +134,6 @@ def test_full_model_skipped_when_too_little_time_is_left(monkeypatch) -> None:
     def no_full_model(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         raise AssertionError("the full model was solved")
 
-    monkeypatch.setattr(milp, "solve_model", no_full_model)
     monkeypatch.setattr(row_generation, "solve_model", no_full_model)
     monkeypatch.setattr(milp, "LARGE_GRAPH_NODES", 0)
     monkeypatch.setattr(milp, "MIN_FULL_SOLVE_S", 1e9)

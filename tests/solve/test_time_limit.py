@@ -32,7 +32,7 @@ class _Recorder:
         self.deadline = 0.0
         self.calls: list[tuple[str, float, float]] = []   # (what, effective seconds asked, left)
         real_cover_m, real_cover_g = milp.cover_bound, guided_mod.cover_bound
-        real_solve_m, real_solve_g = milp.solve_model, guided_mod.solve_model
+        real_solve_g = guided_mod.solve_model
         real_solve_r = row_generation.solve_model
         real_warm, real_finalize = milp.warm_start_candidates, milp.finalize
         real_explain = milp.explain_infeasible
@@ -78,7 +78,6 @@ class _Recorder:
 
         monkeypatch.setattr(milp, "cover_bound", cover(real_cover_m))
         monkeypatch.setattr(guided_mod, "cover_bound", cover(real_cover_g))
-        monkeypatch.setattr(milp, "solve_model", solve(real_solve_m))
         monkeypatch.setattr(guided_mod, "solve_model", solve(real_solve_g))
         monkeypatch.setattr(row_generation, "solve_model", solve(real_solve_r))
         monkeypatch.setattr(milp, "warm_start_candidates", warm)

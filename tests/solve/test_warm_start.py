@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from poet_compiler.solve.baselines import BASELINES
+from poet_compiler.solve.baselines import BASELINES, HEURISTICS
 from poet_compiler.solve.baselines._common import plans_only
 from poet_compiler.solve.milp import solve_milp
 from poet_compiler.solve.problem import feasible_energy
 from poet_compiler.solve.warm_start import warm_start_candidates
 from tests.support.graphs import random_problem
-
-HEURISTICS = ("checkpoint_all", "chen_sqrt_n", "chen_greedy", "griewank", "capuchin", "dtr", "pofo")
 
 
 def _baseline_energies(problem) -> dict[str, float]:  # noqa: ANN001
