@@ -46,8 +46,8 @@ CELLS = {
 }
 
 
-def problem_of(name: str) -> Problem:
-    model, device, ram, deadline, mode = CELLS[name]
+def problem_of(name: str, cells: dict[str, tuple] = CELLS) -> Problem:
+    model, device, ram, deadline, mode = cells[name]
     graph = graph_from_dict(layered_dag(int(model[3:]))) if model.startswith("dag") else resolve_graph(model)
     costs = load_costs(graph, device)
     ref = reference(graph, costs)

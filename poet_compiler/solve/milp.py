@@ -18,6 +18,7 @@ from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve import guided as guided_mod
 from poet_compiler.solve.backends import SOLVERS, BackendResult
 from poet_compiler.solve.backends.base import within_gap
+from poet_compiler.solve.backends.memory import current_limit, self_rss
 from poet_compiler.solve.clock import Clock
 from poet_compiler.solve.cover import CoverBound, cover_bound
 from poet_compiler.solve.feasibility import explain_infeasible, quick_infeasibility
@@ -29,7 +30,7 @@ from poet_compiler.solve.guided import GuidedOutcome, cover_schedule, guided_sea
 from poet_compiler.solve.interval_search import interval_search
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import Result, ResultExtra
-from poet_compiler.solve.row_generation import solve_built, solve_by_rows
+from poet_compiler.solve.row_generation import forecast_bytes, solve_built, solve_by_rows
 from poet_compiler.solve.verdict import apply_bound, better, count_rescues, union
 from poet_compiler.solve.warm_start import warm_start_candidates, warm_start_schedule
 from poet_compiler.units import format_bytes
@@ -107,6 +108,14 @@ MIN_FULL_SOLVE_S = 5.0
 # built when the guided stage has a schedule: the interval search and the guided
 # sub-problem give the schedule, the eviction cover the bound (issue 18's memory limits).
 FULL_MODEL_MAX_NODES = 400
+# The full model is built only when its forecast memory with poetc's own is at most this
+# share of --memory-limit: the forecast is fitted on 30 s solves and a solver's memory
+# grows as it searches, and the limit stops the solver, losing the time it had. Where the
+# forecast is largest the full model pays least: on MobileNetV2 (362 nodes, a72 50 %,
+# forecast 3.9 GiB) it ran 43 s, measured 3.7 GiB and did not improve the guided schedule;
+# without it, the same schedule in 40 s instead of 83 s and 0.96 GiB (BENCHMARKS.md,
+# issue 18 session 7). The ResNet-18 (1.7 GiB) and DAG 250 (2.3 GiB) models still run.
+FULL_MODEL_MEMORY_SHARE = 0.75
 # Above it the guided stage (interval search, guided sub-problem) gets this share of the
 # time left: nothing comes after it but finalizing (arena planning) its schedule.
 LARGE_GUIDED_SHARE = 0.9
@@ -487,19 +496,26 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     full_limit = clock.solver_limit(clock.left(), reserve_s=finalize_s)
     too_late = (large and clock.left(extra.guided_finalize_s or 0.0) < MIN_FULL_SOLVE_S) or full_limit < MIN_STAGE_S
     too_big = cover is not None and problem.n > FULL_MODEL_MAX_NODES
-    if cover is not None and guided_res is not None and (too_big or too_late):
-        # No full model: above FULL_MODEL_MAX_NODES, or too little time left for it to find
-        # anything (building and loading it alone takes seconds on 100+ node graphs):
-        # keep the guided stage's schedule, with the cover's bound.
+    # With a schedule in hand, a full model the memory limit would stop is not built.
+    over_memory = None if too_big or too_late or guided_res is None else _over_memory(problem)
+    if cover is not None and guided_res is not None and (too_big or too_late or over_memory):
+        # No full model: above FULL_MODEL_MAX_NODES, or forecast over its share of the
+        # memory limit, or too little time left for it to find anything (building and
+        # loading it alone takes seconds on 100+ node graphs): keep the guided stage's
+        # schedule, with the cover's bound.
         extra.set(backend_bound_j=cover.energy_j, full_model_skipped=True)
-        if too_big and not too_late:
+        if (too_big or over_memory) and not too_late:
             guided_res = _interval_for_full_model(problem, tight, cover, guided, guided_res, extra, solver=solver,
                                                   formulation=formulation, clock=clock, finalize_s=finalize_s,
                                                   threads=threads, gap=gap, started=started)
         guided_res.extra.merge(extra)
-        why = f"the full model is not built above {FULL_MODEL_MAX_NODES} nodes (its size grows with n^2); " \
-              "bound: the eviction cover" if too_big else \
-              f"stopped at the time limit ({time_limit_s:g} s) before the full model"
+        if too_big:
+            why = f"the full model is not built above {FULL_MODEL_MAX_NODES} nodes (its size grows with n^2); " \
+                  "bound: the eviction cover"
+        elif over_memory:
+            why = f"{over_memory}; bound: the eviction cover"
+        else:
+            why = f"stopped at the time limit ({time_limit_s:g} s) before the full model"
         guided_res.message = f"the {guided_res.extra.solver_used} schedule; {why}"
         return guided_res
     if too_big or full_limit < MIN_STAGE_S:
@@ -515,6 +531,20 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         return _full_model(problem, tight, reserve, cover, guided, guided_res, hint, extra, solver=solver,
                            formulation=formulation, clock=clock, finalize_s=finalize_s, threads=threads,
                            progress=progress, gap=gap, started=started)
+
+
+def _over_memory(problem: Problem) -> str | None:
+    """Why the full model is not built under the memory limit in force, or None: its
+    forecast (:func:`~poet_compiler.solve.row_generation.forecast_bytes`) and poetc's own
+    resident bytes exceed FULL_MODEL_MEMORY_SHARE of the limit."""
+    limit, mine = current_limit(), self_rss()
+    if limit is None or mine is None:
+        return None
+    need = forecast_bytes(problem) + mine
+    if need <= FULL_MODEL_MEMORY_SHARE * limit:
+        return None
+    return (f"the full model is not built: its forecast memory ({format_bytes(need)} with poetc's) is over "
+            f"{FULL_MODEL_MEMORY_SHARE:.0%} of the memory limit ({format_bytes(limit)}; --memory-limit)")
 
 
 def _interval_for_full_model(problem: Problem, tight: Problem, cover: CoverBound, guided: GuidedOutcome | None,

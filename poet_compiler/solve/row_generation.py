@@ -34,7 +34,7 @@ from poet_compiler.solve.backends import BackendOptions, BackendResult, solve_mo
 from poet_compiler.solve.backends.base import is_large, within_gap
 from poet_compiler.solve.clock import Clock
 from poet_compiler.solve.formulation.common import Built
-from poet_compiler.solve.formulation.fast import build_fast
+from poet_compiler.solve.formulation.fast import build_fast, useful_table
 from poet_compiler.solve.problem import Problem
 
 #: Share of the time left that the first round may use: when its solution breaks a
@@ -42,6 +42,15 @@ from poet_compiler.solve.problem import Problem
 FIRST_ROUND_SHARE = 0.5
 #: No solve starts with less than this left (a solver started then only overruns).
 MIN_ROUND_S = 0.2
+#: The first round's memory, forecast before it is built (:func:`forecast_bytes`): the
+#: solver processes' own (CP-SAT and the ``auto`` portfolio's HiGHS racer) plus a share
+#: per ``useful`` (stage, tensor) pair, the variables' index, for the solvers' model and
+#: the Python model the build adds to poetc. Fitted on ``bench/full_model_memory.py``
+#: (BENCHMARKS.md, issue 18 session 7): measured 417-3,577 MiB over poetc's own bytes,
+#: from 2,718 pairs (the README demo) to 65,040 (MobileNetV2); the fit is within 8 % from
+#: 5,792 pairs up, and above the measure below.
+FORECAST_BASE_BYTES = 712 * 2**20
+FORECAST_BYTES_PER_PAIR = 45 * 2**10
 
 
 @dataclass
@@ -82,6 +91,13 @@ def stages_over(problem: Problem, schedule: Schedule, budget: int) -> set[int]:
             k -= 1
         stage_of[j] = nxt
     return {stage_of[j] for j, live in enumerate(timeline) if live > budget}
+
+
+def forecast_bytes(problem: Problem) -> int:
+    """The memory the first round will add to poetc, solver processes included (a
+    forecast from the model's index, computed in milliseconds: 0.05 s on BERT-base)."""
+    pairs = sum(map(sum, useful_table(problem)))
+    return FORECAST_BASE_BYTES + FORECAST_BYTES_PER_PAIR * pairs
 
 
 def solve_built(built: Built, build_s: float, *, solver: str, clock: Clock, reserve_s: float, threads: int,

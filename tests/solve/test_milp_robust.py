@@ -127,6 +127,37 @@ def test_guided_schedule_keeps_the_cover_bound_when_the_full_model_finds_nothing
     assert seen, "no seed reached the full model with an unproven guided schedule"
 
 
+def test_full_model_not_built_over_its_share_of_the_memory_limit(monkeypatch) -> None:
+    """With a schedule in hand, a full model whose forecast memory is over
+    FULL_MODEL_MEMORY_SHARE of --memory-limit is not built (the limit would only stop it):
+    the answer is the guided stage's schedule with the cover bound, and the message says
+    why. Without a limit the same seeds do build it."""
+    from poet_compiler.solve.backends.memory import memory_limit
+
+    def no_full_model(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the full model was solved")
+
+    monkeypatch.setattr(milp, "LARGE_GRAPH_NODES", 0)
+    seen = 0
+    for seed in range(12):
+        problem = random_problem(seed, 9, "poet", deadline_prob=0.0, budget_fraction=0.2)
+        with monkeypatch.context() as m:
+            m.setattr(row_generation, "solve_model", no_full_model)
+            with memory_limit(row_generation.forecast_bytes(problem)):
+                res = solve_milp(problem, gap_limit=0.0, time_limit_s=20)
+        if not res.extra.full_model_skipped:
+            continue
+        assert res.ok, res.message
+        assert res.lower_bound_j == pytest.approx(res.extra.cover_bound_j)
+        assert "the full model is not built: its forecast memory" in res.message
+        assert "--memory-limit" in res.message
+        unlimited = solve_milp(problem, gap_limit=0.0, time_limit_s=20)
+        assert not unlimited.extra.full_model_skipped
+        assert unlimited.energy_j <= res.energy_j * (1 + 1e-9)
+        seen += 1
+    assert seen, "no seed reached the full model with an unproven guided schedule"
+
+
 def test_full_model_skipped_when_too_little_time_is_left(monkeypatch) -> None:
     """On a large graph with less than MIN_FULL_SOLVE_S left after the guided stage, the
     full model is not built (it would only overrun the limit): the answer is the guided
