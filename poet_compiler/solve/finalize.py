@@ -131,6 +131,7 @@ def _finalize(
         limit = None if until is None else max(COMPACT_MIN_S, left() or 0.0)
         compacted = compact_arena(graph, program, budget, time_limit_s=limit)
         if compacted is not None and _meets_deadline(problem, compacted):
+            compacted.meta["static_arena_bytes"] = program.arena_bytes
             program = compacted
     if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes and rescue_s > 0:
         # The live bytes fit: before the schedule is given up, re-plan harder.
@@ -158,8 +159,12 @@ def _finalize(
         message=message,
     )
     # Arena check (no overlap, no overflow) — a failure here is a planner bug, so it raises.
+    unlaid = sim
     sim = simulate(graph, costs, program)
     _fill(result, sim, program, lower_bound_j)
+    if "static_arena_bytes" in program.meta:
+        result.extra.set(compaction_j=sim.energy_j - unlaid.energy_j,
+                         static_arena_bytes=int(program.meta["static_arena_bytes"]))
     result.extra.cleanup_removed_instructions = len(raw.timeline) - len(sim.timeline)
     problems = []
     if sim.peak_bytes > budget:

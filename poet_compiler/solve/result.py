@@ -61,6 +61,11 @@ class ResultExtra:
     move_j: float | None = None
     """MOVEs of a compacted arena (schedule/compact.py), the bytes they copy and their
     energy (part of ``energy_j``); set only when the arena was compacted."""
+    compaction_j: float | None = None
+    static_arena_bytes: int | None = None
+    """What compaction cost: ``energy_j`` less the energy of the same schedule without its
+    MOVEs (the copies and the static power over the time they take), and the arena of the
+    best static layout, which did not fit; set only when the arena was compacted."""
     cleanup_removed_instructions: int | None = None
     """Instructions the cleanup removed from the linearized Program."""
     stage_s: dict[str, float] | None = field(default=None, metadata=MEASURED)

@@ -116,3 +116,51 @@ def test_rescue_arena_is_deterministic_and_fits_or_says_none() -> None:
     else:
         assert a.arena_bytes <= peak and [i.offset for i in a.instructions] == [i.offset for i in b.instructions]
     assert rescue_arena(p.graph, program, peak - 1, time_limit_s=30) is None   # below the peak: impossible
+
+
+def test_finalize_reports_what_compaction_cost(monkeypatch) -> None:
+    """A compacted result says what its copies cost (its energy less the same program's
+    without MOVEs) and the static arena that did not fit."""
+    from poet_compiler.schedule.simulate import simulate
+    from poet_compiler.schedule.compact import without_moves
+
+    _wasteful_first_plans(monkeypatch)
+    for problem, _best, _worse in _cases():
+        res = solve_milp(problem, gap_limit=0.0, time_limit_s=30)
+        assert res.extra.arena_rescue is not None and res.extra.arena_rescue.get("compacted")
+        bare = simulate(problem.graph, problem.costs, without_moves(res.program))
+        assert res.extra.compaction_j == pytest.approx(res.energy_j - bare.energy_j, abs=1e-12)
+        assert res.extra.compaction_j >= 0
+        assert res.extra.static_arena_bytes > problem.activation_budget >= res.arena_bytes
+        return
+    pytest.fail("no random case needed compaction")
+
+
+def test_costly_copies_are_weighed_against_a_resolve(monkeypatch) -> None:
+    """When compaction's copies cost more than COPIES_RESOLVE_SHARE of the energy, the
+    model is solved again with the static overshoot held back, and the cheaper schedule
+    is kept: here the compacted optimum, since the re-solve's budget costs more. Whatever
+    is kept, a message that claims the gap limit holds it."""
+    import poet_compiler.solve.milp as milp
+
+    _wasteful_first_plans(monkeypatch)
+    monkeypatch.setattr(milp, "COPIES_RESOLVE_SHARE", -1.0)     # every compaction is costly
+    budgets: list[int] = []
+    real = milp._solve_once
+
+    def counting(problem, reserve, **kw):  # noqa: ANN001, ANN003, ANN202
+        budgets.append(problem.activation_budget - reserve)
+        return real(problem, reserve, **kw)
+
+    monkeypatch.setattr(milp, "_solve_once", counting)
+    for problem, best, worse in _cases():
+        budgets.clear()
+        res = solve_milp(problem, gap_limit=0.0, time_limit_s=30)
+        assert res.ok, res.message
+        assert len(budgets) >= 2 and budgets[0] == problem.activation_budget
+        assert budgets[1] <= problem.activation_budget - WASTE
+        assert res.energy_j == pytest.approx(best, rel=1e-6) and res.energy_j < worse
+        if "within the relative gap limit" in res.message:
+            assert res.gap is not None and res.gap <= 1e-9
+        return
+    pytest.fail("no random case needed compaction")
