@@ -105,8 +105,19 @@ def layered_dag(n: int = 500, width: int = 10, seed: int = 0) -> dict:
     return {"format": "poet-graph/1", "name": f"layered_{n}_{seed}", "nodes": nodes}
 
 
+def grid_cell(name: str) -> tuple[list[str], float]:
+    """A cell of issue 18's op-level grid by name, ``op_MODEL_DEVICE_RAM_DEADLINE`` (e.g.
+    ``op_resnet18_cifar_m4_30_1.5``: 30 % of the checkpoint-all peak, 1.5x the
+    compute-only time), at the grid's 60 s limit."""
+    parts = name.split("_")
+    if parts[0] != "op" or len(parts) < 5:
+        raise SystemExit(f"unknown cell {name!r}")
+    model, device, ram, deadline = "_".join(parts[1:-3]), parts[-3], parts[-2], parts[-1]
+    return [model, "--granularity", "op", "--device", device, "--ram", f"{ram}%", "--deadline", f"{deadline}x"], 60.0
+
+
 def run_cell(name: str, root: Path, dags: dict[str, Path], python: str) -> dict:
-    args, limit = CELLS[name]
+    args, limit = CELLS[name] if name in CELLS else grid_cell(name)
     for key, path in dags.items():
         args = [a.replace("{" + key + "}", str(path)) for a in args]
     out = Path(tempfile.mkdtemp(prefix="poetc-bench-")) / "out.poet"
