@@ -32,7 +32,7 @@ from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import Result, ResultExtra
 from poet_compiler.solve.row_generation import forecast_bytes, solve_built, solve_by_rows
 from poet_compiler.solve.verdict import apply_bound, better, count_rescues, union
-from poet_compiler.solve.warm_start import warm_start_candidates, warm_start_schedule
+from poet_compiler.solve.warm_start import refit, warm_start_candidates
 from poet_compiler.units import format_bytes
 
 STRATEGY = "optimal"
@@ -253,12 +253,14 @@ def _solve_family(
             break
         # The first solve leaves 1 - FIRST_SOLVE_SHARE of the time for fragmentation re-solves.
         share = remaining * FIRST_SOLVE_SHARE if attempt == 0 else remaining
-        t_attempt = time.perf_counter()
-        with clock.capped(t_attempt + share):
+        # A re-solve starts from the first attempt's warm starts that fit its budget.
+        known = candidates if attempt == 0 else \
+            refit(candidates, dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes - reserve),
+                  previous)
+        with clock.capped(time.perf_counter() + share):
             last = _solve_once(problem, reserve, solver=solver, formulation=formulation, clock=clock,
-                               threads=threads, progress=progress, warm_start=previous, gap_limit=gap_limit,
-                               started=started, candidates=candidates if attempt == 0 else None)
-        attempt_s = time.perf_counter() - t_attempt
+                               threads=threads, progress=progress, warm_start=previous if attempt == 0 else None,
+                               gap_limit=gap_limit, started=started, candidates=known)
         last.extra.set(fragmentation_retries=attempt, fragmentation_reserve_bytes=reserve)
         if attempt == 0:
             full_bound = last.extra.backend_bound_j
@@ -271,10 +273,10 @@ def _solve_family(
                         f"(the schedule at the full budget needed a {first_arena} B arena)")
                 last.message = f"{last.message}; {note}" if last.message else note
             best = better(best, last)
-            # Only with the time the last attempt took left: its warm starts and arena
-            # planning are not cut short by the clock (gpt2_large_mini, 300 s: such a
-            # re-solve started with 67 s left ended at 322 s).
-            if not _costly_copies(last) or last.extra.static_arena_bytes is None or clock.left() < attempt_s:
+            # Only with MIN_FULL_SOLVE_S left: a re-solve's stages all end by the clock's
+            # deadline since it no longer runs the heuristics again (gpt2_large_mini, 300 s:
+            # one that ran them, started with 67 s left, ended at 322 s).
+            if not _costly_copies(last) or last.extra.static_arena_bytes is None or clock.left() < MIN_FULL_SOLVE_S:
                 break
             # Compaction kept it, but its copies cost more than the gap limit allows: solve
             # again against the arena (its static layout's overshoot held back), keeping it.
@@ -481,7 +483,7 @@ def _arena_fit_fallback(problem: Problem, tight: Problem, cover: CoverBound, sol
 
 def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str, clock: Clock,
                 threads: int, progress: bool, warm_start: Schedule | None, gap_limit: float | None,
-                started: float, candidates: list[tuple[float, str, Schedule]] | None = None) -> Result:
+                started: float, candidates: list[tuple[float, str, Schedule]]) -> Result:
     """One build + solve + finalize at the activation budget minus ``reserve``.
 
     With the fast formulation the eviction-cover bound (:mod:`.cover`) comes first: it
@@ -500,11 +502,8 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     if formulation == "fast":
         with clock.stage("cover"):
             cover = cover_bound(tight, time_limit_s=min(COVER_LIMIT_S, clock.left() / 4))
-    if candidates is not None:      # first attempt: the heuristics' best (the user's warm start among them)
-        hint = candidates[0][2] if candidates else warm_start
-    else:
-        with clock.stage("warm_starts"):
-            hint = warm_start_schedule(tight, warm_start)
+    # The heuristics' best (the user's warm start among them; a re-solve's: those that fit).
+    hint = candidates[0][2] if candidates else warm_start
     large = problem.n > LARGE_GRAPH_NODES
     gap = (DEFAULT_GAP_LIMIT if large else 0.0) if gap_limit is None else float(gap_limit)
     extra = ResultExtra(gap_limit=gap)

@@ -126,7 +126,7 @@ def test_canonical_warm_start_is_a_complete_feasible_assignment(seed: int, mode:
     """The heuristic schedule, made canonical, fills every variable (aux ones included)
     and satisfies every row of the fast model: the solver starts from a real incumbent."""
     from poet_compiler.solve.formulation.fast import build_fast, canonical
-    from poet_compiler.solve.milp import warm_start_schedule
+    from poet_compiler.solve.warm_start import warm_start_schedule
     from poet_compiler.solve.problem import feasible_energy as _fits
 
     problem = random_problem(seed, 12, mode, deadline_prob=0.5, dma=seed % 2 == 0, static_w=0.05)

@@ -57,3 +57,37 @@ def test_the_milp_is_never_above_a_baseline(seed: int) -> None:
         return
     assert res.ok, res.message
     assert res.energy_j <= min(energies.values()) * (1 + 1e-9), (res.energy_j, energies)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_refit_keeps_what_fits_a_lower_budget_with_its_energy_there(seed: int) -> None:
+    """A re-solve's warm starts: the first attempt's candidates (and the schedule it
+    re-solves) that meet the lower budget, with their energy judged there, cheapest
+    first; no heuristic runs again."""
+    import dataclasses
+
+    from poet_compiler.solve.warm_start import refit
+
+    problem = random_problem(seed, 30, "poet", deadline_prob=0.0, budget_fraction=0.6)
+    candidates = warm_start_candidates(problem)
+    assert candidates
+    given = candidates[-1][2]
+    peaks = sorted({feasible_peak for feasible_peak in (_peak(problem, s) for _, _, s in candidates)})
+    lower = dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes
+                                - (problem.activation_budget - peaks[len(peaks) // 2]))
+    kept = refit(candidates, lower, given)
+    expected = {name for _, name, s in candidates if feasible_energy(lower, s) is not None}
+    if feasible_energy(lower, given) is not None:
+        expected.add("given")
+    assert {name for _, name, _ in kept} == expected
+    assert all(e == feasible_energy(lower, s) for e, _, s in kept)
+    assert [e for e, _, _ in kept] == sorted(e for e, _, _ in kept)
+    assert refit([], lower, None) == []
+
+
+def _peak(problem, schedule) -> int:  # noqa: ANN001
+    from poet_compiler.schedule.linearize import linearize
+    from poet_compiler.schedule.simulate import simulate
+
+    program = linearize(problem.graph, schedule, mode=problem.mode, dma=not problem.synchronous)
+    return simulate(problem.graph, problem.costs, program).peak_bytes
