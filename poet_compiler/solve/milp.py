@@ -101,6 +101,9 @@ MAX_ARENA_RETRIES = 8
 # of the two kept. Measured on MobileNetV2 a72 70 % (120 s): 122 copies of 102 MB cost
 # 4.4 % of the energy, and 80 s of the limit were left unused.
 COPIES_RESOLVE_SHARE = 1e-3
+# A re-solve runs again, at its budget, the heuristics that took at most this share of the
+# time left in the first attempt (the others' plans are reused where they fit).
+RERUN_SHARE = 0.05
 # Share of the time limit the first solve may use; the rest is for fragmentation re-solves.
 # Since the arena planner packs exactly (fragmentation ~1.00 on the zoo), re-solves are rare:
 # most of the time goes to the first solve (0.75 left a quarter of every limit unused). With
@@ -238,7 +241,8 @@ def _solve_family(
         return res
     # Every schedule the heuristics know: the answer whenever the solver does not beat it.
     with clock.stage("warm_starts"):
-        candidates = warm_start_candidates(problem, warm_start)
+        heuristic_s: dict[str, float] = {}
+        candidates = warm_start_candidates(problem, warm_start, seconds=heuristic_s)
     arena_failures = 0               # schedules whose live bytes fit but whose arena did not
     first_arena = 0                  # the arena of the first of them
     reserve = 0                      # bytes held back from the budget for fragmentation
@@ -253,10 +257,14 @@ def _solve_family(
             break
         # The first solve leaves 1 - FIRST_SOLVE_SHARE of the time for fragmentation re-solves.
         share = remaining * FIRST_SOLVE_SHARE if attempt == 0 else remaining
-        # A re-solve starts from the first attempt's warm starts that fit its budget.
-        known = candidates if attempt == 0 else \
-            refit(candidates, dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes - reserve),
-                  previous)
+        # A re-solve starts from the first attempt's warm starts that fit its budget and
+        # the quick heuristics' plans at that budget.
+        known = candidates
+        if attempt:
+            with clock.stage("warm_starts"):
+                known = refit(candidates, dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes
+                                                              - reserve), previous,
+                              rerun=[h for h, s in heuristic_s.items() if s <= RERUN_SHARE * clock.left()])
         with clock.capped(time.perf_counter() + share):
             last = _solve_once(problem, reserve, solver=solver, formulation=formulation, clock=clock,
                                threads=threads, progress=progress, warm_start=previous if attempt == 0 else None,

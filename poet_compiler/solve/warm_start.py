@@ -8,6 +8,9 @@ upper bounds. Sources: a given schedule, checkpoint-all and the quick heuristics
 
 from __future__ import annotations
 
+import time
+from collections.abc import Collection
+
 from poet_compiler.errors import InternalError, PoetError, ScheduleError
 from poet_compiler.schedule.from_program import schedule_from_program
 from poet_compiler.schedule.schedule import Schedule
@@ -16,11 +19,14 @@ from poet_compiler.solve.baselines._common import plans_only
 from poet_compiler.solve.problem import Problem, feasible_energy
 
 
-def warm_start_candidates(problem: Problem, given: Schedule | None = None) -> list[tuple[float, str, Schedule]]:
+def warm_start_candidates(problem: Problem, given: Schedule | None = None, *,
+                          only: Collection[str] | None = None,
+                          seconds: dict[str, float] | None = None) -> list[tuple[float, str, Schedule]]:
     """Every known schedule that is valid in the problem's mode and meets both budgets
     (live bytes; the arena is judged later by finalize), cheapest first:
     ``(energy, name, schedule)``. Sources: ``given``, checkpoint-all (no frees) and every
-    heuristic of :mod:`.baselines` (their checkpoint-all frees after the last use)."""
+    heuristic of :mod:`.baselines` (their checkpoint-all frees after the last use), or
+    those named in ``only``; ``seconds``, when given, receives each heuristic's time."""
     found: list[tuple[float, str, Schedule]] = []
     for name, s in (("given", given), ("checkpoint_all", Schedule.checkpoint_all(problem.n))):
         if s is not None:
@@ -31,13 +37,17 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None) -> li
     # from the cheapest and keeps it unless it finds better). Their plans only: planning
     # each one's arena was most of their time (dtr: 7.0 s of 7.0 s on VGG16-CIFAR op level).
     with plans_only():
-        for name in HEURISTICS:
+        for name in HEURISTICS if only is None else [h for h in HEURISTICS if h in only]:
+            started = time.perf_counter()
             try:
                 res = BASELINES[name](problem)
             except ScheduleError as exc:  # a heuristic's own plan broke a rule: a bug, not "no warm start"
                 raise InternalError(f"{name}: {exc}") from exc
             except PoetError:  # not applicable here (e.g. a chain-only method on a DAG)
                 continue
+            finally:
+                if seconds is not None:
+                    seconds[name] = time.perf_counter() - started
             schedule = res.schedule
             if schedule is None and res.program is not None:  # dtr emits a Program
                 schedule = schedule_from_program(problem.graph, res.program, problem.mode,
@@ -51,14 +61,18 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None) -> li
     return found
 
 
-def refit(candidates: list[tuple[float, str, Schedule]], problem: Problem,
-          given: Schedule | None = None) -> list[tuple[float, str, Schedule]]:
-    """Of ``candidates`` made for another budget (a re-solve's: the first attempt's warm
-    starts), and ``given``, those that meet ``problem``'s budgets, cheapest first. No
-    heuristic runs again: on gpt2_large_mini they took 49 s of a 300 s limit, and a
-    re-solve that ran them again ended 22 s past the limit."""
+def refit(candidates: list[tuple[float, str, Schedule]], problem: Problem, given: Schedule | None = None, *,
+          rerun: Collection[str] = ()) -> list[tuple[float, str, Schedule]]:
+    """A re-solve's warm starts: of ``candidates`` made for another budget (the first
+    attempt's) and ``given``, those that meet ``problem``'s budgets, and the heuristics
+    named in ``rerun`` run again at ``problem``'s budget; cheapest first. The caller
+    reruns only the quick ones: on gpt2_large_mini capuchin took 46 s of a 300 s limit
+    (a re-solve that ran every heuristic again ended 22 s past the limit), dtr 0.3 s, and
+    dtr's plan at the lower budget is the one that fits without copies."""
     found = [(e, name, s) for name, s in [("given", given), *((n, s) for _, n, s in candidates)]
              if s is not None and (e := feasible_energy(problem, s)) is not None]
+    if rerun:
+        found += [c for c in warm_start_candidates(problem, only=rerun) if c[1] != "checkpoint_all"]
     found.sort(key=lambda x: (x[0], x[1]))
     return found
 

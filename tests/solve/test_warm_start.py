@@ -91,3 +91,27 @@ def _peak(problem, schedule) -> int:  # noqa: ANN001
 
     program = linearize(problem.graph, schedule, mode=problem.mode, dma=not problem.synchronous)
     return simulate(problem.graph, problem.costs, program).peak_bytes
+
+
+def test_refit_reruns_the_named_heuristics_at_the_lower_budget() -> None:
+    """``rerun`` heuristics are run again at the re-solve's budget: their plans there meet
+    it even where the first attempt's do not; ``seconds`` gives each heuristic's time."""
+    import dataclasses
+
+    from poet_compiler.solve.warm_start import refit
+
+    seen = 0
+    for seed in range(8):
+        problem = random_problem(seed, 40, "remat", deadline_prob=0.0, budget_fraction=0.5)
+        seconds: dict[str, float] = {}
+        candidates = warm_start_candidates(problem, seconds=seconds)
+        assert set(seconds) <= set(HEURISTICS) and all(s >= 0 for s in seconds.values())
+        lower = dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes - problem.activation_budget // 10)
+        fresh = BASELINES["dtr"](lower)
+        if not fresh.ok:
+            continue
+        kept = refit(candidates, lower, rerun=["dtr"])
+        assert any(name == "dtr" and e == pytest.approx(fresh.energy_j, rel=1e-9) for e, name, _ in kept)
+        assert all(feasible_energy(lower, s) == e for e, _, s in kept)
+        seen += 1
+    assert seen
