@@ -31,7 +31,7 @@ from poet_compiler.solve.interval_search import interval_search
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import Result, ResultExtra
 from poet_compiler.solve.row_generation import forecast_bytes, solve_built, solve_by_rows
-from poet_compiler.solve.verdict import apply_bound, better, count_rescues, union
+from poet_compiler.solve.verdict import apply_bound, better, count_rescues, keep_gap_claim_true, union
 from poet_compiler.solve.warm_start import refit, warm_start_candidates
 from poet_compiler.units import format_bytes
 
@@ -73,6 +73,14 @@ def with_least_ram(message: str, extra: ResultExtra, problem: Problem) -> str:
     note = (f"the least activation RAM of a schedule found was {format_bytes(least)} "
             f"({least / problem.activation_budget:.0%} of the budget's {format_bytes(problem.activation_budget)})")
     return f"{message}; {note}" if message else note
+
+
+def effective_gap(problem: Problem, gap_limit: float | None) -> float:
+    """The relative gap limit in force: ``gap_limit``, else DEFAULT_GAP_LIMIT above
+    LARGE_GRAPH_NODES nodes and 0 below."""
+    if gap_limit is not None:
+        return float(gap_limit)
+    return DEFAULT_GAP_LIMIT if problem.n > LARGE_GRAPH_NODES else 0.0
 
 
 def _costly_copies(res: Result) -> bool:
@@ -195,6 +203,7 @@ def solve_milp(
         sync = _solve_family(dataclasses.replace(problem, transfers="sync"), clock=clock,
                              warm_start=stage.schedule if stage.ok else None, **kw)  # type: ignore[arg-type]
         res = union(stage, sync, clock.started)
+        keep_gap_claim_true(res, effective_gap(problem, gap_limit))
     res.solve_time_s = clock.elapsed()
     res.extra.stage_s = clock.report()
     return res
@@ -340,6 +349,7 @@ def _solve_family(
         res.solve_time_s = time.perf_counter() - started
         return res
     apply_bound(best, full_bound)
+    keep_gap_claim_true(best, effective_gap(problem, gap_limit))
     best.solve_time_s = time.perf_counter() - started
     if best.arena_bytes is not None and best.peak_ram_bytes:
         best.extra.fragmentation_overhead_bytes = best.arena_bytes - best.peak_ram_bytes
@@ -513,7 +523,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     # The heuristics' best (the user's warm start among them; a re-solve's: those that fit).
     hint = candidates[0][2] if candidates else warm_start
     large = problem.n > LARGE_GRAPH_NODES
-    gap = (DEFAULT_GAP_LIMIT if large else 0.0) if gap_limit is None else float(gap_limit)
+    gap = effective_gap(problem, gap_limit)
     extra = ResultExtra(gap_limit=gap)
     guided: GuidedOutcome | None = None
     guided_res: Result | None = None
