@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench.time_limit_bench import emit
+
 # name: (model, device, ram, deadline, mode), as in bench/row_generation_bench.py
 CELLS = {
     "kws_m4_256k": ("models/kws_dscnn.onnx", "m4", "256k", None, "poet"),
@@ -79,10 +81,7 @@ def main() -> None:
                               capture_output=True, text=True)
         line = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else \
             json.dumps({"cell": name, "error": proc.stderr.strip().splitlines()[-3:]})
-        print(line, flush=True)
-        if args.out:
-            with args.out.open("a") as f:
-                f.write(line + "\n")
+        emit(line, args.out)
 
 
 if __name__ == "__main__":

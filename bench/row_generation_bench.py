@@ -19,7 +19,7 @@ import json
 import time
 from pathlib import Path
 
-from bench.time_limit_bench import layered_dag
+from bench.time_limit_bench import emit, layered_dag
 from poet_compiler.api import load_costs, resolve_graph
 from poet_compiler.graph.io import graph_from_dict
 from poet_compiler.solve.backends import BackendOptions, solve_model
@@ -91,11 +91,7 @@ def main() -> None:
                      "wall_s": round(time.perf_counter() - t0, 1), **rounds.summary(),
                      "rows": rounds.built.model.stats()["constraints"]})
         for row in rows:
-            line = json.dumps({**common, **row})
-            print(line, flush=True)
-            if args.out:
-                with args.out.open("a") as fh:
-                    fh.write(line + "\n")
+            emit(json.dumps({**common, **row}), args.out)
 
 
 if __name__ == "__main__":

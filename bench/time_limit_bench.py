@@ -105,6 +105,14 @@ def layered_dag(n: int = 500, width: int = 10, seed: int = 0) -> dict:
     return {"format": "poet-graph/1", "name": f"layered_{n}_{seed}", "nodes": nodes}
 
 
+def emit(line: str, out: Path | None) -> None:
+    """Print one JSON row and append it to ``out`` (the benches' ``-o``) when given."""
+    print(line, flush=True)
+    if out:
+        with out.open("a") as fh:
+            fh.write(line + "\n")
+
+
 def grid_cell(name: str) -> tuple[list[str], float]:
     """A cell of issue 18's op-level grid by name, ``op_MODEL_DEVICE_RAM_DEADLINE`` (e.g.
     ``op_resnet18_cifar_m4_30_1.5``: 30 % of the checkpoint-all peak, 1.5x the
@@ -166,10 +174,7 @@ def main() -> None:
         for label, root in roots:
             row = run_cell(name, root, dags, sys.executable)
             row["label"] = label
-            print(json.dumps(row), flush=True)
-            if args.out:
-                with args.out.open("a") as fh:
-                    fh.write(json.dumps(row) + "\n")
+            emit(json.dumps(row), args.out)
 
 
 if __name__ == "__main__":
