@@ -15,10 +15,11 @@ units, the device profile) is checked before the trace, which takes seconds.
 
 from __future__ import annotations
 
+import gc
 import json
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +51,13 @@ if TYPE_CHECKING:
 
 @dataclass
 class Compilation:
-    """Everything one compile produced; ``result`` holds the simulator's figures."""
+    """Everything one compile produced; ``result`` holds the simulator's figures.
+
+    ``traced`` is the module behind the graph (an ``nn.Module``'s trace, or a zoo
+    model's). A zoo model is traced again on first use rather than kept through the
+    solve: its weights (440 MB for BERT-base) would otherwise sit in poetc's memory
+    while the solver needs it, and the zoo builds the same seeded module every time.
+    """
 
     model: str
     device: str
@@ -63,7 +70,14 @@ class Compilation:
     batch: int | None = None
     onnx_loss: str | None = None
     input_shapes: dict[str, list[int]] | None = None
-    traced: TracedModel | None = None
+    _traced: TracedModel | None = field(default=None, repr=False)
+    _retrace: Callable[[], TracedModel] | None = field(default=None, repr=False)
+
+    @property
+    def traced(self) -> TracedModel | None:
+        if self._traced is None and self._retrace is not None:
+            self._traced = self._retrace()
+        return self._traced
 
     @property
     def program(self):
@@ -260,7 +274,8 @@ def compile(  # noqa: A001 - the product's verb
     profile = _profile_for(model, device)
     t_start = time.perf_counter()
     with live_status(progress):
-        traced, graph = _load(model, granularity, batch, onnx_loss, input_shapes, example_inputs, target, loss_fn, name)
+        traced, retrace, graph = _load(model, granularity, batch, onnx_loss, input_shapes,
+                                       example_inputs, target, loss_fn, name)
         t_traced = time.perf_counter()
         stage(f"costing {graph.n} nodes")
         costs = load_costs(graph, profile)
@@ -290,13 +305,17 @@ def compile(  # noqa: A001 - the product's verb
                        problem=problem, reference=ref, result=result,
                        granularity=granularity, batch=batch, onnx_loss=onnx_loss,
                        input_shapes={k: list(v) for k, v in input_shapes.items()} if input_shapes else None,
-                       traced=traced)
+                       _traced=traced, _retrace=retrace)
+
+
+Retrace = Callable[[], "TracedModel"]
 
 
 def _load(model: Any, granularity: str, batch: int | None, onnx_loss: str | None,
           input_shapes: Mapping[str, Sequence[int]] | None, example_inputs: Any, target: Any, loss_fn: Any,
-          name: str | None) -> tuple[TracedModel | None, TrainingGraph]:
-    """The graph of ``model`` and, for an nn.Module or zoo model, the TracedModel behind it."""
+          name: str | None) -> tuple[TracedModel | None, Retrace | None, TrainingGraph]:
+    """The graph of ``model``, with the TracedModel behind an nn.Module, or for a zoo
+    model the means to trace it again (see :class:`Compilation`)."""
     if _is_module(model):
         if batch is not None:
             raise PoetError(
@@ -304,19 +323,30 @@ def _load(model: Any, granularity: str, batch: int | None, onnx_loss: str | None
             )
         stage(f"tracing {name or type(model).__name__}")
         traced = trace_user_module(model, example_inputs, target, loss_fn, name=name, granularity=granularity)
-        return traced, traced.graph
+        return traced, None, traced.graph
     if example_inputs is not None or target is not None or loss_fn is not None:
         raise PoetError("example_inputs, target and loss_fn apply to an nn.Module; "
                         f"{type(model).__name__} {str(model)[:60]!r} brings its own")
     if isinstance(model, str) and not (onnx_loss or input_shapes) and _is_zoo(model):
-        # Keep the TracedModel of a zoo model too, so its Compilation can train it.
         from poet_compiler.frontends import trace_zoo
 
         stage(f"tracing {model}")
-        traced = trace_zoo(model, granularity=granularity, batch=batch)
-        return traced, traced.graph
+        graph = trace_zoo(model, granularity=granularity, batch=batch).graph
+        gc.collect()  # the fx graph holds cycles: free the module's weights before the solve
+        return None, lambda: _retrace_zoo(model, granularity, batch, graph), graph
     stage(f"loading {model if isinstance(model, str) else 'graph'}")
-    return None, resolve_graph(model, granularity, batch, onnx_loss=onnx_loss, input_shapes=input_shapes)
+    return None, None, resolve_graph(model, granularity, batch, onnx_loss=onnx_loss, input_shapes=input_shapes)
+
+
+def _retrace_zoo(name: str, granularity: str, batch: int | None, graph: TrainingGraph) -> TracedModel:
+    """Zoo model ``name`` traced again; refused if its graph is not the compiled one."""
+    from poet_compiler.frontends import trace_zoo
+    from poet_compiler.graph.io import graph_to_dict
+
+    traced = trace_zoo(name, granularity=granularity, batch=batch)
+    if graph_to_dict(traced.graph) != graph_to_dict(graph):
+        raise PoetError(f"{name}: traced again, the zoo model gives another graph than the one compiled")
+    return traced
 
 
 def _check_onnx_options(model: object, onnx_loss: str | None,

@@ -134,3 +134,25 @@ def test_zoo_model_trains_by_its_schedule_too() -> None:
     assert torch.equal(loss, ref.detach())
     grads = {n: p.grad for n, p in twin.named_parameters()}
     assert all(torch.equal(p.grad, grads[n]) for n, p in model.named_parameters())
+
+
+def test_zoo_model_weights_are_not_held_through_the_solve(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The solve gets poetc's memory: a zoo module is traced again when it is needed."""
+    import gc
+
+    import poet_compiler.api as api
+    from models.mlp import MLP
+
+    alive: list[int] = []
+    solve = api.run_strategy
+
+    def counting(*args, **kwargs):
+        gc.collect()
+        alive.append(sum(type(o) is MLP for o in gc.get_objects()))
+        return solve(*args, **kwargs)
+
+    monkeypatch.setattr(api, "run_strategy", counting)
+    c = poet_compiler.compile("mlp", device="m4", ram="100%", strategy="chen_greedy")
+    assert alive == [0]
+    assert isinstance(c.traced.module, MLP)
+    assert c.traced is c.traced  # traced once, then kept for training
