@@ -688,7 +688,7 @@ def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBoun
     with clock.stage("finalize"):
         res = finalize(problem, schedule, strategy=STRATEGY, status=out.status, solver=solver,
                        formulation=formulation, lower_bound_j=bound, solve_time_s=time.perf_counter() - started,
-                       message=message, arena_time_s=clock.left(), rescue_s=clock.left(), clock=clock)
+                       message=message, arena_time_s=clock.left(), rescue_s=RESCUE_SHARE * clock.left(), clock=clock)
     if res.lower_bound_j is not None and res.energy_j is not None and res.lower_bound_j > res.energy_j:
         # The bound of a proven optimum can exceed the simulated energy by float noise only.
         res.lower_bound_j = res.energy_j
