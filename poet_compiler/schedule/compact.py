@@ -22,8 +22,8 @@ allocation (``COMPUTE`` with its workspace after the output, ``PAGE_IN``) takes
 A buffer in flight (paged in or out since the last ``FENCE``) is not moved: the transfer
 channel owns it. When only such buffers block the room (with DMA), a ``FENCE`` is added
 before the moves: it waits for the channel, which costs only the transfers' time not yet
-run, and the simulator charges that like any wait. Moves cost a copy at the device's memory rates (``CostTable.move_j``); the
-simulator counts them like any other instruction.
+run, and the simulator charges that like any wait. Moves cost a copy at the device's
+memory rates (``CostTable.move_j``); the simulator counts them like any other instruction.
 """
 
 from __future__ import annotations
