@@ -2,8 +2,8 @@
 
 The MILP (:mod:`.milp`) starts from the best of them and falls back on them when the
 solver finds nothing; the infeasibility analysis (:mod:`.feasibility`) uses them as quick
-upper bounds. Sources: a given schedule, checkpoint-all and the quick heuristics of
-:mod:`.baselines`.
+upper bounds. Sources: a given schedule and the quick heuristics of :mod:`.baselines`
+(checkpoint-all among them, freeing each tensor after its last use).
 """
 
 from __future__ import annotations
@@ -24,15 +24,14 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None, *,
                           seconds: dict[str, float] | None = None) -> list[tuple[float, str, Schedule]]:
     """Every known schedule that is valid in the problem's mode and meets both budgets
     (live bytes; the arena is judged later by finalize), cheapest first:
-    ``(energy, name, schedule)``. Sources: ``given``, checkpoint-all (no frees) and every
-    heuristic of :mod:`.baselines` (their checkpoint-all frees after the last use), or
-    those named in ``only``; ``seconds``, when given, receives each heuristic's time."""
+    ``(energy, name, schedule)``. Sources: ``given`` and every heuristic of
+    :mod:`.baselines`, or those named in ``only``; ``seconds``, when given, receives each
+    heuristic's time. (Keeping every tensor to the end is no source: the checkpoint-all
+    baseline computes the same and frees earlier, so it fits wherever that would.)"""
     found: list[tuple[float, str, Schedule]] = []
-    for name, s in (("given", given), ("checkpoint_all", Schedule.checkpoint_all(problem.n))):
-        if s is not None:
-            e = feasible_energy(problem, s)
-            if e is not None:
-                found.append((e, name, s))
+    e = None if given is None else feasible_energy(problem, given)
+    if given is not None and e is not None:
+        found.append((e, "given", given))
     # Every heuristic baseline, so that no answer is above a baseline's (the MILP starts
     # from the cheapest and keeps it unless it finds better). Their plans only: planning
     # each one's arena was most of their time (dtr: 7.0 s of 7.0 s on VGG16-CIFAR op level).
@@ -72,13 +71,13 @@ def refit(candidates: list[tuple[float, str, Schedule]], problem: Problem, given
     found = [(e, name, s) for name, s in [("given", given), *((n, s) for _, n, s in candidates)]
              if s is not None and (e := feasible_energy(problem, s)) is not None]
     if rerun:
-        found += [c for c in warm_start_candidates(problem, only=rerun) if c[1] != "checkpoint_all"]
+        found += warm_start_candidates(problem, only=rerun)
     found.sort(key=lambda x: (x[0], x[1]))
     return found
 
 
 def warm_start_schedule(problem: Problem, given: Schedule | None = None) -> Schedule | None:
-    """The cheapest feasible schedule among ``given``, checkpoint-all and the quick
-    heuristics of :mod:`.baselines`, or None."""
+    """The cheapest feasible schedule among ``given`` and the quick heuristics of
+    :mod:`.baselines`, or None."""
     found = warm_start_candidates(problem, given)
     return found[0][2] if found else None
