@@ -232,7 +232,8 @@ def _solve_family(
     finalize first re-plans the arena harder within the time left; if that does not fit
     either, the model is re-solved with the activation budget lowered by the overshoot
     (and below the peak of the schedule that did not fit), up to ``MAX_ARENA_RETRIES``
-    times while time is left, warm-started from the previous schedule. The overhead is
+    times while time is left, warm-started from the previous schedule; a reserve that
+    leaves no schedule is halved towards the last one that was too little. The overhead is
     recorded in ``Result.extra`` (``fragmentation_retries``, ``fragmentation_reserve_bytes``),
     and which step kept a schedule in ``arena_rescue``.
     """
@@ -255,6 +256,8 @@ def _solve_family(
     arena_failures = 0               # schedules whose live bytes fit but whose arena did not
     first_arena = 0                  # the arena of the first of them
     reserve = 0                      # bytes held back from the budget for fragmentation
+    too_little = 0                   # a reserve whose schedule's arena did not fit
+    too_much: int | None = None      # a reserve that left no schedule at all
     previous: Schedule | None = warm_start if warm_start is not None else (candidates[0][2] if candidates else None)
     best: Result | None = None       # best schedule that finalize accepted
     last: Result | None = None       # the last attempt's result (for its message/status)
@@ -303,15 +306,27 @@ def _solve_family(
             if problem.activation_budget - reserve < 1:
                 break
             continue
+        if attempt and last.status == "infeasible" and last.schedule is None and reserve - too_little > 1:
+            # The reserve left no schedule: one whose peak lies between may still have an
+            # arena that fits (its layout need not fragment as much). Halve the interval.
+            too_much = reserve
+            reserve = (too_little + reserve) // 2
+            continue
         if not (last.status == "infeasible" and last.message.startswith("arena") and last.arena_bytes
                 and last.schedule is not None):
             break
         # Live bytes fit, the arena does not (even re-planned harder): hold back the
-        # overshoot, and at least enough to exclude this schedule's peak, and solve again.
+        # overshoot, and at least enough to exclude this schedule's peak, and solve again
+        # (below a reserve known to leave no schedule).
         arena_failures += 1
         first_arena = first_arena or last.arena_bytes
+        too_little = reserve
         reserve = max(reserve + max(1, last.arena_bytes - problem.activation_budget),
                       problem.activation_budget - (last.peak_ram_bytes or problem.activation_budget) + 1)
+        if too_much is not None and reserve >= too_much:
+            if too_much - too_little <= 1:
+                break
+            reserve = (too_little + too_much) // 2
         previous = last.schedule
         if problem.activation_budget - reserve < 1:
             break

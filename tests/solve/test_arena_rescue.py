@@ -164,3 +164,48 @@ def test_costly_copies_are_weighed_against_a_resolve(monkeypatch) -> None:
             assert res.gap is not None and res.gap <= 1e-9
         return
     pytest.fail("no random case needed compaction")
+
+
+def test_a_reserve_that_leaves_no_schedule_is_halved(monkeypatch) -> None:
+    """Only programs at the least RAM have an arena that fits (the planner wastes the
+    whole budget on any other), so the overshoot of the first schedule is held back and
+    leaves no schedule at all. The reserve is then halved, between what was too little
+    and what was too much, until a schedule at the least RAM is found and kept."""
+    import poet_compiler.solve.milp as milp
+    from poet_compiler.schedule.simulate import simulate
+    from tests.support.oracle import min_ram
+
+    _no_room_to_compact(monkeypatch)
+    monkeypatch.setattr(fin, "rescue_arena", lambda *a, **kw: None)
+    monkeypatch.setattr(milp, "MAX_ARENA_RETRIES", 20)
+    real_plan, real_once = fin.plan_arena, milp._solve_once
+    least = {"ram": 0}
+
+    def only_least_ram_fits(graph, program, **kw):  # noqa: ANN001, ANN003, ANN202
+        out = real_plan(graph, program, **kw)
+        peak = simulate(graph, problem.costs, program).peak_bytes
+        waste = 0 if peak <= least["ram"] else problem.activation_budget
+        return dataclasses.replace(out, arena_bytes=(out.arena_bytes or 0) + waste)
+
+    reserves: list[tuple[int, str]] = []
+
+    def recording(problem, reserve, **kw):  # noqa: ANN001, ANN003, ANN202
+        res = real_once(problem, reserve, **kw)
+        reserves.append((reserve, res.status if res.schedule is not None else "none"))
+        return res
+
+    monkeypatch.setattr(fin, "plan_arena", only_least_ram_fits)
+    monkeypatch.setattr(milp, "_solve_once", recording)
+    for seed in range(20):
+        problem = random_problem(seed, 6, "remat", deadline_prob=0.0, budget_fraction=1.0)
+        least["ram"] = min_ram(problem) or 0
+        reserves.clear()
+        res = solve_milp(problem, gap_limit=0.0, time_limit_s=60)
+        halved = [r for (r, got), (r_next, _) in zip(reserves, reserves[1:]) if got == "none" and r_next < r]
+        if not halved:
+            continue
+        assert res.ok, (res.message, reserves)
+        assert res.peak_ram_bytes == least["ram"] and res.arena_bytes <= problem.activation_budget
+        assert res.extra.arena_rescue["resolved"] == 1
+        return
+    pytest.fail("no random case left no schedule at the overshoot's reserve")
