@@ -125,3 +125,23 @@ def test_the_portfolio_race_is_watched_too(monkeypatch) -> None:
     assert time.perf_counter() - started < 25, "the CP-SAT child slept its 30 s out: nothing stopped it"
     assert seen.stops and all("memory limit" in m for m in seen.stops)
     assert seen.peak_bytes > BIG // 2
+
+
+def test_a_growing_child_is_stopped_before_it_passes_the_limit(monkeypatch) -> None:
+    """The watch stops a child whose next measurement would pass the limit at the pace
+    it grew since the last one, so what it measured stays within the limit (the /proc
+    figures are given here, so that the pace is exact)."""
+    from poet_compiler.solve.backends import memory
+
+    mib = 2**20
+    figures = iter([100 * mib, 150 * mib, 200 * mib, 250 * mib])
+    monkeypatch.setattr(memory, "EVERY_S", 0.0)
+    monkeypatch.setattr(memory, "self_rss", lambda: 50 * mib)
+    monkeypatch.setattr(memory, "private_bytes", lambda pid: next(figures) if pid == 4242 else None)
+    with memory_limit(290 * mib) as seen:
+        watch = Watch(4242)
+        stopped = [watch.exceeded() for _ in range(3)]
+    assert stopped == [False, False, True]          # 250 MiB now, 300 MiB at the next measurement
+    assert watch.used == 250 * mib and seen.peak_bytes == 250 * mib <= 290 * mib
+    assert "growing 50 MiB per" in seen.stops[0] and "limit 0.28 GiB" in seen.stops[0]
+    memory._WATCHED.discard(4242)
