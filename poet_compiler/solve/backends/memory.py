@@ -6,8 +6,9 @@ MobileNetV2's stage model took 4.5 GB in CP-SAT), so that is where the limit act
 parent, while it waits for a child, measures poetc's memory — its own resident bytes plus
 the child's *private* bytes (a forked child shares the parent's pages until it writes
 them, so its resident size counts those twice) — and kills the child once that would
-pass the limit before the next measurement, at the pace it grew since the last one. The child's latest solution is kept, as for any other child that ends early;
-the result says that the memory limit stopped it.
+pass the limit before the next measurement, at the pace it grew since the last one. The
+child's latest solution is kept, as for any other child that ends early; the result says
+that the memory limit stopped it.
 
 The limit is set for a solve with :func:`memory_limit` (a context variable, so every
 solver process started inside it is watched without passing the limit through every
