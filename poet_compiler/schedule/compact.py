@@ -20,10 +20,9 @@ allocation (``COMPUTE`` with its workspace after the output, ``PAGE_IN``) takes
    the holes between them join (memmove-safe: each copy lands in space already vacated).
 
 A buffer in flight (paged in or out since the last ``FENCE``) is not moved: the transfer
-channel owns it. When only such buffers block the room (with DMA), a ``FENCE`` is added
-before the moves: it waits for the channel, which costs only the transfers' time not yet
-run, and the simulator charges that like any wait. Moves cost a copy at the device's
-memory rates (``CostTable.move_j``); the simulator counts them like any other instruction.
+channel owns it. Only with DMA can that leave no room; :func:`compact_arena` then returns
+None. Moves cost a copy at the device's memory rates (``CostTable.move_j``); the
+simulator counts them like any other instruction.
 """
 
 from __future__ import annotations
@@ -79,7 +78,6 @@ class _Compactor(ProgramInterpreter):
         self.out: list[Instruction] = []
         self.top = 0                          # highest byte used: the arena
         self.moved_bytes = 0
-        self.fences = 0                       # FENCEs added so that buffers in flight could move
 
     # -- the arena map -----------------------------------------------------------------
     def _regions(self) -> list[tuple[int, int]]:
@@ -103,26 +101,14 @@ class _Compactor(ProgramInterpreter):
         # Make room the cheapest way: the fewest bytes moved (then the lowest offset).
         if self.until is not None and time.perf_counter() > self.until:
             raise _NoRoom
-        plans = self._plans(need)
-        if not plans and self.in_flight:
-            # Only buffers in flight block the room: wait for the channel first. A FENCE
-            # costs only the transfers' time not yet run (often none: a transfer issued
-            # stages ago is long done), which the simulator charges and the caller's
-            # deadline check judges; the room is then made as for any other buffer.
-            self.out.append(Instruction(Op.FENCE))
-            self.in_flight.clear()
-            self.fences += 1
-            plans = self._plans(need)
+        plans = [p for p in (self._window(need), self._slide(need, down=True), self._slide(need, down=False))
+                 if p is not None]
         if not plans:
             raise _NoRoom
         _, at, moves = min(plans, key=lambda p: (p[0], p[1]))
         for i, to in moves:
             self._move(i, to)
         return at
-
-    def _plans(self, need: int) -> list[_Plan]:
-        return [p for p in (self._window(need), self._slide(need, down=True), self._slide(need, down=False))
-                if p is not None]
 
     def _window(self, need: int) -> _Plan | None:
         """Free ``[a, a + need)`` by moving the live buffers in it to holes elsewhere
@@ -226,9 +212,8 @@ class _Compactor(ProgramInterpreter):
 
 def compact_arena(graph: TrainingGraph, program: Program, budget_bytes: int, *,
                   time_limit_s: float | None = None) -> Program | None:
-    """``program`` laid out within ``budget_bytes`` with MOVEs (and, where buffers in
-    flight block them, FENCEs) where needed, or None when no room can be made or
-    ``time_limit_s`` wall seconds pass first.
+    """``program`` laid out within ``budget_bytes`` with MOVEs where needed, or None when
+    buffers in flight leave no room or ``time_limit_s`` wall seconds pass first.
     ``program``'s own offsets (a static plan that did not fit, or none) are kept wherever
     they are free within the budget. The caller checks that the live bytes fit (the
     simulator judges the result)."""
@@ -241,7 +226,7 @@ def compact_arena(graph: TrainingGraph, program: Program, budget_bytes: int, *,
     meta = dict(program.meta)
     peak = int(meta.get("peak_bytes", 0)) or walk.top
     meta.update(fragmentation=(walk.top / peak) if peak else 1.0, arena_order="compacted",
-                moved_bytes=walk.moved_bytes, added_fences=walk.fences)
+                moved_bytes=walk.moved_bytes)
     return Program(n_nodes=program.n_nodes, instructions=instructions, arena_bytes=walk.top, meta=meta)
 
 
