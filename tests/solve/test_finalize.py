@@ -65,3 +65,32 @@ def test_accepts_a_program():
     p = Problem(graph=g, costs=cost_table_from_graph(g), ram_budget_bytes=64)
     r = finalize(p, linearize(g, Schedule.checkpoint_all(g.n)), strategy="p")
     assert r.schedule is None and r.energy_j == 5.0 and r.program.arena_bytes == 40
+
+
+@pytest.mark.parametrize("exact_max", [10_000, 0])
+def test_the_harder_plan_runs_only_where_the_exact_packing_does(monkeypatch, exact_max: int) -> None:
+    """A schedule whose first arena is over the budget (made so here) is planned again
+    harder only if the planner's exact packing applies to it; beyond that, compaction
+    lays it out without that plan (on gpt2_large_mini it took 103 s for nothing)."""
+    import dataclasses
+
+    import poet_compiler.solve.finalize as fin
+    from tests.solve.test_arena_rescue import _cases
+
+    real = fin.plan_arena
+    efforts: list[int] = []
+
+    def wasteful(graph, program, **kw):  # noqa: ANN001, ANN003, ANN202
+        efforts.append(kw.get("effort", 0))
+        out = real(graph, program, **kw)
+        return dataclasses.replace(out, arena_bytes=(out.arena_bytes or 0) + 3)
+
+    monkeypatch.setattr(fin, "plan_arena", wasteful)
+    monkeypatch.setattr(fin, "EXACT_MAX_BUFFERS", exact_max)
+    problem, _, _ = next(_cases())
+    optimum = brute_force(problem)
+    assert optimum is not None
+    res = finalize(problem, as_program(problem, optimum[1]), strategy="t", arena_time_s=30.0)
+    assert res.ok and res.arena_bytes <= problem.activation_budget
+    assert res.program.meta["arena_order"] == "compacted"
+    assert efforts == ([0, fin.ARENA_RETRY_EFFORT] if exact_max else [0])
