@@ -145,3 +145,20 @@ def test_a_growing_child_is_stopped_before_it_passes_the_limit(monkeypatch) -> N
     assert watch.used == 250 * mib and seen.peak_bytes == 250 * mib <= 290 * mib
     assert "growing 50 MiB per" in seen.stops[0] and "limit 0.28 GiB" in seen.stops[0]
     memory._WATCHED.discard(4242)
+
+
+@pytest.mark.parametrize("share, stopped", [(0.97, False), (0.99, True)])
+def test_a_child_that_does_not_grow_is_stopped_within_the_margin(monkeypatch, share: float,
+                                                                 stopped: bool) -> None:
+    """CP-SAT allocates in bursts: a child is stopped once poetc is within MARGIN of the
+    limit even when the last two measurements were equal."""
+    from poet_compiler.solve.backends import memory
+
+    limit = 1000 * 2**20
+    monkeypatch.setattr(memory, "EVERY_S", 0.0)
+    monkeypatch.setattr(memory, "self_rss", lambda: 0)
+    monkeypatch.setattr(memory, "private_bytes", lambda pid: int(share * limit) if pid == 4243 else None)
+    with memory_limit(limit):
+        watch = Watch(4243)
+        assert [watch.exceeded() for _ in range(3)] == [stopped] * 3
+    memory._WATCHED.discard(4243)
