@@ -28,10 +28,7 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None, *,
     :mod:`.baselines`, or those named in ``only``; ``seconds``, when given, receives each
     heuristic's time. (Keeping every tensor to the end is no source: the checkpoint-all
     baseline computes the same and frees earlier, so it fits wherever that would.)"""
-    found: list[tuple[float, str, Schedule]] = []
-    e = None if given is None else feasible_energy(problem, given)
-    if given is not None and e is not None:
-        found.append((e, "given", given))
+    found = _that_fit(problem, [("given", given)])
     # Every heuristic baseline, so that no answer is above a baseline's (the MILP starts
     # from the cheapest and keeps it unless it finds better). Their plans only: planning
     # each one's arena was most of their time (dtr: 7.0 s of 7.0 s on VGG16-CIFAR op level).
@@ -52,10 +49,7 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None, *,
                 schedule = schedule_from_program(problem.graph, res.program, problem.mode,
                                                  dma=not problem.synchronous)
             # A baseline's own status may be "infeasible" for its arena only: judge live bytes here.
-            if schedule is not None:
-                e = feasible_energy(problem, schedule)
-                if e is not None:
-                    found.append((e, name, schedule))
+            found += _that_fit(problem, [(name, schedule)])
     found.sort(key=lambda x: (x[0], x[1]))
     return found
 
@@ -68,16 +62,13 @@ def refit(candidates: list[tuple[float, str, Schedule]], problem: Problem, given
     reruns only the quick ones: on gpt2_large_mini capuchin took 46 s of a 300 s limit
     (a re-solve that ran every heuristic again ended 22 s past the limit), dtr 0.3 s, and
     dtr's plan at the lower budget is the one that fits without copies."""
-    found = [(e, name, s) for name, s in [("given", given), *((n, s) for _, n, s in candidates)]
-             if s is not None and (e := feasible_energy(problem, s)) is not None]
+    found = _that_fit(problem, [("given", given), *((n, s) for _, n, s in candidates)])
     if rerun:
         found += warm_start_candidates(problem, only=rerun)
     found.sort(key=lambda x: (x[0], x[1]))
     return found
 
 
-def warm_start_schedule(problem: Problem, given: Schedule | None = None) -> Schedule | None:
-    """The cheapest feasible schedule among ``given`` and the quick heuristics of
-    :mod:`.baselines`, or None."""
-    found = warm_start_candidates(problem, given)
-    return found[0][2] if found else None
+def _that_fit(problem: Problem, named: list[tuple[str, Schedule | None]]) -> list[tuple[float, str, Schedule]]:
+    """``(energy, name, schedule)`` of the given schedules that meet ``problem``'s budgets."""
+    return [(e, name, s) for name, s in named if s is not None and (e := feasible_energy(problem, s)) is not None]
