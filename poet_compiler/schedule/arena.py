@@ -45,7 +45,7 @@ from typing import Any
 from poet_compiler.errors import ScheduleError
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.interpreter import ProgramInterpreter
-from poet_compiler.schedule.program import Instruction, Program
+from poet_compiler.schedule.program import Instruction, Op, Program
 from poet_compiler.solve.backends.native import NativeLimits, new_model, solve_native
 
 # Local improvement: moves tried per call (each is one placement, O(conflicting pairs)),
@@ -416,6 +416,12 @@ def _quantum(buffers: list[Buffer], peak: int) -> int:
     return best
 
 
+def exact_packing_applies(program: Program) -> bool:
+    """Whether :func:`plan_arena` tries the exact packing on ``program``: at most
+    ``EXACT_MAX_BUFFERS`` buffers, one per COMPUTE and PAGE_IN."""
+    return sum(1 for x in program if x.op is Op.COMPUTE or x.op is Op.PAGE_IN) <= EXACT_MAX_BUFFERS
+
+
 def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
                budget_bytes: int | None = None, time_limit_s: float | None = None,
                seeds: int = 1) -> Program:
@@ -459,7 +465,7 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
         arena, offsets = _improve(inst, best[0], best[1], peak, moves, budget_bytes, until)
         if arena < best[0]:
             best = (arena, offsets, "local")
-    if not done() and len(buffers) <= EXACT_MAX_BUFFERS:
+    if not done() and exact_packing_applies(program):
         det_s = EXACT_DETERMINISTIC_S * (1 + effort / 16) / len(EXACT_PASSES)
         for seed in range(max(1, seeds)):
             for level, coarse in EXACT_PASSES:

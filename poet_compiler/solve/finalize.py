@@ -19,7 +19,7 @@ import time
 from contextlib import nullcontext
 
 from poet_compiler.errors import InternalError, OverBudgetError, ScheduleError
-from poet_compiler.schedule.arena import EXACT_MAX_BUFFERS, plan_arena, rescue_arena
+from poet_compiler.schedule.arena import exact_packing_applies, plan_arena, rescue_arena
 from poet_compiler.schedule.cleanup import remove_pointless_work
 from poet_compiler.schedule.compact import compact_arena, without_moves
 from poet_compiler.schedule.linearize import linearize
@@ -119,7 +119,7 @@ def _finalize(
     else:
         program = plan_arena(graph, program, budget_bytes=budget, time_limit_s=left())
     if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes and left() != 0.0 \
-            and _exact_packing_applies(program):
+            and exact_packing_applies(program):
         # A fresh plan, not one hinted with the first layout (CP-SAT from a different
         # start packs differently; on a ResNet-18-CIFAR guided schedule, hinted: 1.021 x
         # the peak, over budget; fresh: 1.0067, within): keep the smaller. Only where the
@@ -188,13 +188,6 @@ def _finalize(
         result.message = "; ".join([*problems, *([message] if message else [])])
         result.gap = None
     return result
-
-
-def _exact_packing_applies(program: Program) -> bool:
-    """Whether the arena planner's exact packing runs on ``program`` (one buffer per
-    COMPUTE and PAGE_IN)."""
-    allocations = sum(1 for x in program if x.op is Op.COMPUTE or x.op is Op.PAGE_IN)
-    return allocations <= EXACT_MAX_BUFFERS
 
 
 def _meets_deadline(problem: Problem, program: Program) -> bool:

@@ -74,6 +74,7 @@ def test_the_harder_plan_runs_only_where_the_exact_packing_does(monkeypatch, exa
     lays it out without that plan (on gpt2_large_mini it took 103 s for nothing)."""
     import dataclasses
 
+    import poet_compiler.schedule.arena as arena
     import poet_compiler.solve.finalize as fin
     from tests.solve.test_arena_rescue import _cases
 
@@ -86,7 +87,7 @@ def test_the_harder_plan_runs_only_where_the_exact_packing_does(monkeypatch, exa
         return dataclasses.replace(out, arena_bytes=(out.arena_bytes or 0) + 3)
 
     monkeypatch.setattr(fin, "plan_arena", wasteful)
-    monkeypatch.setattr(fin, "EXACT_MAX_BUFFERS", exact_max)
+    monkeypatch.setattr(arena, "EXACT_MAX_BUFFERS", exact_max)
     problem, _, _ = next(_cases())
     optimum = brute_force(problem)
     assert optimum is not None
