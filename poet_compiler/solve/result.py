@@ -107,6 +107,11 @@ class ResultExtra:
     status, simulated energy of its schedule, its own bound (for at most that many copies
     per tensor: never an optimality claim), message."""
     interval_solve_s: float | None = field(default=None, metadata=MEASURED)
+    presence: dict[str, Any] | None = None
+    """The presence bound (solve/presence.py): ``bound_j`` (valid at this budget),
+    ``closed`` (solved to optimality or within the gap of its best solution), ``pairs``
+    (its size: (tensor, point) pairs), ``message``; or ``skipped`` and why."""
+    presence_solve_s: float | None = field(default=None, metadata=MEASURED)
     full_model_skipped: bool | None = None
     """The full model was not solved (too little time left after the guided stage)."""
     row_generation: dict[str, int] | None = None

@@ -1,0 +1,356 @@
+"""The presence bound: a relaxation that sees when restores happen and what they hold.
+
+The eviction cover (:mod:`.cover`) charges one restore per absence and nothing for what
+the restore needs, so on chains — where a recompute reads a tensor that is itself out of
+RAM — it stays below the optimum (the README demo: 0.03337 J against 0.03771 J), and the
+full stage model's bound rises too slowly to close the rest (3.3 % after 600 s).
+
+This model keeps the cover's view — RAM at the first compute of every node, the *points*
+— but tracks every tensor at every point and every restore by the stage it happens in:
+
+- ``p[k, t]``: tensor ``k`` is in RAM at point ``t`` (fixed 1 at its own compute and at
+  its readers' points; variables in between and, up to its *horizon*, after its last
+  reader: a recompute of a reader may still need it);
+- ``wr[k, r]`` / ``wp[k, r]``: ``k`` is recomputed / paged in during stage ``r`` (between
+  points ``r - 1`` and ``r``); ``o[k]``: ``k`` is paged out at least once;
+- a tensor absent at ``r - 1`` and present at ``r`` was restored in stage ``r``;
+- a recompute in stage ``r`` reads each input: present at ``r - 1`` or restored in ``r``;
+- RAM at every point is within the budget, and so is RAM while a restore in stage ``r``
+  runs: the restored tensor (with its inputs and workspace for a recompute) plus every
+  tensor present at both ``r - 1`` and ``r`` and not restored in between (it never left);
+- recompute time (and paging time without DMA) fits the deadline's slack.
+
+Any Program maps onto it: ``p`` is what is in RAM at each point, ``w`` whether a stage has
+at least one restore of the tensor, ``o`` whether it was ever paged out; every row holds
+for that image and its cost is at most the Program's energy above the compute-once
+energy (a stage with several restores of one tensor is charged one). So the model's
+optimum plus the compute-once energy is a lower bound, an infeasible model proves that
+no schedule fits, and a Program is a feasible hint (:func:`image_of`; the tests check
+both against the program-level oracle and real schedules).
+
+Its size is the number of (tensor, point) pairs in the horizons — O(n²) on training
+graphs — so it is built only up to :data:`MAX_PAIRS`. CP-SAT proves it by unsatisfiable
+cores over the objective's literals (a ``core`` worker beside a ``no_lp`` one that finds
+solutions); its LP bound is as weak as the stage model's. On the README demo it proves
+the 0.037707 J schedule optimal.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any  # CP-SAT objects: the model is built on solve/backends/native.py
+
+import numpy as np
+
+from poet_compiler.errors import ScheduleError
+from poet_compiler.schedule.build import assemble
+from poet_compiler.schedule.program import Op, Program
+from poet_compiler.schedule.schedule import Schedule
+from poet_compiler.solve.backends.native import NativeLimits, NativeResult, new_model, solve_native
+from poet_compiler.solve.cover import _recompute_j, _transfer_j
+from poet_compiler.solve.problem import Problem
+
+# Above this many (tensor, point) pairs the model is not built: ResNet-18-CIFAR at op
+# level has ~14,000; BERT-base would have ~170,000 (see BENCHMARKS.md).
+MAX_PAIRS = 40_000
+_SCALE = 1e9          # integer units per largest cost: rounding stays far below OPTIMALITY_TOL
+_DEADLINE_TOL = 1e-9  # the formulations' deadline row has the same relative slack
+_BIG = 10**15
+STAGE_ROWS = False
+
+
+@dataclass(frozen=True)
+class PresenceBound:
+    """``energy_j``: a valid lower bound on every schedule's energy (None: infeasible, or
+    nothing proven). ``closed``: the model was solved to optimality (or within the
+    requested gap of its own best solution)."""
+
+    energy_j: float | None
+    infeasible: bool
+    closed: bool
+    solve_s: float = 0.0
+    pairs: int = 0
+    message: str = ""
+    # The model's best solution realized (:func:`_realize`); not checked.
+    schedule: Schedule | None = field(default=None, repr=False, compare=False)
+
+    def summary(self) -> dict[str, Any]:
+        """The figures a Result reports (``extra.presence``)."""
+        return {"bound_j": self.energy_j, "closed": self.closed, "infeasible": self.infeasible,
+                "pairs": self.pairs, "message": self.message}
+
+
+def horizons(problem: Problem) -> list[int]:
+    """The last point at which each tensor can be read: by its last reader, or by a
+    recompute of a reader within that reader's own horizon."""
+    g = problem.graph
+    out = [max(g.consumers[k], default=k) for k in range(problem.n)]
+    for k in reversed(range(problem.n)):
+        for i in g.consumers[k]:
+            out[k] = max(out[k], out[i])
+    return out
+
+
+def pairs(problem: Problem) -> int:
+    """The number of (tensor, point) pairs: the model's size, known before building it."""
+    return sum(h - k + 1 for k, h in enumerate(horizons(problem)))
+
+
+@dataclass
+class _Model:
+    m: Any
+    p: dict[tuple[int, int], Any]          # (tensor, point) -> literal, or 1 (fixed)
+    wr: dict[tuple[int, int], Any] = field(default_factory=dict)
+    wp: dict[tuple[int, int], Any] = field(default_factory=dict)
+    out: dict[int, Any] = field(default_factory=dict)
+    cost: list[tuple[Any, int]] = field(default_factory=list)
+    time_terms: list[tuple[Any, int]] = field(default_factory=list)
+    e_scale: float = 1.0
+    infeasible: bool = False
+
+
+def _is_var(x: Any) -> bool:
+    return not isinstance(x, int)
+
+
+def _build(problem: Problem, budget: int, stage_rows: bool) -> _Model:
+    g, c, n = problem.graph, problem.costs, problem.n
+    size = [node.output_bytes for node in g.nodes]
+    horizon = horizons(problem)
+    slack = None if problem.deadline_s is None else \
+        problem.deadline_s * (1 + _DEADLINE_TOL) - c.compute_only_s + 1e-12
+    e_scale = _SCALE / max(max(c.compute_j), max(c.page_in_j), max(c.page_out_j), 1e-300)
+    t_scale = _SCALE / max(max(c.compute_s), max(c.page_in_s), max(c.page_out_s), 1e-300)
+    md = _Model(new_model(), {}, e_scale=e_scale)
+    m = md.m
+    for k in range(n):
+        fixed = g.nodes[k].pinned
+        readers = set(g.consumers[k])
+        for t in range(k, horizon[k] + 1):
+            md.p[(k, t)] = 1 if fixed or t == k or t in readers else m.new_bool_var(f"p[{k},{t}]")
+        if fixed:
+            continue
+        for r in range(k + 1, horizon[k] + 1):
+            _restore_options(problem, md, k, r, slack, t_scale)
+            before, now = md.p[(k, r - 1)], md.p[(k, r)]
+            if not _is_var(before) and not _is_var(now):
+                continue          # in RAM at both points by need: a restore between is waste
+            options = [x for x in (md.wr.get((k, r)), md.wp.get((k, r))) if x is not None]
+            # Absent at r - 1 and present at r: restored in stage r.
+            m.add(sum(options) >= now - before)
+    _input_rows(problem, md)
+    _point_rows(problem, md, budget, size)
+    if stage_rows and not md.infeasible:
+        _stage_rows(problem, md, budget, size)
+    if slack is not None and md.time_terms:
+        # Times rounded down, the right side rounded up: a relaxation of the deadline.
+        m.add(sum(k * x for x, k in md.time_terms) <= math.floor(slack * t_scale) + len(md.time_terms))
+    m.minimize(sum(k * x for x, k in md.cost))
+    return md
+
+
+def _restore_options(problem: Problem, md: _Model, k: int, r: int, slack: float | None,
+                     t_scale: float) -> None:
+    """``wr[k, r]`` and ``wp[k, r]`` where the mode and the deadline allow them."""
+    c, m = problem.costs, md.m
+    if problem.allows_remat and (slack is None or c.compute_s[k] <= slack):
+        x = md.wr[(k, r)] = m.new_bool_var(f"wr[{k},{r}]")
+        md.cost.append((x, math.floor(_recompute_j(problem, k) * md.e_scale)))
+        md.time_terms.append((x, math.floor(c.compute_s[k] * t_scale)))
+    if problem.allows_paging and (slack is None or c.dma or c.page_in_s[k] + c.page_out_s[k] <= slack):
+        x = md.wp[(k, r)] = m.new_bool_var(f"wp[{k},{r}]")
+        md.cost.append((x, math.floor(_transfer_j(problem, k, "in") * md.e_scale)))
+        if not c.dma:
+            md.time_terms.append((x, math.floor(c.page_in_s[k] * t_scale)))
+        if k not in md.out:
+            y = md.out[k] = m.new_bool_var(f"o[{k}]")
+            md.cost.append((y, math.floor(_transfer_j(problem, k, "out") * md.e_scale)))
+            if not c.dma:
+                md.time_terms.append((y, math.floor(c.page_out_s[k] * t_scale)))
+        m.add_implication(x, md.out[k])
+
+
+def _input_rows(problem: Problem, md: _Model) -> None:
+    """A recompute in stage ``r`` reads each input: in RAM at ``r - 1`` or restored in ``r``."""
+    g = problem.graph
+    for (k, r), x in md.wr.items():
+        for j in sorted(set(g.nodes[k].inputs)):
+            before = md.p.get((j, r - 1), 0)
+            if not _is_var(before) and before == 1:
+                continue
+            either = [lit for lit in (before, md.wr.get((j, r)), md.wp.get((j, r)))
+                      if lit is not None and _is_var(lit)]
+            md.m.add_bool_or([x.Not(), *either])
+
+
+def _point_rows(problem: Problem, md: _Model, budget: int, size: list[int]) -> None:
+    """RAM at the first compute of every node: what is present, plus its workspace."""
+    g, n = problem.graph, problem.n
+    at: list[list[tuple[Any, int]]] = [[] for _ in range(n)]
+    for (k, t), x in md.p.items():
+        at[t].append((x, size[k]))
+    for t in range(n):
+        fixed = sum(s for x, s in at[t] if not _is_var(x)) + g.nodes[t].workspace_bytes
+        if fixed > budget:
+            md.infeasible = True
+            return
+        free = [(x, s) for x, s in at[t] if _is_var(x)]
+        if free and fixed + sum(s for _, s in free) > budget:
+            md.m.add(sum(s * x for x, s in free) <= budget - fixed)
+
+
+def _stage_rows(problem: Problem, md: _Model, budget: int, size: list[int]) -> None:
+    """RAM while a restore runs in stage ``r``: the restored tensor (a recompute: with its
+    inputs and workspace) plus what never left RAM between ``r - 1`` and ``r``.
+
+    "Never left" is bounded below by ``p[r-1] + p[r] - w[r] - 1`` per tensor; a tensor
+    the restore itself needs counts in full instead. The part shared by every restore of
+    the stage is one integer variable."""
+    g, m = problem.graph, md.m
+    events: dict[int, list[tuple[int, Any, bool]]] = {}
+    for (k, r), x in md.wr.items():
+        events.setdefault(r, []).append((k, x, True))
+    for (k, r), x in md.wp.items():
+        events.setdefault(r, []).append((k, x, False))
+
+    def stay(k: int, r: int) -> tuple[int, list[tuple[Any, int]]]:
+        """``p[k,r-1] + p[k,r] - w[k,r] - 1`` as (constant, [(literal, coefficient)])."""
+        const, terms = -1, []
+        for x in (md.p[(k, r - 1)], md.p[(k, r)]):
+            if _is_var(x):
+                terms.append((x, 1))
+            else:
+                const += x
+        terms += [(x, -1) for x in (md.wr.get((k, r)), md.wp.get((k, r))) if x is not None]
+        return const, terms
+
+    for r in sorted(events):
+        both = [k for k in range(r) if (k, r - 1) in md.p and (k, r) in md.p]
+        base_const, base_terms = 0, []
+        for k in both:
+            ck, tk = stay(k, r)
+            base_const += size[k] * ck
+            base_terms += [(x, size[k] * a) for x, a in tk]
+        shared = m.new_int_var(-_BIG, _BIG, f"stay[{r}]")
+        m.add(shared >= base_const + sum(a * x for x, a in base_terms))
+        in_both = set(both)
+        for k, x, recompute in events[r]:
+            held = {k} | (set(g.nodes[k].inputs) if recompute else set())
+            const = g.nodes[k].workspace_bytes if recompute else 0
+            own: list[tuple[Any, int]] = []
+            for j in held:
+                const += size[j]
+                if j in in_both:      # counted in ``shared`` at its lower bound: replace it
+                    cj, tj = stay(j, r)
+                    const -= size[j] * cj
+                    own += [(y, -size[j] * a) for y, a in tj]
+            m.add(shared + const + sum(a * y for y, a in own) <= budget).only_enforce_if(x)
+
+
+def image_of(problem: Problem, program: Program) -> dict[str, Any]:
+    """The model's values for ``program``: RAM at each point, the stages with restores, the
+    tensors paged out. Keys ``p`` ((k, t) -> 0/1), ``wr``/``wp`` (sets of (k, r)), ``out``."""
+    n = problem.n
+    ram: set[int] = set()
+    computed: set[int] = set()
+    p: dict[tuple[int, int], int] = {}
+    wr: set[tuple[int, int]] = set()
+    wp: set[tuple[int, int]] = set()
+    out: set[int] = set()
+    stage = 0
+    for ins in program:
+        k = ins.node
+        if ins.op is Op.COMPUTE:
+            if k in computed:
+                wr.add((k, stage))
+            else:
+                computed.add(k)
+                ram.add(k)
+                for j in range(n):
+                    p[(j, k)] = int(j in ram)
+                stage = k + 1
+                continue
+            ram.add(k)
+        elif ins.op is Op.PAGE_IN:
+            wp.add((k, stage))
+            ram.add(k)
+        elif ins.op is Op.PAGE_OUT:
+            out.add(k)
+        elif ins.op is Op.FREE:
+            ram.discard(k)
+    return {"p": p, "wr": wr, "wp": wp, "out": out}
+
+
+def _hint(md: _Model, image: dict[str, Any]) -> None:
+    m = md.m
+    for key, x in md.p.items():
+        if _is_var(x):
+            m.add_hint(x, image["p"].get(key, 0))
+    for key, x in md.wr.items():
+        m.add_hint(x, int(key in image["wr"]))
+    for key, x in md.wp.items():
+        m.add_hint(x, int(key in image["wp"]))
+    for k, x in md.out.items():
+        m.add_hint(x, int(k in image["out"]))
+
+
+def presence_bound(problem: Problem, *, time_limit_s: float, budget: int | None = None,
+                   hint: Program | None = None, upper_j: float | None = None, gap: float = 0.0,
+                   fix_to_hint: bool = False, stage_rows: bool = STAGE_ROWS) -> PresenceBound:
+    """The presence bound of ``problem`` at ``budget`` (default: its activation budget),
+    searched for at most ``time_limit_s``.
+
+    ``hint``: a Program (the best schedule known), a first solution. ``upper_j``: that
+    schedule's energy; the search stops once its bound is within ``gap`` of it (as a
+    share of ``upper_j``), or once its own best solution is (no bound can then rise
+    further by more). ``fix_to_hint``: only check that the hint satisfies the model."""
+    started = time.perf_counter()
+    limit = problem.activation_budget if budget is None else budget
+    size = pairs(problem)
+    md = _build(problem, limit, stage_rows)
+    if md.infeasible:
+        return PresenceBound(None, True, True, time.perf_counter() - started, size,
+                             "a point's fixed RAM exceeds the budget")
+    if hint is not None:
+        _hint(md, image_of(problem, hint))
+    absolute = None
+    if upper_j is not None and gap > 0:
+        absolute = max(0.0, gap * upper_j * md.e_scale)
+    res = solve_native(md.m, NativeLimits(time_limit_s=max(0.0, time_limit_s - (time.perf_counter() - started)),
+                                          core=True, absolute_gap=absolute, fix_to_hint=fix_to_hint,
+                                          isolate=True))
+    elapsed = time.perf_counter() - started
+    base = problem.costs.compute_only_j
+    if res.status == "infeasible":
+        return PresenceBound(None, True, True, elapsed, size)
+    if res.bound is None:
+        return PresenceBound(None, False, False, elapsed, size, res.message or res.status)
+    bound = base + math.floor(res.bound + 1e-6) / md.e_scale
+    return PresenceBound(bound, False, res.status == "optimal", elapsed, size, res.message,
+                         schedule=_realize(problem, md, res))
+
+
+def _realize(problem: Problem, md: _Model, res: NativeResult) -> Schedule | None:
+    """The model's best solution as a schedule (not checked: the simulator judges it):
+    its recomputes as they are, each page-in as a paged gap after the tensor's previous
+    use; everything else follows "keep until the next need" (:func:`assemble`). Where the
+    relaxation is tight (the README demo) this is an optimal schedule."""
+    g, n = problem.graph, problem.n
+    R = np.eye(n, dtype=bool)
+    for (k, r), x in md.wr.items():
+        if res.value(x):
+            R[r, k] = True
+    paged = []
+    for (k, r), x in md.wp.items():
+        if res.value(x):
+            before = [t for t in range(k, r) if R[t, k] or any(R[t, i] for i in g.consumers[k])]
+            paged.append((k, before[-1]))
+    try:
+        return assemble(g, R, paged)
+    except ScheduleError:
+        return None
+
+
+__all__ = ["MAX_PAIRS", "PresenceBound", "horizons", "image_of", "pairs", "presence_bound"]
