@@ -108,11 +108,19 @@ def test_arena_that_never_fits_is_timeout_not_infeasible(monkeypatch) -> None:
     assert "arena" in res.message
 
 
+def _bound_before_full_model(res) -> float:  # noqa: ANN001
+    """The better of the cover bound and the presence bound (when that stage ran)."""
+    presence = (res.extra.presence or {}).get("bound_j")
+    return max(res.extra.cover_bound_j, presence or 0.0)
+
+
 def test_guided_schedule_keeps_the_cover_bound_when_the_full_model_finds_nothing(monkeypatch) -> None:
     """The guided stage did not close the gap and the full model found no schedule: the
-    answer is the guided schedule, "feasible", judged against the cover bound (the
+    answer is the guided schedule, "feasible", judged against the cover (or presence) bound (the
     solver has none) — not a result without a bound."""
     monkeypatch.setattr(row_generation, "solve_model", _timeout_backend)
+    # Without the presence bound, which proves these guided schedules before the full model.
+    monkeypatch.setattr(milp, "PRESENCE_MAX_PAIRS", 0)
     seen = 0
     for seed in range(12):
         problem = random_problem(seed, 9, "poet", deadline_prob=0.0, budget_fraction=0.2)
@@ -120,7 +128,7 @@ def test_guided_schedule_keeps_the_cover_bound_when_the_full_model_finds_nothing
         if "did not improve" not in str(res.extra.solver_used):
             continue
         assert res.ok, res.message
-        assert res.lower_bound_j == pytest.approx(res.extra.cover_bound_j)
+        assert res.lower_bound_j == pytest.approx(_bound_before_full_model(res))
         assert res.gap is not None and (res.status == "optimal") == (res.gap == 0)
         assert res.arena_bytes <= problem.activation_budget
         seen += res.gap > 0
@@ -130,7 +138,7 @@ def test_guided_schedule_keeps_the_cover_bound_when_the_full_model_finds_nothing
 def test_full_model_not_built_over_its_share_of_the_memory_limit(monkeypatch) -> None:
     """With a schedule in hand, a full model whose forecast memory is over
     FULL_MODEL_MEMORY_SHARE of --memory-limit is not built (the limit would only stop it):
-    the answer is the guided stage's schedule with the cover bound, and the message says
+    the answer is the guided stage's schedule with the cover (or presence) bound, and the message says
     why. Without a limit the same seeds do build it."""
     from poet_compiler.solve.backends.memory import memory_limit
 
@@ -148,7 +156,7 @@ def test_full_model_not_built_over_its_share_of_the_memory_limit(monkeypatch) ->
         if not res.extra.full_model_skipped:
             continue
         assert res.ok, res.message
-        assert res.lower_bound_j == pytest.approx(res.extra.cover_bound_j)
+        assert res.lower_bound_j == pytest.approx(_bound_before_full_model(res))
         assert "the full model is not built: its forecast memory" in res.message
         assert "--memory-limit" in res.message
         unlimited = solve_milp(problem, gap_limit=0.0, time_limit_s=20)
@@ -161,7 +169,7 @@ def test_full_model_not_built_over_its_share_of_the_memory_limit(monkeypatch) ->
 def test_full_model_skipped_when_too_little_time_is_left(monkeypatch) -> None:
     """On a large graph with less than MIN_FULL_SOLVE_S left after the guided stage, the
     full model is not built (it would only overrun the limit): the answer is the guided
-    stage's schedule, still judged against the cover bound."""
+    stage's schedule, still judged against the cover (or presence) bound."""
     def no_full_model(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         raise AssertionError("the full model was solved")
 
@@ -175,7 +183,7 @@ def test_full_model_skipped_when_too_little_time_is_left(monkeypatch) -> None:
         if not res.extra.full_model_skipped:
             continue
         assert res.ok, res.message
-        assert res.lower_bound_j == pytest.approx(res.extra.cover_bound_j)
+        assert res.lower_bound_j == pytest.approx(_bound_before_full_model(res))
         assert res.gap is not None and (res.status == "optimal") == (res.gap == 0)
         assert "before the full model" in res.message
         seen += 1
