@@ -234,13 +234,14 @@ class GuidedOutcome:
 def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *, solver: str,
                   time_limit_s: float, threads: int, relative_gap: float,
                   progress: bool = False, clock: Clock | None = None,
-                  others: tuple[Schedule, ...] = ()) -> GuidedOutcome:
+                  others: tuple[Schedule, ...] = (), warm_source: str = "warm start") -> GuidedOutcome:
     """The cover's realization, then the guided sub-problem seeded with the better of it
     and ``warm``; stops as soon as a schedule is within ``relative_gap`` of the cover bound.
 
     On a graph of more than ``INTERVAL_MIN_NODES`` nodes with no schedule in hand (neither
     ``warm`` nor the realization), the interval search runs first, hinted from ``others``
     (the other heuristics' schedules: the first the model can hold is its hint).
+    ``warm_source`` names where ``warm`` came from (a heuristic, or the presence model).
 
     ``time_limit_s`` is the stage's share; with a ``clock`` (the solve's deadline) the
     realization's cover solves end at the deadline too, and the sub-problem's CP-SAT limit
@@ -250,7 +251,7 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
     until = started + time_limit_s
     if clock is not None:
         until = min(until, clock.at)
-    best = GuidedOutcome(warm, feasible_energy(problem, warm), "warm start")
+    best = GuidedOutcome(warm, feasible_energy(problem, warm), warm_source)
     realized = cover_schedule(problem, cover, until=until)
     e = feasible_energy(problem, realized)
     if e is not None and (best.energy_j is None or e < best.energy_j):

@@ -11,7 +11,6 @@ then with the smallest RAM / deadline that would work (:mod:`.feasibility`).
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 
 from poet_compiler.errors import PoetError, SolverError
@@ -20,6 +19,7 @@ from poet_compiler.solve import guided as guided_mod
 from poet_compiler.solve.backends import SOLVERS, BackendResult
 from poet_compiler.solve.backends.base import within_gap
 from poet_compiler.solve.backends.memory import current_limit, self_rss
+from poet_compiler.solve.baselines._common import to_program
 from poet_compiler.solve.clock import Clock
 from poet_compiler.solve.cover import CoverBound, cover_bound
 from poet_compiler.solve.feasibility import explain_infeasible, quick_infeasibility
@@ -36,8 +36,7 @@ from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import Result, ResultExtra
 from poet_compiler.solve.row_generation import forecast_bytes, solve_built, solve_by_rows
 from poet_compiler.solve.verdict import (
-    GAP_CLAIM,
-    OPTIMALITY_TOL,
+    BOUND_NOISE,
     apply_bound,
     better,
     count_rescues,
@@ -180,9 +179,9 @@ RESCUE_RESERVE = 0.05
 # bound (598.93 J against a bound of 236.56 J on that DAG, where the interval search's
 # schedule is 242.79 J).
 ARENA_INTERVAL_SHARE = 0.6
-# Of the time left after the guided stage, what the presence bound may take (the full
-# model gets the rest, from its bound).
-PRESENCE_SHARE = 0.5
+# Of the time left after the cover, what the presence bound may take (the guided stage
+# and the full model get the rest, from its bound).
+PRESENCE_SHARE = 0.3
 ARENA_INTERVAL_GAP = 0.05
 
 
@@ -419,7 +418,7 @@ def _infeasible(problem: Problem, reserve: int, *, solver: str, formulation: str
     return res
 
 
-def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Schedule | None,
+def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Schedule | None, hint_source: str,
                   others: tuple[Schedule, ...], *, solver: str,
                   formulation: str, gap: float, threads: int, progress: bool, started: float,
                   clock: Clock, extra: ResultExtra) -> tuple[GuidedOutcome, Result | None, bool]:
@@ -432,7 +431,8 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
     share = LARGE_GUIDED_SHARE if problem.n > FULL_MODEL_MAX_NODES else GUIDED_SHARE
     with clock.stage("guided"):
         guided = guided_search(tight, cover, hint, solver=solver, threads=threads, relative_gap=gap,
-                               time_limit_s=share * clock.left(), progress=progress, clock=clock, others=others)
+                               time_limit_s=share * clock.left(), progress=progress, clock=clock, others=others,
+                               warm_source=hint_source)
     extra.set(guided_source=guided.source, guided_solve_s=round(guided.solve_s, 3))
     if guided.interval is not None:
         iv = guided.interval
@@ -456,8 +456,8 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
         kept = _arena_fit_fallback(problem, tight, cover, solver, formulation, started, extra, clock, threads,
                                    hints=[guided.schedule])
         return guided, kept, False
-    message = "" if guided.energy_j <= cover.energy_j else \
-        f"stopped within the relative gap limit {gap:g} of the eviction-cover bound"
+    message = "" if within_gap(guided.energy_j, cover.energy_j, BOUND_NOISE) else \
+        f"stopped within the relative gap limit {gap:g} of the {_bound_name(cover, extra)} bound"
     with clock.stage("finalize"):
         res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
                        formulation=formulation, lower_bound_j=cover.energy_j,
@@ -481,6 +481,13 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
         if fallback is not None:
             return guided, fallback, False
     return guided, res, True
+
+
+def _bound_name(cover: CoverBound, extra: ResultExtra) -> str:
+    """Which bound ``cover.energy_j`` is: the eviction cover's, or the presence model's
+    that replaced it (:func:`_presence_stage`)."""
+    presence = (extra.presence or {}).get("bound_j")
+    return "presence" if presence is not None and presence == cover.energy_j else "eviction-cover"
 
 
 def _arena_fit_fallback(problem: Problem, tight: Problem, cover: CoverBound, solver: str, formulation: str,
@@ -562,10 +569,14 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         if cover.infeasible:
             return _infeasible(problem, reserve, solver=solver, formulation=formulation, started=started,
                                clock=clock, threads=threads, extra=extra, proof="the eviction-cover bound")
+        # From here on the cover's bound is the better of it and the presence bound, and
+        # the presence model's schedule, when it is feasible and cheaper, is the hint.
+        cover, hint, hint_source = _presence_stage(tight, cover, hint, extra, clock=clock, gap=gap)
         others = tuple(c[2] for c in candidates[1:]) if candidates else ()
-        guided, guided_res, done = _guided_stage(problem, tight, cover, hint, others, solver=solver,
+        guided, guided_res, done = _guided_stage(problem, tight, cover, hint, hint_source, others, solver=solver,
                                                  formulation=formulation,
-                                                 gap=gap, threads=threads, progress=progress, started=started,
+                                                 gap=max(gap, BOUND_NOISE), threads=threads, progress=progress,
+                                                 started=started,
                                                  clock=clock, extra=extra)
         if done:
             return guided_res  # type: ignore[return-value]
@@ -573,29 +584,6 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     # Finalizing the full model's schedule (arena planning) comes after its limit: leave
     # it the time the guided schedule's finalize took.
     finalize_s = (extra.guided_finalize_s or 0.0) + RESCUE_RESERVE * clock.limit_s
-    if cover is not None and guided is not None and guided_res is not None:
-        # From here on the cover's bound is the better of it and the presence bound.
-        cover, found = _presence_stage(tight, cover, guided_res, extra, clock=clock, gap=gap,
-                                       finalize_s=finalize_s)
-        if found is not None:
-            with clock.stage("finalize"):
-                res = finalize(problem, found, strategy=STRATEGY, status="feasible", solver=solver,
-                               formulation=formulation, lower_bound_j=cover.energy_j,
-                               solve_time_s=time.perf_counter() - started, arena_time_s=clock.left(),
-                               rescue_s=RESCUE_EARLY_SHARE * clock.left(), clock=clock)
-            if res.ok and res.energy_j is not None and res.energy_j < (guided_res.energy_j or math.inf):
-                res.extra.merge(guided_res.extra, overwrite=False)
-                res.extra.solver_used = "presence"
-                guided_res, hint = res, found
-                guided = dataclasses.replace(guided, schedule=found, energy_j=res.energy_j, source="presence",
-                                             layout=None)
-        if guided_res.energy_j is not None and cover.energy_j is not None and \
-                within_gap(guided_res.energy_j, cover.energy_j, gap):
-            guided_res.extra.merge(extra, backend_bound_j=cover.energy_j)
-            guided_res.lower_bound_j = min(cover.energy_j, guided_res.energy_j)
-            guided_res.message = "" if cover.energy_j >= guided_res.energy_j * (1 - OPTIMALITY_TOL) else \
-                f"{GAP_CLAIM} {gap:g} of the presence bound"
-            return guided_res
     full_limit = clock.solver_limit(clock.left(), reserve_s=finalize_s)
     too_late = (large and clock.left(extra.guided_finalize_s or 0.0) < MIN_FULL_SOLVE_S) or full_limit < MIN_STAGE_S
     too_big = cover is not None and problem.n > FULL_MODEL_MAX_NODES
@@ -636,32 +624,40 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
                            progress=progress, gap=gap, started=started)
 
 
-def _presence_stage(tight: Problem, cover: CoverBound, kept: Result, extra: ResultExtra, *, clock: Clock,
-                    gap: float, finalize_s: float) -> tuple[CoverBound, Schedule | None]:
-    """The presence bound (:mod:`.presence`) when ``kept``, the schedule in hand, is not
-    within ``gap`` of the cover bound and the model is small enough: ``cover`` with the
-    better of the two bounds (its restores still guide). On the README demo the cover
-    leaves 11 % of the restores' energy open and the full model's bound 9 % after 50 s;
-    this closes it in about 4 s. PRESENCE_SHARE of the time left goes to it; the full
-    model, when it follows, starts from the better floor."""
-    if cover.energy_j is None or kept.energy_j is None or within_gap(kept.energy_j, cover.energy_j, gap):
-        return cover, None
+def _presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, extra: ResultExtra, *,
+                    clock: Clock, gap: float) -> tuple[CoverBound, Schedule | None, str]:
+    """The presence bound (:mod:`.presence`) when the best schedule known (``hint``, the
+    heuristics' best) is not within ``gap`` of the cover bound and the model is small
+    enough. Returns ``cover`` with the better of the two bounds (its restores still
+    guide), and the hint for the guided stage with its source: the presence model's
+    solution as a schedule when the simulator finds it feasible and cheaper.
+
+    It runs before the guided stage so that the guided search stops at the better bound;
+    on the README demo its schedule is the optimum and its bound proves it (4 s), where
+    the cover leaves 11 % of the restores' energy open and the full model's bound still
+    9 % after 50 s. It gets PRESENCE_SHARE of the time left."""
+    upper = feasible_energy(tight, hint) if hint is not None else None
+    if cover.energy_j is None or (upper is not None and within_gap(upper, cover.energy_j, gap)):
+        return cover, hint, "warm start"
     size = presence_pairs(tight)
     if size > PRESENCE_MAX_PAIRS:
         extra.set(presence={"skipped": f"{size} (tensor, point) pairs > {PRESENCE_MAX_PAIRS}"})
-        return cover, None
-    limit = PRESENCE_SHARE * clock.solver_limit(clock.left(), reserve_s=finalize_s)
+        return cover, hint, "warm start"
+    limit = clock.solver_limit(PRESENCE_SHARE * clock.left())
     if limit < MIN_STAGE_S:
-        return cover, None
+        return cover, hint, "warm start"
+    program = to_program(tight, hint) if hint is not None else None
     with clock.stage("presence"):
-        found = presence_bound(tight, time_limit_s=limit, hint=kept.program, upper_j=kept.energy_j, gap=gap)
+        found = presence_bound(tight, time_limit_s=limit, hint=program, upper_j=upper, gap=gap)
     extra.set(presence=found.summary(), presence_solve_s=round(found.solve_s, 3))
-    better_schedule = None
-    if found.schedule is not None and (feasible_energy(tight, found.schedule) or math.inf) < kept.energy_j:
-        better_schedule = found.schedule
-    if found.energy_j is None or found.energy_j <= cover.energy_j:
-        return cover, better_schedule
-    return dataclasses.replace(cover, energy_j=found.energy_j), better_schedule
+    source = "warm start"
+    if found.schedule is not None:
+        energy = feasible_energy(tight, found.schedule)
+        if energy is not None and (upper is None or energy < upper):
+            hint, source = found.schedule, "presence"
+    if found.energy_j is not None and found.energy_j > cover.energy_j:
+        cover = dataclasses.replace(cover, energy_j=found.energy_j)
+    return cover, hint, source
 
 
 def _over_memory(problem: Problem) -> str | None:
