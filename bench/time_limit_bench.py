@@ -150,7 +150,8 @@ def run_cell(name: str, root: Path, dags: dict[str, Path], python: str) -> dict:
                stage_s=rep.get("stage_s"), trace_s=rep.get("trace_s"), message=(rep.get("message") or "")[:160],
                arena_rescue=rep.get("arena_rescue"), n_move=rep.get("n_move"), move_bytes=rep.get("move_bytes"),
                memory_stops=rep.get("memory_stops"), memory_peak_mb=rep.get("memory_peak_mb"),
-               compaction_j=rep.get("compaction_j"), fragmentation_retries=rep.get("fragmentation_retries"))
+               compaction_j=rep.get("compaction_j"), fragmentation_retries=rep.get("fragmentation_retries"),
+               presence=rep.get("presence"))
     return row
 
 

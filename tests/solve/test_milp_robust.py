@@ -146,6 +146,7 @@ def test_full_model_not_built_over_its_share_of_the_memory_limit(monkeypatch) ->
         raise AssertionError("the full model was solved")
 
     monkeypatch.setattr(milp, "LARGE_GRAPH_NODES", 0)
+    monkeypatch.setattr(milp, "PRESENCE_MAX_PAIRS", 0)   # it proves these before the full model
     seen = 0
     for seed in range(12):
         problem = random_problem(seed, 9, "poet", deadline_prob=0.0, budget_fraction=0.2)
@@ -176,6 +177,7 @@ def test_full_model_skipped_when_too_little_time_is_left(monkeypatch) -> None:
     monkeypatch.setattr(row_generation, "solve_model", no_full_model)
     monkeypatch.setattr(milp, "LARGE_GRAPH_NODES", 0)
     monkeypatch.setattr(milp, "MIN_FULL_SOLVE_S", 1e9)
+    monkeypatch.setattr(milp, "PRESENCE_MAX_PAIRS", 0)   # it proves these before the full model
     seen = 0
     for seed in range(12):
         problem = random_problem(seed, 9, "poet", deadline_prob=0.0, budget_fraction=0.2)

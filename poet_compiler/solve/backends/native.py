@@ -84,8 +84,6 @@ class NativeLimits:
     # README demo's proof from 8.8 to 12.4 s; core minimization level 1 (CP-SAT's
     # default is 2) took it from 9.0 to 4.1 s.
     core: bool = False
-    # Stop once the best solution is within this many objective units of the bound.
-    absolute_gap: float | None = None
 
 
 @dataclass
@@ -139,8 +137,6 @@ def _solve_here(m: Any, limits: NativeLimits,
         solver.parameters.linearization_level = limits.linearization_level
     if limits.fix_to_hint:
         solver.parameters.fix_variables_to_their_hinted_value = True
-    if limits.absolute_gap is not None:
-        solver.parameters.absolute_gap_limit = limits.absolute_gap
     if limits.core:
         solver.parameters.num_workers = 1
         solver.parameters.optimize_with_core = True
