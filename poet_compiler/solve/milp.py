@@ -639,6 +639,14 @@ def _presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, ex
     upper = feasible_energy(tight, hint) if hint is not None else None
     if cover.energy_j is None or (upper is not None and within_gap(upper, cover.energy_j, gap)):
         return cover, hint, "warm start"
+    if not tight.synchronous:
+        # Stage-long transfers (DMA with a deadline or static power): the search is
+        # restricted to that family, whose full-model bound was the higher one (VGG16
+        # a72 30 % 2.0x: 25.79 J against 24.81 J), the model's schedules are synchronous,
+        # and its 30 % of the time cost the guided stage its schedules (ResNet-18 a72
+        # 30 % 2.0x: 45.66 -> 51.72 J; a72 70 % 1.0x: no schedule). BENCHMARKS.md, session 9.
+        extra.set(presence={"skipped": "stage-long transfers"})
+        return cover, hint, "warm start"
     size = presence_pairs(tight)
     if size > PRESENCE_MAX_PAIRS:
         extra.set(presence={"skipped": f"{size} (tensor, point) pairs > {PRESENCE_MAX_PAIRS}"})
