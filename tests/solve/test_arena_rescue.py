@@ -20,10 +20,9 @@ import pytest
 import poet_compiler.solve.finalize as fin
 from poet_compiler.schedule.arena import plan_arena, rescue_arena
 from poet_compiler.schedule.linearize import linearize
-from poet_compiler.solve.budgets import reference
 from poet_compiler.solve.milp import solve_milp
+from tests.support.fragmentation import costlier_below_peak
 from tests.support.graphs import random_problem
-from tests.support.oracle import brute_force
 
 WASTE = 3
 
@@ -44,15 +43,7 @@ def _no_room_to_compact(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _cases():  # noqa: ANN202
-    """Problems at checkpoint-all's peak whose optimum 3 bytes lower costs more: the
-    optimum's arena, inflated by 3 bytes, does not fit, and a re-solve loses energy."""
-    for seed in range(20):
-        p = random_problem(seed, 6, "poet", deadline_prob=0.0)
-        problem = dataclasses.replace(p, ram_budget_bytes=reference(p.graph, p.costs).peak_bytes)
-        lowered = dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes - WASTE)
-        first, worse = brute_force(problem), brute_force(lowered)
-        if first is not None and worse is not None and worse[0] > first[0]:
-            yield problem, first[0], worse[0]
+    return costlier_below_peak(WASTE)
 
 
 def test_compaction_keeps_the_optimum(monkeypatch) -> None:
@@ -121,8 +112,8 @@ def test_rescue_arena_is_deterministic_and_fits_or_says_none() -> None:
 def test_finalize_reports_what_compaction_cost(monkeypatch) -> None:
     """A compacted result says what its copies cost (its energy less the same program's
     without MOVEs) and the static arena that did not fit."""
-    from poet_compiler.schedule.simulate import simulate
     from poet_compiler.schedule.compact import without_moves
+    from poet_compiler.schedule.simulate import simulate
 
     _wasteful_first_plans(monkeypatch)
     for problem, _best, _worse in _cases():

@@ -76,7 +76,7 @@ def test_the_harder_plan_runs_only_where_the_exact_packing_does(monkeypatch, exa
 
     import poet_compiler.schedule.arena as arena
     import poet_compiler.solve.finalize as fin
-    from tests.solve.test_arena_rescue import _cases
+    from tests.support.fragmentation import costlier_below_peak
 
     real = fin.plan_arena
     efforts: list[int] = []
@@ -88,7 +88,7 @@ def test_the_harder_plan_runs_only_where_the_exact_packing_does(monkeypatch, exa
 
     monkeypatch.setattr(fin, "plan_arena", wasteful)
     monkeypatch.setattr(arena, "EXACT_MAX_BUFFERS", exact_max)
-    problem, _, _ = next(_cases())
+    problem, _, _ = next(costlier_below_peak(3))
     optimum = brute_force(problem)
     assert optimum is not None
     res = finalize(problem, as_program(problem, optimum[1]), strategy="t", arena_time_s=30.0)
