@@ -42,7 +42,7 @@ TOLERANCE = 0.05
 SHORT_SHARE = 0.5
 
 # Stage names, in the order a solve meets them (the report lists them in this order).
-STAGES = ("quick_checks", "warm_starts", "cover", "guided", "presence", "full_model", "finalize", "arena_rescue",
+STAGES = ("quick_checks", "warm_starts", "cover", "presence", "guided", "full_model", "finalize", "arena_rescue",
           "infeasibility", "other")
 
 

@@ -108,13 +108,13 @@ def _dead_inputs(problem: Problem, gaps: list[_Gap]) -> dict[_Gap, list[int]]:
     return out
 
 
-def _recompute_j(problem: Problem, k: int) -> float:
+def recompute_j(problem: Problem, k: int) -> float:
     """Energy of one compute of ``k``: the formulations' objective coefficient of ``R``."""
     c = problem.costs
     return c.compute_j[k] + c.static_w * c.compute_s[k]
 
 
-def _transfer_j(problem: Problem, k: int, direction: str) -> float:
+def transfer_j(problem: Problem, k: int, direction: str) -> float:
     """Energy of one page-in / page-out of ``k`` (static power only without DMA: with DMA
     the transfer hides behind compute), as in the formulations' objective."""
     c = problem.costs
@@ -127,9 +127,9 @@ def _post_life_event(problem: Problem, j: int, m: Any, cost: list, e_scale: floa
     cheaper of the two (the inputs of that recompute are not charged: still a bound)."""
     options = []
     if problem.allows_remat:
-        options.append(_recompute_j(problem, j))
+        options.append(recompute_j(problem, j))
     if problem.allows_paging:
-        options.append(_transfer_j(problem, j, "in"))
+        options.append(transfer_j(problem, j, "in"))
     e = m.new_bool_var(f"e[{j}]")
     if not options:
         m.add(e == 0)
@@ -183,10 +183,8 @@ def _build(problem: Problem, *, closure: bool, deadline: bool = True) -> _Cover:
     g, c, n = problem.graph, problem.costs, problem.n
     size = [node.output_bytes for node in g.nodes]
     need = [size[t] + g.nodes[t].workspace_bytes for t in range(n)]
-    slack = None if problem.deadline_s is None or not deadline else \
-        problem.deadline_s * (1 + _DEADLINE_TOL) - c.compute_only_s + 1e-12
-    e_scale = _SCALE / max(max(c.compute_j), max(c.page_in_j), max(c.page_out_j), 1e-300)
-    t_scale = _SCALE / max(max(c.compute_s), max(c.page_in_s), max(c.page_out_s), 1e-300)
+    slack = restore_slack(problem) if deadline else None
+    e_scale, t_scale = cost_scales(problem, _SCALE)
     m = new_model()
     cost: list[tuple[Any, int]] = []
     time_terms: list[tuple[Any, int]] = []
@@ -207,18 +205,18 @@ def _build(problem: Problem, *, closure: bool, deadline: bool = True) -> _Cover:
             r_s = sum(c.compute_s[k] for k in ks)
             if problem.allows_remat and (slack is None or r_s <= slack):
                 x = m.new_bool_var(f"r[{i},{nxt}]")
-                cost.append((x, math.floor(sum(_recompute_j(problem, k) for k in ks) * e_scale)))
+                cost.append((x, math.floor(sum(recompute_j(problem, k) for k in ks) * e_scale)))
                 time_terms.append((x, math.floor(r_s * t_scale)))
                 gap.options[RECOMPUTE] = x
             pair_s = c.page_in_s[i] + c.page_out_s[i]
             if problem.allows_paging and (slack is None or c.dma or pair_s <= slack):
                 x = m.new_bool_var(f"p[{i},{nxt}]")
-                cost.append((x, math.floor(_transfer_j(problem, i, "in") * e_scale)))
+                cost.append((x, math.floor(transfer_j(problem, i, "in") * e_scale)))
                 if not c.dma:
                     time_terms.append((x, math.floor(c.page_in_s[i] * t_scale)))
                 if i not in page_out:
                     y = m.new_bool_var(f"o[{i}]")
-                    cost.append((y, math.floor(_transfer_j(problem, i, "out") * e_scale)))
+                    cost.append((y, math.floor(transfer_j(problem, i, "out") * e_scale)))
                     if not c.dma:
                         time_terms.append((y, math.floor(c.page_out_s[i] * t_scale)))
                     page_out[i] = y
@@ -290,10 +288,30 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
 
 
 def _deadline_row(cv: _Cover) -> None:
-    if cv.slack is not None and cv.time_terms:
-        # Times rounded down and the right side rounded up: a relaxation of the deadline.
-        cv.m.add(sum(k * x for x, k in cv.time_terms)
-                 <= math.floor(cv.slack * cv.t_scale) + len(cv.time_terms))
+    add_deadline_row(cv.m, cv.time_terms, cv.slack, cv.t_scale)
+
+
+def restore_slack(problem: Problem) -> float | None:
+    """Seconds the deadline leaves for restores beyond the compute-only time, with the
+    formulations' relative tolerance (None: no deadline)."""
+    if problem.deadline_s is None:
+        return None
+    return problem.deadline_s * (1 + _DEADLINE_TOL) - problem.costs.compute_only_s + 1e-12
+
+
+def cost_scales(problem: Problem, scale: float) -> tuple[float, float]:
+    """Integer units per joule and per second: ``scale`` units for the largest energy
+    and the largest time of one compute or transfer."""
+    c = problem.costs
+    return (scale / max(max(c.compute_j), max(c.page_in_j), max(c.page_out_j), 1e-300),
+            scale / max(max(c.compute_s), max(c.page_in_s), max(c.page_out_s), 1e-300))
+
+
+def add_deadline_row(m: Any, time_terms: list[tuple[Any, int]], slack: float | None, t_scale: float) -> None:
+    """Restore time within ``slack``: times rounded down and the right side rounded up,
+    a relaxation of the deadline."""
+    if slack is not None and time_terms:
+        m.add(sum(k * x for x, k in time_terms) <= math.floor(slack * t_scale) + len(time_terms))
 
 
 def _solve(m: Any, time_limit_s: float) -> NativeResult:
