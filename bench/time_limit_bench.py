@@ -24,12 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from tests.support.layered import layered_dag  # noqa: F401 (the other benches import it from here)
 
 CELLS = {
     "resnet18_a72_30": (["resnet18_cifar", "--device", "a72", "--ram", "30%", "--deadline", "1.5x"], 60.0),
@@ -77,32 +78,6 @@ me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 print("POETC-BENCH", wall, me, kids, code, file=sys.stderr)
 """
-
-
-def layered_dag(n: int = 500, width: int = 10, seed: int = 0) -> dict:
-    """A random layered DAG in poet-graph/1 (the shape of Moccasin's generator): layers
-    of ``width`` nodes, each node reading 1-3 nodes of the previous two layers; sizes
-    1-100 units, random compute and paging costs, no backward structure."""
-    rng = random.Random(seed)
-    nodes = []
-    for i in range(n):
-        layer = i // width
-        lo = max(0, (layer - 2) * width)
-        hi = layer * width
-        inputs = sorted(set(rng.sample(range(lo, hi), min(hi - lo, rng.randint(1, 3))))) if hi > 0 else []
-        if i > 0 and not inputs:
-            inputs = [i - 1]
-        size = rng.randint(1, 100)
-        nodes.append({
-            "id": i, "name": f"n{i}", "kind": "forward" if i < n // 2 else "backward", "op": "rand.op",
-            "op_class": "other", "inputs": inputs, "output_bytes": size, "workspace_bytes": 0,
-            "pinned": False,
-            "cost": {"compute_s": round(rng.uniform(0.5, 4.0), 3), "compute_j": round(rng.uniform(0.5, 4.0), 3),
-                     "page_in_s": round(0.1 + size * 0.01, 3), "page_in_j": round(0.05 + size * 0.01, 3),
-                     "page_out_s": round(0.1 + size * 0.01, 3), "page_out_j": round(0.05 + size * 0.01, 3)},
-        })
-    # Every node must be read by someone or be a sink the graph format accepts: keep it simple.
-    return {"format": "poet-graph/1", "name": f"layered_{n}_{seed}", "nodes": nodes}
 
 
 def emit(line: str, out: Path | None) -> None:

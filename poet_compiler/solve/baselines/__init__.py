@@ -15,6 +15,7 @@ chen_greedy         Chen's byte-budgeted greedy segments, best of grid  poet, re
 griewank            binomial checkpointing (revolve), chains only       poet, remat
 capuchin            page longest idle tensors, then recompute by MSPS   all (by mode)
 dtr                 online eviction by cost/(bytes*staleness)           poet, remat
+belady              offline eviction by cost/(bytes*time to next use)   poet, remat
 pofo                keep/offload/recompute DP for chains                all (by mode)
 checkmate           MILP optimum with recomputation only                (mode remat)
 paging_only         MILP optimum with paging only                       (mode paging)
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from poet_compiler.solve.baselines.belady import belady
 from poet_compiler.solve.baselines.capuchin import capuchin
 from poet_compiler.solve.baselines.chen import chen_greedy, chen_sqrt_n
 from poet_compiler.solve.baselines.dtr import dtr
@@ -45,6 +47,7 @@ BASELINES: dict[str, Callable[[Problem], Result]] = {
     "griewank": griewank,
     "capuchin": capuchin,
     "dtr": dtr,
+    "belady": belady,
     "pofo": pofo,
 }
 

@@ -32,7 +32,10 @@ class EvictionFailed(Exception):
     """Nothing evictable is left and the next allocation still does not fit."""
 
 
-class _Run:
+class EvictingRun:
+    """One execution of the step under a RAM limit: recompute on demand, evict by
+    :meth:`victim` (DTR's rule here)."""
+
     def __init__(self, graph: TrainingGraph, compute_s: tuple[float, ...], budget: int) -> None:
         self.g = graph
         self.cost = compute_s
@@ -45,6 +48,7 @@ class _Run:
         self.computed = [False] * graph.n
         self.live = 0
         self.clock = 0.0
+        self.stage = 0          # the node whose first compute is under way
         self.out: list[Instruction] = []
 
     # ---- liveness ------------------------------------------------------------------
@@ -77,16 +81,20 @@ class _Run:
         stale = self.clock - self.last_use.get(i, 0.0) + 1e-12
         return cost / (max(1, self.size[i]) * stale)
 
+    def victim(self, candidates: list[int]) -> int:
+        """The tensor to evict next, of the resident ones that are neither locked nor
+        pinned (non-empty). Subclasses change the rule here (:mod:`.belady`)."""
+        return min(candidates, key=lambda i: (self._score(i), i))
+
     def make_room(self, need_bytes: int) -> None:
         while self.live + need_bytes > self.budget:
-            victims = [i for i in self.ram if i not in self.locked and not self.g.nodes[i].pinned]
-            if not victims:
+            candidates = [i for i in self.ram if i not in self.locked and not self.g.nodes[i].pinned]
+            if not candidates:
                 raise EvictionFailed(
                     f"cannot fit {need_bytes} more bytes under {self.budget} with "
                     f"{self.live} bytes locked or pinned"
                 )
-            victim = min(victims, key=lambda i: (self._score(i), i))
-            self._free(victim)
+            self._free(self.victim(candidates))
 
     # ---- execution -----------------------------------------------------------------
     def materialize(self, k: int) -> None:
@@ -116,14 +124,19 @@ class _Run:
                 del self.locked[i]
 
 
+    def execute(self) -> Program:
+        """Run every node in order; the Program executed. Raises EvictionFailed."""
+        for t in range(self.g.n):
+            self.stage = t
+            self.free_dead(t)
+            self.materialize(t)
+        self.free_dead(self.g.n)
+        return Program(n_nodes=self.g.n, instructions=tuple(self.out))
+
+
 def dtr_program(graph: TrainingGraph, compute_s: tuple[float, ...], budget: int) -> Program:
     """The Program DTR executes under ``budget`` bytes; raises EvictionFailed."""
-    run = _Run(graph, compute_s, budget)
-    for t in range(graph.n):
-        run.free_dead(t)
-        run.materialize(t)
-    run.free_dead(graph.n)
-    return Program(n_nodes=graph.n, instructions=tuple(run.out))
+    return EvictingRun(graph, compute_s, budget).execute()
 
 
 def dtr(problem: Problem) -> Result:

@@ -1,0 +1,151 @@
+"""Offline eviction: DTR's execution with the future known (Belady's rule, DTR's cost).
+
+DTR (:mod:`.dtr`) runs online: it cannot see when a tensor is read next, so it uses the
+time since its last use instead. A compiler sees the whole step, so this strategy runs
+the same execution — nodes in order, evicted inputs recomputed on demand — and picks as
+victim the tensor that is read again the latest for what its eviction costs:
+
+- *next use* of a tensor: the first compute still to come of one of its readers, or the
+  next use of a reader that was evicted and is still needed (its recompute reads it);
+- *cost*: DTR's evicted neighbourhood — its own compute time plus that of the evicted
+  tensors its recompute needs first and of the evicted readers whose recompute now
+  needs it too (capped at :data:`NEIGHBOURHOOD_CAP` nodes: a bound on the work per
+  candidate, not on the recompute).
+
+Two rules, both run, the cheaper Program that meets the budgets is kept:
+
+- ``cost``: least ``cost / (bytes * stages to next use)``;
+- ``net``: the same over the bytes that eviction frees net of the resident inputs whose
+  life it extends (they are read again later, by the recompute); a victim that extends
+  a chain (an evicted input, or an evicted reader still needed) or frees nothing net
+  comes last.
+
+Why both: on random layered DAGs, the first avoids the long chains of recomputes that
+online DTR builds (100 nodes at 80 % of the peak: 310 J against DTR's 1,706 J; optimum
+near 269 J), and the second fits where chains lock everything (500 and 1,000 nodes at
+80 %, where DTR and the first rule find nothing). BENCHMARKS.md, issue 18, session 10.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from poet_compiler.errors import ScheduleError
+from poet_compiler.graph.ir import TrainingGraph
+from poet_compiler.schedule.program import Program
+from poet_compiler.schedule.simulate import simulate
+from poet_compiler.solve.baselines._common import finish, infeasible
+from poet_compiler.solve.baselines.dtr import EvictingRun, EvictionFailed
+from poet_compiler.solve.problem import Problem
+from poet_compiler.solve.result import Result
+
+#: At most this many nodes in a candidate's evicted neighbourhood are summed.
+NEIGHBOURHOOD_CAP = 64
+RULES = ("cost", "net")
+
+
+class _OfflineRun(EvictingRun):
+    def __init__(self, graph: TrainingGraph, compute_s: tuple[float, ...], budget: int, rule: str) -> None:
+        super().__init__(graph, compute_s, budget)
+        self.rule = rule
+        # next_uses() as of len(self.out) == _next_at: one scan per compute, not per victim.
+        self._next: list[float] = []
+        self._next_at = -1
+
+    def next_uses(self) -> list[float]:
+        """``next[i]``: the stage at which tensor ``i`` is read next (inf: never again)."""
+        t, g = self.stage, self.g
+        nxt = [math.inf] * g.n
+        for i in range(g.n - 1, -1, -1):
+            for c in g.consumers[i]:
+                if c >= t:
+                    nxt[i] = min(nxt[i], c)
+                elif c not in self.ram:
+                    nxt[i] = min(nxt[i], nxt[c])
+        return nxt
+
+    def neighbourhood_cost(self, i: int, nxt: list[float]) -> float:
+        """Compute time of ``i``, its evicted ancestors and its evicted, still-needed
+        descendants (the recomputes that evicting ``i`` makes longer)."""
+        g, ram = self.g, self.ram
+        seen = {i}
+        cost = 0.0
+        for edges, keep in ((lambda x: g.nodes[x].inputs, lambda j: True),
+                            (lambda x: g.consumers[x], lambda j: j < self.stage and nxt[j] < math.inf)):
+            stack = [i]
+            while stack and len(seen) < NEIGHBOURHOOD_CAP:
+                x = stack.pop()
+                for j in edges(x):
+                    if j not in ram and j not in seen and keep(j):
+                        seen.add(j)
+                        stack.append(j)
+        for x in seen:
+            cost += self.cost[x]
+        return cost
+
+    def victim(self, candidates: list[int]) -> int:
+        if self._next_at != len(self.out):
+            self._next = self.next_uses()
+        nxt = self._next
+        g, ram, t = self.g, self.ram, self.stage
+
+        def key(i: int) -> tuple[bool, float, int]:
+            dist = nxt[i] - t + 1
+            if self.rule == "cost":
+                return False, self.neighbourhood_cost(i, nxt) / (max(1, self.size[i]) * dist), i
+            chain = any(j not in ram for j in g.nodes[i].inputs) or \
+                any(c < t and c not in ram and nxt[c] < math.inf for c in g.consumers[i])
+            extended = sum(self.size[j] for j in set(g.nodes[i].inputs) if nxt[j] < nxt[i])
+            net = self.size[i] - extended
+            return chain or net <= 0, self.neighbourhood_cost(i, nxt) / (max(1, net) * dist), i
+
+        chosen = min(candidates, key=key)
+        # Evicting it is the next instruction: its recompute reads its inputs then.
+        for j in self.g.nodes[chosen].inputs:
+            nxt[j] = min(nxt[j], nxt[chosen])
+        self._next_at = len(self.out) + 1
+        return chosen
+
+
+def belady_program(graph: TrainingGraph, compute_s: tuple[float, ...], budget: int, rule: str) -> Program:
+    """The Program the offline run executes under ``budget`` bytes with ``rule``
+    (one of :data:`RULES`); raises EvictionFailed."""
+    return _OfflineRun(graph, compute_s, budget, rule).execute()
+
+
+def _energy(problem: Problem, program: Program) -> float | None:
+    """The simulated energy of ``program`` if it meets the budgets, else None."""
+    try:
+        return simulate(problem.graph, problem.costs, program, ram_budget_bytes=problem.activation_budget,
+                        deadline_s=problem.deadline_s).energy_j
+    except ScheduleError:
+        return None
+
+
+def belady(problem: Problem) -> Result:
+    started = time.perf_counter()
+    name = "belady"
+    if not problem.allows_remat:
+        return infeasible(problem, name, f"needs recomputation, which mode {problem.mode!r} forbids",
+                          started=started)
+    best: tuple[float, str, Program] | None = None
+    failures = []
+    for rule in RULES:
+        try:
+            program = belady_program(problem.graph, problem.costs.compute_s, problem.activation_budget, rule)
+        except EvictionFailed as exc:
+            failures.append(f"{rule}: {exc}")
+            continue
+        except RecursionError:   # a chain of recomputes deeper than Python allows
+            failures.append(f"{rule}: its chain of recomputes is too deep")
+            continue
+        energy = _energy(problem, program)
+        if energy is not None and (best is None or energy < best[0]):
+            best = (energy, rule, program)
+    if best is None:
+        why = "; ".join(failures) or "no rule's plan meets the budgets"
+        return infeasible(problem, name, f"offline eviction failed ({why})", started=started)
+    _, rule, program = best
+    return finish(problem, name, program, started=started,
+                  note=f"{program.n_recompute} recomputations by offline eviction (rule {rule})")
