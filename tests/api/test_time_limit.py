@@ -1,0 +1,41 @@
+"""``compile(time_limit_s=S)`` bounds the whole compile: loading the model counts."""
+
+from __future__ import annotations
+
+import time
+
+import poet_compiler.api as api
+from poet_compiler.solve.options import SolveOptions
+from tests.support.layered import layered_graph
+
+
+def _solve_limit(monkeypatch, load_s: float, limit_s: float) -> float:
+    """The time limit the solve was given when loading the model took ``load_s``."""
+    graph = layered_graph(40)
+    real_load = api._load
+    seen: list[SolveOptions] = []
+
+    def slow_load(*args, **kwargs):  # noqa: ANN002, ANN003
+        time.sleep(load_s)
+        return real_load(*args, **kwargs)
+
+    def spy(name, problem, opts):  # noqa: ANN001
+        seen.append(opts)
+        return real_run(name, problem, opts)
+
+    real_run = api.run_strategy
+    monkeypatch.setattr(api, "_load", slow_load)
+    monkeypatch.setattr(api, "run_strategy", spy)
+    out = api.compile(graph, ram="90%", mode="remat", strategy="checkpoint_all", time_limit_s=limit_s)
+    assert out.result.extra.trace_s is not None and out.result.extra.trace_s >= load_s
+    return seen[0].time_limit_s
+
+
+def test_loading_time_is_taken_from_the_solves_limit(monkeypatch) -> None:
+    limit = _solve_limit(monkeypatch, 0.5, 10.0)
+    assert 8.0 < limit <= 9.5
+
+
+def test_the_solve_keeps_a_floor_when_loading_took_the_limit(monkeypatch) -> None:
+    assert _solve_limit(monkeypatch, 0.6, 0.5) == 0.5          # never more than the limit itself
+    assert _solve_limit(monkeypatch, 1.2, 2.0) == api.MIN_SOLVE_S
