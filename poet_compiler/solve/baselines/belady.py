@@ -46,10 +46,14 @@ RULES = ("cost", "net")
 
 
 class _OfflineRun(EvictingRun):
+    """DTR's execution (:class:`EvictingRun`) with :meth:`victim` chosen by ``rule``."""
+
     def __init__(self, graph: TrainingGraph, compute_s: tuple[float, ...], budget: int, rule: str) -> None:
         super().__init__(graph, compute_s, budget)
         self.rule = rule
-        # next_uses() as of len(self.out) == _next_at: one scan per compute, not per victim.
+        # next_uses() as of len(self.out) == _next_at: one scan per make_room, not per
+        # victim; between victims only the evicted tensor's inputs are updated (its own
+        # evicted inputs' inputs wait for the next scan: an approximation of the rule).
         self._next: list[float] = []
         self._next_at = -1
 
