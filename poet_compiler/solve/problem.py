@@ -9,6 +9,7 @@ from poet_compiler.devices.costs import CostTable
 from poet_compiler.errors import ScheduleError
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.linearize import linearize
+from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import Simulation, simulate
 
@@ -70,14 +71,17 @@ def simulate_schedule(problem: Problem, schedule: Schedule, **limits: object) ->
                     **limits)  # type: ignore[arg-type]
 
 
-def feasible_energy(problem: Problem, schedule: Schedule | None) -> float | None:
-    """The simulated energy of ``schedule`` if it is valid in the problem's mode and meets
-    the activation budget (live bytes) and the deadline; None otherwise."""
+def feasible_energy(problem: Problem, schedule: Schedule | Program | None) -> float | None:
+    """The simulated energy of ``schedule`` (or of a Program, as strategies that emit
+    instructions give it) if it is valid in the problem's mode and meets the activation
+    budget (live bytes) and the deadline; None otherwise."""
     if schedule is None:
         return None
     try:
-        sim = simulate_schedule(problem, schedule, ram_budget_bytes=problem.activation_budget,
-                                deadline_s=problem.deadline_s)
+        program = schedule if isinstance(schedule, Program) else \
+            linearize(problem.graph, schedule, mode=problem.mode, dma=not problem.synchronous)
+        sim = simulate(problem.graph, problem.costs, program, ram_budget_bytes=problem.activation_budget,
+                       deadline_s=problem.deadline_s)
     except ScheduleError:
         return None
     return sim.energy_j

@@ -107,6 +107,15 @@ def miss_reason(problem: Problem, fig: Figures) -> str:
     return " and ".join(parts)
 
 
+def refuse_without_remat(problem: Problem, name: str, started: float) -> Result | None:
+    """The 'infeasible' Result of a recompute-only heuristic in a mode that forbids
+    recomputation, else None."""
+    if not problem.allows_remat:
+        return infeasible(problem, name, f"needs recomputation, which mode {problem.mode!r} forbids",
+                          started=started)
+    return None
+
+
 def infeasible(problem: Problem, strategy: str, reason: str, *, started: float,
                attempt: Figures | None = None) -> Result:
     """An 'infeasible' Result: no plan, a one-line reason, the best attempt's figures in extra."""

@@ -31,13 +31,11 @@ from __future__ import annotations
 import math
 import time
 
-from poet_compiler.errors import ScheduleError
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.program import Program
-from poet_compiler.schedule.simulate import simulate
-from poet_compiler.solve.baselines._common import finish, infeasible
+from poet_compiler.solve.baselines._common import finish, infeasible, refuse_without_remat
 from poet_compiler.solve.baselines.dtr import EvictingRun, EvictionFailed
-from poet_compiler.solve.problem import Problem
+from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import Result
 
 #: At most this many nodes in a candidate's evicted neighbourhood are summed.
@@ -74,7 +72,6 @@ class _OfflineRun(EvictingRun):
         descendants (the recomputes that evicting ``i`` makes longer)."""
         g, ram = self.g, self.ram
         seen = {i}
-        cost = 0.0
         for edges, keep in ((lambda x: g.nodes[x].inputs, lambda j: True),
                             (lambda x: g.consumers[x], lambda j: j < self.stage and nxt[j] < math.inf)):
             stack = [i]
@@ -84,9 +81,7 @@ class _OfflineRun(EvictingRun):
                     if j not in ram and j not in seen and keep(j):
                         seen.add(j)
                         stack.append(j)
-        for x in seen:
-            cost += self.cost[x]
-        return cost
+        return sum(self.cost[x] for x in seen)
 
     def victim(self, candidates: list[int]) -> int:
         if self._next_at != len(self.out):
@@ -118,21 +113,11 @@ def belady_program(graph: TrainingGraph, compute_s: tuple[float, ...], budget: i
     return _OfflineRun(graph, compute_s, budget, rule).execute()
 
 
-def _energy(problem: Problem, program: Program) -> float | None:
-    """The simulated energy of ``program`` if it meets the budgets, else None."""
-    try:
-        return simulate(problem.graph, problem.costs, program, ram_budget_bytes=problem.activation_budget,
-                        deadline_s=problem.deadline_s).energy_j
-    except ScheduleError:
-        return None
-
-
 def belady(problem: Problem) -> Result:
     started = time.perf_counter()
     name = "belady"
-    if not problem.allows_remat:
-        return infeasible(problem, name, f"needs recomputation, which mode {problem.mode!r} forbids",
-                          started=started)
+    if (refused := refuse_without_remat(problem, name, started)) is not None:
+        return refused
     best: tuple[float, str, Program] | None = None
     failures = []
     for rule in RULES:
@@ -144,7 +129,7 @@ def belady(problem: Problem) -> Result:
         except RecursionError:   # a chain of recomputes deeper than Python allows
             failures.append(f"{rule}: its chain of recomputes is too deep")
             continue
-        energy = _energy(problem, program)
+        energy = feasible_energy(problem, program)
         if energy is not None and (best is None or energy < best[0]):
             best = (energy, rule, program)
     if best is None:

@@ -38,8 +38,8 @@ from poet_compiler.solve.baselines._common import (
     evaluate,
     finish,
     forward_phase,
-    infeasible,
     recomputable,
+    refuse_without_remat,
 )
 from poet_compiler.solve.baselines.remat import plan_remat
 from poet_compiler.solve.problem import Problem
@@ -144,16 +144,9 @@ def greedy_boundaries(graph: TrainingGraph, b: float) -> list[int]:
     return out
 
 
-def _mode_check(problem: Problem, name: str, started: float) -> Result | None:
-    if not problem.allows_remat:
-        return infeasible(problem, name, f"needs recomputation, which mode {problem.mode!r} forbids",
-                          started=started)
-    return None
-
-
 def chen_sqrt_n(problem: Problem) -> Result:
     started = time.perf_counter()
-    if (r := _mode_check(problem, "chen_sqrt_n", started)) is not None:
+    if (r := refuse_without_remat(problem, "chen_sqrt_n", started)) is not None:
         return r
     bounds = sqrt_n_boundaries(problem.graph)
     return finish(problem, "chen_sqrt_n", segment_schedule(problem.graph, bounds), started=started,
@@ -176,7 +169,7 @@ def greedy_grid(graph: TrainingGraph, points: int = 24) -> list[float]:
 
 def chen_greedy(problem: Problem) -> Result:
     started = time.perf_counter()
-    if (r := _mode_check(problem, "chen_greedy", started)) is not None:
+    if (r := refuse_without_remat(problem, "chen_greedy", started)) is not None:
         return r
     graph = problem.graph
     seen: set[tuple[int, ...]] = set()

@@ -23,7 +23,7 @@ import time
 
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.program import Instruction, Op, Program
-from poet_compiler.solve.baselines._common import finish, infeasible
+from poet_compiler.solve.baselines._common import finish, infeasible, refuse_without_remat
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
 
@@ -123,7 +123,6 @@ class EvictingRun:
             if not self.locked[i]:
                 del self.locked[i]
 
-
     def execute(self) -> Program:
         """Run every node in order; the Program executed. Raises EvictionFailed."""
         for t in range(self.g.n):
@@ -142,9 +141,8 @@ def dtr_program(graph: TrainingGraph, compute_s: tuple[float, ...], budget: int)
 def dtr(problem: Problem) -> Result:
     started = time.perf_counter()
     name = "dtr"
-    if not problem.allows_remat:
-        return infeasible(problem, name, f"needs recomputation, which mode {problem.mode!r} forbids",
-                          started=started)
+    if (refused := refuse_without_remat(problem, name, started)) is not None:
+        return refused
     try:
         program = dtr_program(problem.graph, problem.costs.compute_s, problem.activation_budget)
     except EvictionFailed as exc:

@@ -36,6 +36,7 @@ from poet_compiler.solve.baselines._common import (
     forward_phase,
     infeasible,
     recomputable,
+    refuse_without_remat,
 )
 from poet_compiler.solve.baselines.remat import plan_remat
 from poet_compiler.solve.problem import Problem
@@ -137,9 +138,8 @@ def slot_grid(length: int) -> list[int]:
 def griewank(problem: Problem) -> Result:
     started = time.perf_counter()
     name = "griewank"
-    if not problem.allows_remat:
-        return infeasible(problem, name, f"needs recomputation, which mode {problem.mode!r} forbids",
-                          started=started)
+    if (refused := refuse_without_remat(problem, name, started)) is not None:
+        return refused
     graph = problem.graph
     chain = forward_chain(graph)
     if chain is None:
