@@ -181,7 +181,7 @@ def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, thread
         return Requirement(lower=lower if fastest is None else min(lower, fastest[0]),
                            upper=None if fastest is None else fastest[0])
     # The heuristics' schedules within the RAM: the fastest is an upper bound and a hint.
-    for _, _, schedule in warm_start_candidates(free):
+    for _, _, schedule in warm_start_candidates(free, until=until):
         runtime = simulate_schedule(free, schedule).runtime_s
         if fastest is None or runtime < fastest[0]:
             fastest = (runtime, schedule)

@@ -41,7 +41,7 @@ from poet_compiler.solve.backends.base import is_large, within_gap
 from poet_compiler.solve.clock import Clock
 from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, cover_bound
 from poet_compiler.solve.finalize import finalize
-from poet_compiler.solve.formulation.common import Built
+from poet_compiler.solve.formulation.common import BuildDeadline, Built, build_until
 from poet_compiler.solve.formulation.fast import Restriction, build_fast, canonical
 from poet_compiler.solve.interval_search import IntervalOutcome, interval_search
 from poet_compiler.solve.problem import Problem, feasible_energy, simulate_schedule
@@ -279,7 +279,14 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
             best = GuidedOutcome(found.schedule, found.energy_j, "interval", interval=found, layout=found.layout)
             if within_gap(found.energy_j, bound, relative_gap):
                 return best
-    built = build_guided(problem, cover, best.schedule)
+    try:
+        # Its rows take seconds per thousand nodes (n^2 pairs): the build stops at the
+        # stage's end too, and the stage keeps what it has.
+        with build_until(until):
+            built = build_guided(problem, cover, best.schedule)
+    except BuildDeadline:
+        best.interval = found
+        return best
     built.model.objective_floor = bound
     large = is_large(built.model)
     left = until - time.perf_counter()

@@ -123,6 +123,10 @@ COPIES_RESOLVE_SHARE = 1e-3
 # A re-solve runs again, at its budget, the heuristics that took at most this share of the
 # time left in the first attempt (the others' plans are reused where they fit).
 RERUN_SHARE = 0.05
+# The warm starts' heuristics stop at this share of the time limit (quick ones first; see
+# warm_start.QUICK_FIRST): capuchin alone took 51 s on gpt2_large at seq 512, so a compile
+# at --time-limit 20 ended after 83 s. The cover and the guided search need the rest.
+WARM_START_SHARE = 0.4
 # Share of the time limit the first solve may use; the rest is for fragmentation re-solves.
 # Since the arena planner packs exactly (fragmentation ~1.00 on the zoo), re-solves are rare:
 # most of the time goes to the first solve (0.75 left a quarter of every limit unused). With
@@ -266,7 +270,8 @@ def _solve_family(
     # Every schedule the heuristics know: the answer whenever the solver does not beat it.
     with clock.stage("warm_starts"):
         heuristic_s: dict[str, float] = {}
-        candidates = warm_start_candidates(problem, warm_start, seconds=heuristic_s)
+        candidates = warm_start_candidates(problem, warm_start, seconds=heuristic_s,
+                                           until=clock.started + WARM_START_SHARE * clock.limit_s)
     arena_failures = 0               # schedules whose live bytes fit but whose arena did not
     first_arena = 0                  # the arena of the first of them
     reserve = 0                      # bytes held back from the budget for fragmentation
@@ -290,7 +295,8 @@ def _solve_family(
             with clock.stage("warm_starts"):
                 known = refit(candidates, dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes
                                                               - reserve), previous,
-                              rerun=[h for h, s in heuristic_s.items() if s <= RERUN_SHARE * clock.left()])
+                              rerun=[h for h, s in heuristic_s.items() if s <= RERUN_SHARE * clock.left()],
+                              until=clock.at)
         with clock.capped(time.perf_counter() + share):
             last = _solve_once(problem, reserve, solver=solver, formulation=formulation, clock=clock,
                                threads=threads, progress=progress, warm_start=previous if attempt == 0 else None,

@@ -61,3 +61,37 @@ def test_instructions_unchanged_but_offsets():
     program = linearize(g, random_schedule(g, 3))
     planned = plan_arena(g, program)
     assert [(i.op, i.node) for i in planned] == [(i.op, i.node) for i in program]
+
+
+def _choose_by_scan(spans: list[tuple[int, int, int]], best_fit: bool) -> int:
+    """The placement rule stated directly: every candidate against every span."""
+    best: tuple[int, int] | None = None
+    for cand in [0] + [hi for _, hi, _ in spans]:
+        ceilings = [lo for lo, _, w in spans if cand + w <= lo]
+        if any(not (cand + w <= lo or hi <= cand) for lo, hi, w in spans):
+            continue
+        if not best_fit:
+            return cand
+        spare = (1 << 62) if not ceilings else min(ceilings) - cand
+        best = min(best or (spare, cand), (spare, cand))
+    assert best is not None
+    return best[1]
+
+
+@pytest.mark.parametrize("best_fit", [False, True])
+def test_offset_choice_matches_the_scan(best_fit):
+    """The bisection's choice is the scan's on random span sets (overlapping, touching,
+    nested, with workspace-widened widths)."""
+    import random
+
+    from poet_compiler.schedule.arena import _choose_offset
+
+    rng = random.Random(7)
+    for _ in range(3000):
+        spans = []
+        for _ in range(rng.randint(1, 12)):
+            lo = rng.randint(0, 40)
+            hi = lo + rng.randint(1, 15)
+            spans.append((lo, hi, rng.choice([1, 2, 3, 5, 8])))
+        spans.sort()
+        assert _choose_offset(spans, best_fit) == _choose_by_scan(spans, best_fit), spans

@@ -115,3 +115,37 @@ def test_refit_reruns_the_named_heuristics_at_the_lower_budget() -> None:
         assert all(feasible_energy(lower, s) == e for e, _, s in kept)
         seen += 1
     assert seen
+
+
+def test_no_heuristic_but_checkpoint_all_starts_after_the_deadline() -> None:
+    """``until`` in the past: checkpoint-all still runs (the fallback of every solve), no
+    other heuristic starts, and what comes back is still only schedules that fit."""
+    import time
+
+    problem = random_problem(3, 60, "poet", deadline_prob=0.0, budget_fraction=1.0)
+    seconds: dict[str, float] = {}
+    found = warm_start_candidates(problem, seconds=seconds, until=time.perf_counter() - 1.0)
+    assert list(seconds) == ["checkpoint_all"]
+    assert [name for _, name, _ in found] == ["checkpoint_all"]
+    assert all(feasible_energy(problem, s) == e for e, _, s in found)
+    everything: dict[str, float] = {}
+    warm_start_candidates(problem, seconds=everything)
+    assert set(everything) == set(HEURISTICS)     # no deadline: every heuristic runs
+
+
+def test_iterative_heuristics_stop_at_the_deadline_with_their_plan_so_far() -> None:
+    """capuchin and chen_greedy, given no time: capuchin takes no step (its plan is
+    checkpoint-all, over the budget, so "infeasible" with its figures), chen_greedy
+    tries one segment budget; both answer, neither raises."""
+    import time
+
+    from poet_compiler.solve.baselines._common import heuristics_until
+
+    problem = random_problem(5, 60, "poet", deadline_prob=0.0, budget_fraction=0.1)
+    unlimited = BASELINES["capuchin"](problem)
+    assert unlimited.ok and unlimited.message.startswith("14 paged intervals")
+    with heuristics_until(time.perf_counter() - 1.0):
+        cut = BASELINES["capuchin"](problem)
+        greedy = BASELINES["chen_greedy"](problem)
+    assert cut.status == "infeasible" and cut.extra.attempt is not None
+    assert greedy.status in ("feasible", "infeasible") and greedy.message

@@ -135,6 +135,31 @@ def infeasible(problem: Problem, strategy: str, reason: str, *, started: float,
     )
 
 
+#: The instant (``time.perf_counter()``) by which a heuristic stops improving its plan.
+_UNTIL: ContextVar[float | None] = ContextVar("heuristics_until", default=None)
+
+
+@contextmanager
+def heuristics_until(at: float | None) -> Iterator[None]:
+    """Heuristics called within stop improving their plan at ``at`` (an absolute
+    ``time.perf_counter()`` instant; None: no deadline) and return the best plan they
+    have then, which may miss the budget. An iterative heuristic can need minutes on a
+    large graph (capuchin: 51 s of its own on gpt2_large at seq 512, which took a compile
+    with ``--time-limit 20`` to 83 s); the caller's time limit is a limit."""
+    token = _UNTIL.set(at)
+    try:
+        yield
+    finally:
+        _UNTIL.reset(token)
+
+
+def out_of_time() -> bool:
+    """True once the deadline of :func:`heuristics_until` has passed (polled between a
+    heuristic's steps)."""
+    at = _UNTIL.get()
+    return at is not None and time.perf_counter() >= at
+
+
 #: Inside :func:`plans_only`, :func:`finish` returns a fitting plan without finalizing it.
 _PLANS_ONLY: ContextVar[bool] = ContextVar("plans_only", default=False)
 

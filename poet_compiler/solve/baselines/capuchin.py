@@ -16,7 +16,8 @@ on tensors that are idle in RAM *at the current peak* (the stage whose memory is
    peak and meets the deadline.
 
 Every step is judged by the independent simulator. The strategy stops when the peak fits
-the budget, or reports infeasible with the lowest peak it reached.
+the budget, or reports infeasible with the lowest peak it reached (also when the deadline
+of :func:`~._common.heuristics_until` passes first: each step simulates the whole plan).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from poet_compiler.solve.baselines._common import (
     evaluate,
     finish,
     idle_gaps,
+    out_of_time,
     recomputable,
 )
 from poet_compiler.solve.baselines.remat import closure
@@ -73,11 +75,13 @@ def capuchin(problem: Problem) -> Result:
     steps = {"page": 0, "recompute": 0}
 
     # Phase 1: paging, largest idle interval first.
-    while problem.allows_paging and plan.fig.peak_bytes > budget:
+    while problem.allows_paging and plan.fig.peak_bytes > budget and not out_of_time():
         cands = [g for g in plan.idle_at_peak(problem)
                  if not graph.nodes[g.node].pinned and g.length >= 3 and ("page", g.node, g.last) not in tried]
         cands.sort(key=lambda g: (-g.length, -graph.nodes[g.node].output_bytes, g.node))
         for g in cands:
+            if out_of_time():
+                break
             tried.add(("page", g.node, g.last))
             new = _Plan(problem, plan.R, plan.paged | {(g.node, g.last)})
             if _better(new, plan, problem):
@@ -89,7 +93,7 @@ def capuchin(problem: Problem) -> Result:
 
     # Phase 2: recomputation, largest memory saving per second first.
     droppable = recomputable(graph)
-    while problem.allows_remat and plan.fig.peak_bytes > budget:
+    while problem.allows_remat and plan.fig.peak_bytes > budget and not out_of_time():
         scored = []
         for g in plan.idle_at_peak(problem):
             if not droppable[g.node] or ("re", g.node, g.next) in tried:
@@ -102,6 +106,8 @@ def capuchin(problem: Problem) -> Result:
             scored.append((graph.nodes[g.node].output_bytes / secs, g, stage))
         scored.sort(key=lambda x: (-x[0], x[1].node, x[1].next))
         for _, g, stage in scored:
+            if out_of_time():
+                break
             tried.add(("re", g.node, g.next))
             R = plan.R.copy()
             R[g.next, sorted(stage)] = True

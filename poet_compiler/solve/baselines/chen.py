@@ -38,6 +38,7 @@ from poet_compiler.solve.baselines._common import (
     evaluate,
     finish,
     forward_phase,
+    out_of_time,
     recomputable,
     refuse_without_remat,
 )
@@ -176,6 +177,8 @@ def chen_greedy(problem: Problem) -> Result:
     best: tuple[float, Schedule, Figures, int] | None = None
     fallback: tuple[int, Schedule, Figures] | None = None
     for b in greedy_grid(graph):
+        if seen and out_of_time():   # the grid's budgets so far (at least one) are the answer
+            break
         bounds = tuple(greedy_boundaries(graph, b))
         if bounds in seen:
             continue

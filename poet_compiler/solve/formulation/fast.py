@@ -62,6 +62,7 @@ from poet_compiler.solve.formulation.common import (
     add,
     add_state_rules,
     add_time_and_energy,
+    check_build_deadline,
     neg,
 )
 from poet_compiler.solve.formulation.model import LinearModel
@@ -99,10 +100,12 @@ def useful_table(problem: Problem, restriction: Restriction | None = None) -> li
         for t, j in restriction.recompute:
             last_r[j] = max(last_r[j], t)
         for t in range(n):
+            check_build_deadline()
             for i in range(t):
                 useful[t][i] = any(j >= t or (recomputable[j] and last_r[j] >= t) for j in cons[i])
         return useful
     for t in range(n):
+        check_build_deadline()
         for i in range(t - 1, -1, -1):
             useful[t][i] = any(j >= t or (recomputable[j] and useful[t][j]) for j in cons[i])
     return useful
@@ -131,6 +134,7 @@ def _create_variables(b: Built, useful: list[list[bool]], restriction: Restricti
     cons = g.consumers
     recomputable = _recomputable(problem)
     for t in range(n):
+        check_build_deadline()
         for i in range(t):
             if not useful[t][i]:
                 continue
@@ -201,6 +205,7 @@ def _add_dominance_rules(b: Built) -> None:
     for (t, i), v in b.M_out.items():
         model.le(add({v: 1.0}, b.expr("S_AUX", t, i)), 1.0)
     for t in range(n):
+        check_build_deadline()
         keep_next = (lambda i: b.expr("S_RAM", t + 1, i)) if t + 1 < n else (lambda i: {})
         for i in range(t):
             readers = [c for c in cons[i] if c <= t and (c == t or (t, c) in b.R)]
@@ -241,6 +246,7 @@ def _add_memory(b: Built, limit: float, cap_expr: Expr, full_stages: StageFilter
     work = [node.workspace_bytes for node in g.nodes]
     ub_bytes = float(sum(size))
     for t in range(n):
+        check_build_deadline()
         can_run = [k for k in range(t + 1) if k == t or (t, k) in b.R]
         present = [i for i in range(t) if (t, i) in b.S_RAM or (t, i) in b.R or (t, i) in b.M_in]
         hold: dict[int, Expr] = {}
