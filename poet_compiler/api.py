@@ -297,6 +297,7 @@ def compile(  # noqa: A001 - the product's verb
         # solve gets what is left, and never less than MIN_SOLVE_S for its heuristics.
         solve_limit = max(time_limit_s - (t_costed - t_start), min(time_limit_s, MIN_SOLVE_S))
         opts = SolveOptions(solver=solver, formulation=formulation, time_limit_s=solve_limit,
+                            stated_limit_s=time_limit_s,
                             threads=threads, progress=progress, gap_limit=gap,
                             memory_limit_bytes=memory_limit_bytes)
         stage("solving" if strategy == "optimal" else f"solving ({strategy})")

@@ -49,13 +49,26 @@ STAGES = ("quick_checks", "warm_starts", "cover", "presence", "guided", "full_mo
 class Clock:
     """A deadline (absolute ``perf_counter`` instant) and the seconds spent per stage."""
 
-    def __init__(self, time_limit_s: float, *, started: float | None = None) -> None:
+    def __init__(self, time_limit_s: float, *, started: float | None = None,
+                 stated_s: float | None = None) -> None:
         self.started = time.perf_counter() if started is None else started
         self.limit_s = float(time_limit_s)
+        # The user's --time-limit, when the solve got only part of it (tracing and costing
+        # took the rest): messages name it, not the solve's share.
+        self.stated_s = self.limit_s if stated_s is None else float(stated_s)
         self.at = self.started + self.limit_s
         self.stage_s: dict[str, float] = {}
         self._stack: list[str] = []
         self._since = self.started
+
+    def limit_text(self) -> str:
+        """The time limit as a message names it: the user's, and what was spent of it
+        before the solve when that was not nothing (e.g. "300 s; 0.825 s of it before
+        the solve")."""
+        before = self.stated_s - self.limit_s
+        if before < 5e-4:   # nothing before the solve (the solve never gets more than the user's limit)
+            return f"{self.limit_s:g} s"
+        return f"{self.stated_s:g} s; {before:.3g} s of it before the solve"
 
     def now(self) -> float:
         return time.perf_counter()

@@ -199,6 +199,7 @@ def solve_milp(
     progress: bool = False,
     warm_start: Schedule | None = None,
     gap_limit: float | None = None,
+    stated_limit_s: float | None = None,
 ) -> Result:
     """Solve ``problem`` to (proven) optimality or the time limit; see the module docstring.
 
@@ -209,7 +210,7 @@ def solve_milp(
     optimizer searches"). The better schedule wins; its bound is the smaller of the two
     families' bounds.
     """
-    clock = Clock(time_limit_s)
+    clock = Clock(time_limit_s, stated_s=stated_limit_s)
     kw = dict(solver=solver, formulation=formulation, threads=threads, progress=progress,
               gap_limit=gap_limit)
     if problem.synchronous or problem.n > UNION_MAX_NODES:
@@ -260,7 +261,6 @@ def _solve_family(
     if formulation not in FORMULATIONS:
         raise PoetError(f"unknown formulation {formulation!r}; known: {', '.join(FORMULATIONS)}")
     started = time.perf_counter()
-    time_limit_s = clock.limit_s
     with clock.stage("quick_checks"):
         quick = quick_infeasibility(problem, time_limit_s=min(clock.left(), QUICK_EXPLAIN_S), threads=threads)
     if quick is not None:
@@ -374,7 +374,7 @@ def _solve_family(
             # Not proven: an arena that never fit, or a reduced budget the solver could
             # not meet in time. That is "no schedule in time", not infeasibility — and the
             # figures of a schedule that does not fit are not reported.
-            why = f"timeout: no schedule whose arena fits was found within {time_limit_s:g} s ({res.message})"
+            why = f"timeout: no schedule whose arena fits was found within {clock.limit_text()} ({res.message})"
             extra = res.extra
             res = _empty(problem, "timeout", solver, formulation, started, why)
             res.extra.merge(extra)
@@ -556,7 +556,6 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     ``extra`` carries ``backend_bound_j`` (a valid bound at this budget, even without a
     schedule) and ``proven_infeasible``. Every stage ends by ``clock``'s deadline."""
     tight = dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes - reserve)
-    time_limit_s = clock.limit_s
     # The eviction-cover bound (fast formulation): a valid bound at this budget in a
     # fraction of a second, a proof of infeasibility, and the guide for the first schedules.
     cover = None
@@ -612,7 +611,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         elif over_memory:
             why = f"{over_memory}; bound: the eviction cover"
         else:
-            why = f"stopped at the time limit ({time_limit_s:g} s) before the full model"
+            why = f"stopped at the time limit ({clock.limit_text()}) before the full model"
         guided_res.message = f"the {guided_res.extra.solver_used} schedule; {why}"
         return guided_res
     if too_big or full_limit < MIN_STAGE_S:
@@ -621,7 +620,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         why = f"the full model is not built above {FULL_MODEL_MAX_NODES} nodes" if too_big else \
             "no time left for the full model"
         res = _empty(problem, "timeout", solver, formulation, started,
-                     f"timeout: no schedule within {time_limit_s:g} s ({why})")
+                     f"timeout: no schedule within {clock.limit_text()} ({why})")
         res.extra.merge(extra, backend_bound_j=cover.energy_j if cover is not None else None)
         return res
     with clock.stage("full_model"):
@@ -732,7 +731,6 @@ def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBoun
                 threads: int, progress: bool, gap: float, started: float) -> Result:
     """The full model from ``hint`` with the cover bound as its floor, then its schedule
     finalized (or the guided stage's kept; see :func:`_solve_once`)."""
-    time_limit_s = clock.limit_s
     if hint is not None and formulation == "fast":
         hint = canonical(problem, hint)
     floor = cover.energy_j if cover is not None else None
@@ -762,14 +760,14 @@ def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBoun
             # Already finalized (arena planned) in the guided stage: not again.
             guided_res.extra.merge(extra, solver_used=source)
             guided_res.lower_bound_j = bound
-            guided_res.message = f"stopped at the time limit ({time_limit_s:g} s)"
+            guided_res.message = f"stopped at the time limit ({clock.limit_text()})"
             return guided_res
         schedule = guided.schedule
         extra.solver_used = source
         out = dataclasses.replace(out, status="feasible")
     if schedule is None:
         res = _empty(problem, "timeout", solver, formulation, started,
-                     f"timeout: {solver} found no schedule within {time_limit_s:g} s ({out.message})")
+                     f"timeout: {solver} found no schedule within {clock.limit_text()} ({out.message})")
         res.extra.merge(extra)
         return res
     if out.status == "optimal":
@@ -778,7 +776,7 @@ def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBoun
             out.objective - out.bound <= gap * abs(out.objective) + 1e-12:
         message = f"stopped within the relative gap limit {gap:g}"
     else:
-        message = f"stopped at the time limit ({time_limit_s:g} s)"
+        message = f"stopped at the time limit ({clock.limit_text()})"
     with clock.stage("finalize"):
         res = finalize(problem, schedule, strategy=STRATEGY, status=out.status, solver=solver,
                        formulation=formulation, lower_bound_j=bound, solve_time_s=time.perf_counter() - started,

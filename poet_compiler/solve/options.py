@@ -18,6 +18,9 @@ class SolveOptions:
     solver: str = "auto"
     formulation: str = "fast"
     time_limit_s: float = 60.0
+    # The user's --time-limit when ``time_limit_s`` is what tracing and costing left of
+    # it (messages name the user's limit); None: the same as ``time_limit_s``.
+    stated_limit_s: float | None = None
     threads: int = 2
     progress: bool = False
     # Stop once within this relative gap of the bound (None: 0.1 % on large graphs, 0 on small).

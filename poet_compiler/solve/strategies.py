@@ -25,6 +25,7 @@ def _optimal(problem: Problem, opts: SolveOptions) -> Result:
         solver=opts.solver,
         formulation=opts.formulation,
         time_limit_s=opts.time_limit_s,
+        stated_limit_s=opts.stated_limit_s,
         threads=opts.threads,
         progress=opts.progress,
         gap_limit=opts.gap_limit,

@@ -39,3 +39,25 @@ def test_loading_time_is_taken_from_the_solves_limit(monkeypatch) -> None:
 def test_the_solve_keeps_a_floor_when_loading_took_the_limit(monkeypatch) -> None:
     assert _solve_limit(monkeypatch, 0.6, 0.5) == 0.5          # never more than the limit itself
     assert _solve_limit(monkeypatch, 1.2, 2.0) == api.MIN_SOLVE_S
+
+
+def test_a_timeout_message_names_the_users_limit(monkeypatch) -> None:
+    """The solve's share is an internal figure: a stop at the limit names the user's
+    --time-limit and what was spent of it before the solve."""
+    seen: list[SolveOptions] = []
+    real_run = api.run_strategy
+
+    def spy(name, problem, opts):  # noqa: ANN001
+        seen.append(opts)
+        return real_run(name, problem, opts)
+
+    monkeypatch.setattr(api, "run_strategy", spy)
+    api.compile(layered_graph(40), ram="90%", mode="remat", strategy="checkpoint_all", time_limit_s=30.0)
+    assert seen[0].stated_limit_s == 30.0 and seen[0].time_limit_s < 30.0
+
+
+def test_clock_limit_text() -> None:
+    from poet_compiler.solve.clock import Clock
+
+    assert Clock(60.0).limit_text() == "60 s"
+    assert Clock(299.175, stated_s=300.0).limit_text() == "300 s; 0.825 s of it before the solve"
