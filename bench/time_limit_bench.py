@@ -15,6 +15,8 @@ Cells (``--cells`` selects by name):
 - ``dag500_80``: a random layered DAG of 500 nodes (:func:`layered_dag`), remat mode,
   80 % of its no-remat (checkpoint-all) peak, ``--time-limit 60``.
 
+``NAME@S`` runs cell NAME at ``--time-limit S`` (e.g. ``bert_base_a72_70@20``).
+
 ``--root DIR`` runs another checkout (e.g. an export of the previous commit) with this
 interpreter, for a before/after comparison in one run.
 """
@@ -103,8 +105,15 @@ def grid_cell(name: str) -> tuple[list[str], float]:
     return [model, "--granularity", "op", "--device", device, "--ram", f"{ram}%", "--deadline", f"{deadline}x"], 60.0
 
 
+def cell_args(name: str) -> tuple[list[str], float]:
+    """A cell's arguments and limit; ``NAME@S`` is cell NAME at ``--time-limit S``."""
+    base, _, at = name.partition("@")
+    args, limit = CELLS[base] if base in CELLS else grid_cell(base)
+    return args, float(at) if at else limit
+
+
 def run_cell(name: str, root: Path, dags: dict[str, Path], python: str) -> dict:
-    args, limit = CELLS[name] if name in CELLS else grid_cell(name)
+    args, limit = cell_args(name)
     for key, path in dags.items():
         args = [a.replace("{" + key + "}", str(path)) for a in args]
     out = Path(tempfile.mkdtemp(prefix="poetc-bench-")) / "out.poet"
