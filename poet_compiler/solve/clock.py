@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 # The CP-SAT child's wall cap per call (solve/backends/cpsat.py): limit * 1.05 + 2 s.
 CPSAT_WALL_FACTOR = 1.05
@@ -134,6 +135,31 @@ class Clock:
         spent["other"] = max(0.0, total - sum(spent.values()))
         order = {name: i for i, name in enumerate(STAGES)}
         return {k: round(v, 3) for k, v in sorted(spent.items(), key=lambda kv: order.get(kv[0], len(STAGES)))}
+
+
+#: The instant (``time.perf_counter()``) by which the step under way must end: a step that
+#: is not a solver call (a heuristic, building a model) polls it between its own steps.
+_STEP_UNTIL: ContextVar[float | None] = ContextVar("step_until", default=None)
+
+
+@contextmanager
+def step_until(at: float | None) -> Iterator[None]:
+    """Within the block, :func:`past_step_deadline` is true from ``at`` on (None: never).
+    Heuristics then stop improving their plan (``baselines/_common.out_of_time``) and a
+    model under construction stops with ``BuildDeadline``
+    (``formulation/common.check_build_deadline``): both can take minutes on 1,500 nodes,
+    and neither is a solver call that its own limit stops."""
+    token = _STEP_UNTIL.set(at)
+    try:
+        yield
+    finally:
+        _STEP_UNTIL.reset(token)
+
+
+def past_step_deadline() -> bool:
+    """Whether the deadline of the enclosing :func:`step_until` has passed."""
+    at = _STEP_UNTIL.get()
+    return at is not None and time.perf_counter() >= at
 
 
 def unlimited() -> Clock:

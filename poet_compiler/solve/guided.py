@@ -38,10 +38,10 @@ from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import Simulation
 from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.backends.base import is_large, within_gap
-from poet_compiler.solve.clock import Clock
+from poet_compiler.solve.clock import Clock, step_until
 from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, cover_bound
 from poet_compiler.solve.finalize import finalize
-from poet_compiler.solve.formulation.common import BuildDeadline, Built, build_until
+from poet_compiler.solve.formulation.common import BuildDeadline, Built
 from poet_compiler.solve.formulation.fast import Restriction, build_fast, canonical
 from poet_compiler.solve.interval_search import IntervalOutcome, interval_search
 from poet_compiler.solve.problem import Problem, feasible_energy, simulate_schedule
@@ -282,7 +282,7 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
     try:
         # Its rows take seconds per thousand nodes (n^2 pairs): the build stops at the
         # stage's end too, and the stage keeps what it has.
-        with build_until(until):
+        with step_until(until):
             built = build_guided(problem, cover, best.schedule)
     except BuildDeadline:
         best.interval = found

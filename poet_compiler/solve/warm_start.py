@@ -15,7 +15,8 @@ from poet_compiler.errors import InternalError, PoetError, ScheduleError
 from poet_compiler.schedule.from_program import schedule_from_program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.baselines import BASELINES, HEURISTICS
-from poet_compiler.solve.baselines._common import heuristics_until, plans_only
+from poet_compiler.solve.baselines._common import plans_only
+from poet_compiler.solve.clock import step_until
 from poet_compiler.solve.problem import Problem, feasible_energy
 
 #: The order the warm starts run the heuristics in: the quick ones first, so that under a
@@ -47,7 +48,7 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None, *,
     # from the cheapest and keeps it unless it finds better). Their plans only: planning
     # each one's arena was most of their time (dtr: 7.0 s of 7.0 s on VGG16-CIFAR op level).
     names = [h for h in QUICK_FIRST if h in HEURISTICS] + [h for h in HEURISTICS if h not in QUICK_FIRST]
-    with plans_only(), heuristics_until(until):
+    with plans_only(), step_until(until):
         for name in names if only is None else [h for h in names if h in only]:
             if until is not None and name != "checkpoint_all" and time.perf_counter() >= until:
                 break

@@ -74,12 +74,13 @@ def test_the_sub_problem_is_not_built_past_the_stage_deadline(monkeypatch) -> No
     import time
 
     import poet_compiler.solve.guided as guided_mod
-    from poet_compiler.solve.formulation.common import BuildDeadline, build_until
+    from poet_compiler.solve.clock import step_until
+    from poet_compiler.solve.formulation.common import BuildDeadline
     from poet_compiler.solve.warm_start import warm_start_candidates
 
     problem = random_problem(4, 40, "poet", deadline_prob=0.0, budget_fraction=0.3)
     with pytest.raises(BuildDeadline):
-        with build_until(time.perf_counter() - 1.0):
+        with step_until(time.perf_counter() - 1.0):
             build_fast(problem)
 
     def no_solve(*a, **kw):  # noqa: ANN002, ANN003, ANN202

@@ -139,12 +139,12 @@ def test_iterative_heuristics_stop_at_the_deadline_with_their_plan_so_far() -> N
     tries one segment budget; both answer, neither raises."""
     import time
 
-    from poet_compiler.solve.baselines._common import heuristics_until
+    from poet_compiler.solve.clock import step_until
 
     problem = random_problem(5, 60, "poet", deadline_prob=0.0, budget_fraction=0.1)
     unlimited = BASELINES["capuchin"](problem)
     assert unlimited.ok and unlimited.message.startswith("14 paged intervals")
-    with heuristics_until(time.perf_counter() - 1.0):
+    with step_until(time.perf_counter() - 1.0):
         cut = BASELINES["capuchin"](problem)
         greedy = BASELINES["chen_greedy"](problem)
     assert cut.status == "infeasible" and cut.extra.attempt is not None

@@ -17,7 +17,7 @@ on tensors that are idle in RAM *at the current peak* (the stage whose memory is
 
 Every step is judged by the independent simulator. The strategy stops when the peak fits
 the budget, or reports infeasible with the lowest peak it reached (also when the deadline
-of :func:`~._common.heuristics_until` passes first: each step simulates the whole plan).
+of :func:`~poet_compiler.solve.clock.step_until` passes first: each step simulates the whole plan).
 """
 
 from __future__ import annotations

@@ -21,44 +21,28 @@ docs/model.md that do not depend on how memory is accounted for:
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from poet_compiler.schedule.schedule import Schedule
+from poet_compiler.solve.clock import past_step_deadline
 from poet_compiler.solve.formulation.model import LinearModel
 from poet_compiler.solve.problem import Problem
 
-#: The instant (``time.perf_counter()``) by which a model under construction must be done.
-_BUILD_UNTIL: ContextVar[float | None] = ContextVar("build_until", default=None)
-
 
 class BuildDeadline(Exception):
-    """Building a model did not finish by the deadline of :func:`build_until`."""
-
-
-@contextmanager
-def build_until(at: float | None) -> Iterator[None]:
-    """Within the block, building a model stops at ``at`` (a ``time.perf_counter()``
-    instant; None: never) by raising :class:`BuildDeadline`. The rows are written stage
-    by stage in Python, n^2 pairs each: the guided sub-problem of a 1,567-node graph took
-    28 s to build, past a whole 20 s time limit, before its solver was even asked."""
-    token = _BUILD_UNTIL.set(at)
-    try:
-        yield
-    finally:
-        _BUILD_UNTIL.reset(token)
+    """Building a model did not finish by the deadline of
+    :func:`~poet_compiler.solve.clock.step_until`."""
 
 
 def check_build_deadline() -> None:
-    """Raise :class:`BuildDeadline` once the deadline of :func:`build_until` has passed
-    (called once per stage by the row-writing loops)."""
-    at = _BUILD_UNTIL.get()
-    if at is not None and time.perf_counter() >= at:
+    """Raise :class:`BuildDeadline` once the deadline of
+    :func:`~poet_compiler.solve.clock.step_until` has passed (called once per stage by
+    the row-writing loops). The rows are written stage by stage in Python, n^2 pairs
+    each: the guided sub-problem of a 1,567-node graph took 28 s to build, past a whole
+    20 s time limit, before its solver was even asked."""
+    if past_step_deadline():
         raise BuildDeadline
 
 
