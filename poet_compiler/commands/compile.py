@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from poet_compiler.errors import PoetError
-from poet_compiler.reporting import SUMMARY_KEYS, fmt
+from poet_compiler.reporting import SUMMARY_KEYS, fmt, time_split
 
 
 def print_summary(report: dict, console: Console | None = None) -> None:
@@ -18,6 +18,8 @@ def print_summary(report: dict, console: Console | None = None) -> None:
     for key in SUMMARY_KEYS:
         if key in report and key != "message":  # the message is printed on its own line
             table.add_row(key, fmt(key, report[key]))
+    if (split := time_split(report)) is not None:
+        table.add_row("time", split)     # the whole command, and which stage used it
     (console or Console()).print(table)
 
 
@@ -36,7 +38,9 @@ def register(app: typer.Typer) -> None:
             "auto", "--solver", help="auto (CP-SAT, then CP-SAT and HiGHS racing) | cpsat | highs | gurobi"
         ),
         formulation: str = typer.Option("fast", "--formulation", help="fast | dense"),
-        time_limit: float = typer.Option(60.0, "--time-limit", help="solver time limit, seconds"),
+        time_limit: float = typer.Option(
+            60.0, "--time-limit", help="time limit of the whole compile (tracing included), seconds"
+        ),
         threads: int = typer.Option(2, "--threads", help="solver threads"),
         memory_limit: str = typer.Option(
             None, "--memory-limit",

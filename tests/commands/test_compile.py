@@ -48,3 +48,31 @@ def test_gap_option_is_honoured(tmp_path, capsys) -> None:
     assert rc == 0
     report = json.loads(capsys.readouterr().out)
     assert report["status"] == "optimal" and report["gap"] == 0.0
+
+
+def test_the_summary_says_where_the_time_went(tmp_path, capsys, monkeypatch) -> None:
+    """The printed summary ends with the whole command's seconds and the stages that used
+    them (the report's compile_s, trace_s and stage_s), in the order they ran."""
+    monkeypatch.setenv("COLUMNS", "240")   # one table row on one line
+    graph = tmp_path / "g.json"
+    graph.write_text(json.dumps(chain_dict(6)))
+    rc = main(["compile", str(graph), "--device", "m4", "--ram", "70%", "-o", str(tmp_path / "s.poet"),
+               "--time-limit", "20", "--threads", "1"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    line = next(row for row in out.splitlines() if "│ time " in row)
+    report = json.loads((tmp_path / "s.json").read_text())
+    assert f"{report['compile_s']:.1f} s: " in line
+    shown = [name for name, secs in report["stage_s"].items() if secs >= 0.05]
+    assert shown, report["stage_s"]
+    positions = [line.index(f"{name} ") for name in shown]
+    assert positions == sorted(positions)
+
+
+def test_time_split() -> None:
+    from poet_compiler.reporting import time_split
+
+    assert time_split({"energy_j": 1.0}) is None
+    assert time_split({"compile_s": 23.04, "trace_s": 6.4, "costing_s": 0.01,
+                       "stage_s": {"warm_starts": 5.5, "cover": 2.94, "other": 0.0}}) == \
+        "23.0 s: trace 6.4, warm_starts 5.5, cover 2.9"
