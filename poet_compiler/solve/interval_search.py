@@ -16,7 +16,8 @@ not a budget lowered everywhere, as :mod:`.milp` does for the stage models.
 
 With no schedule in hand (no hint fits the budget), the energy model is first solved cold
 for COLD_SHARE of the time; if that finds nothing, the model's least-RAM variant
-(``least_ram``) starts from checkpoint-all and works the peak down to the budget,
+(``least_ram``) starts from an offline-eviction plan above the budget (the least budget
+where one succeeds; else checkpoint-all) and works the peak down to the budget,
 stopping at the first schedule within it, which then hints the energy model. The
 energy model alone gives CP-SAT no solution to start from, and found none in 280 s on a
 250-node layered DAG at 80 %.
@@ -34,14 +35,16 @@ import time
 
 import numpy as np
 
+from poet_compiler.schedule.from_program import schedule_from_program
 from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.arena_reserve import as_reserves, overflow_by_event
 from poet_compiler.solve.backends.native import NativeLimits, solve_native
+from poet_compiler.solve.baselines.belady import least_budget_program
 from poet_compiler.solve.baselines.keep_all import checkpoint_all_schedule
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.formulation.interval import DEFAULT_COPIES, Reserve, build_interval, hint, stays_needed
-from poet_compiler.solve.problem import Problem, feasible_energy
+from poet_compiler.solve.problem import Problem, feasible_energy, simulate_schedule
 
 # A hint with more stays per tensor than this is not held (links grow with the square).
 MAX_COPIES = 4
@@ -72,6 +75,10 @@ MIN_SEARCH_ON_S = 5.0
 # found its first solution cold at 12 s and 271.61 J at 30 s, but ended at 285.56 J in
 # the pipeline (300 s) from the least-RAM schedule (328 J, found at 5.5 s).
 COLD_SHARE = 0.2
+# The least-RAM search starts from an offline-eviction plan above the budget when one is
+# found within this share of the time left (bisection over budgets, a few runs of
+# 0.1-0.4 s each on 250-1,000 nodes).
+EVICTION_START_SHARE = 0.1
 
 
 @dataclasses.dataclass
@@ -139,7 +146,10 @@ def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: fl
         elif cold.status == "infeasible":
             return cold
         else:
-            least = _least_ram_search(problem, sync, copies, until, threads)
+            start = _eviction_start(sync, until)
+            if start is not None and copies < stays_needed(start) <= MAX_COPIES:
+                copies = stays_needed(start)      # enough stays to hold the start
+            least = _least_ram_search(problem, sync, copies, until, threads, start)
             if least.schedule is None:
                 return least
             copies, usable = least.copies, [least.schedule]
@@ -198,13 +208,32 @@ def _search(problem: Problem, sync: Problem, usable: list[Schedule], copies: int
     return first or out
 
 
-def _least_ram_search(problem: Problem, sync: Problem, copies: int, until: float, threads: int) -> IntervalOutcome:
-    """The least-RAM model from checkpoint-all until a schedule fits the budget, it is
-    proven that none with at most MAX_RETRY_COPIES stays per tensor does, or the time is
-    up. A solve that ends above the budget without a proof (a child's failure) is followed
-    by another from its least-RAM schedule while MIN_SEARCH_ON_S are left."""
+def _eviction_start(sync: Problem, until: float) -> Schedule | None:
+    """Where the least-RAM search starts when it can: the offline-eviction plan at about
+    the least budget where one succeeds (:func:`~.baselines.belady.least_budget_program`),
+    between the budget and checkpoint-all's peak, as a schedule; None when recomputation
+    is not allowed or no such plan is found within EVICTION_START_SHARE of the time."""
+    if not sync.allows_remat:
+        return None
     started = time.perf_counter()
-    start: list[Schedule] = []
+    ckpt = checkpoint_all_schedule(sync)
+    high = simulate_schedule(sync, ckpt).peak_bytes
+    found = least_budget_program(sync.graph, sync.costs.compute_s, sync.activation_budget, high,
+                                 until=started + EVICTION_START_SHARE * (until - started))
+    if found is None:
+        return None
+    return schedule_from_program(sync.graph, found[1], sync.mode, dma=False)
+
+
+def _least_ram_search(problem: Problem, sync: Problem, copies: int, until: float, threads: int,
+                      start_from: Schedule | None = None) -> IntervalOutcome:
+    """The least-RAM model from ``start_from`` (else checkpoint-all) until a schedule fits
+    the budget, it is proven that none with at most MAX_RETRY_COPIES stays per tensor
+    does, or the time is up. A solve that ends above the budget without a proof (a
+    child's failure) is followed by another from its least-RAM schedule while
+    MIN_SEARCH_ON_S are left."""
+    started = time.perf_counter()
+    start: list[Schedule] = [] if start_from is None else [start_from]
     while True:
         out = _with_enough_copies(problem, sync, start, copies, until, None, threads, least_ram=True)
         out.least_ram_s = round(time.perf_counter() - started, 3)
@@ -232,7 +261,8 @@ def _solve(problem: Problem, sync: Problem, usable: list[Schedule], copies: int,
     most ``copies`` stays per tensor."""
     started = time.perf_counter()
     im = build_interval(sync, copies=copies, reserves=reserves, least_ram=least_ram)
-    hints = (usable or [checkpoint_all_schedule(sync)]) if least_ram else usable
+    # The least-RAM model starts from the first hint it holds, checkpoint-all at worst.
+    hints = [*usable, checkpoint_all_schedule(sync)] if least_ram else usable
     hinted = next((h for h in hints if hint(im, h)), None) is not None
     build_s = time.perf_counter() - started
     left = until - time.perf_counter()

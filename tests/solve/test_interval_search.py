@@ -186,3 +186,30 @@ def test_above_the_full_model_size_the_interval_model_takes_its_place() -> None:
     assert extra.interval is not None and extra.interval["energy_j"] is not None
     # Here (seed 4) the worst heuristic schedule is 19.366 J and the interval search's 17.843 J.
     assert res.energy_j < kept.energy_j and res.extra.solver_used == "interval"
+
+
+def test_the_least_ram_search_starts_from_an_eviction_plan() -> None:
+    """DAG 250 at 80 % (no heuristic fits): the least-RAM search's start is an
+    offline-eviction plan between the budget and checkpoint-all's peak, a valid schedule
+    (the simulator replays it) that the interval model holds with at most MAX_COPIES
+    stays per tensor; in paging mode (no recomputation) there is none."""
+    import dataclasses
+    import time
+
+    from poet_compiler.devices.cost_model import costs_for
+    from poet_compiler.solve import interval_search as search
+    from poet_compiler.solve.budgets import reference, resolve_ram
+    from poet_compiler.solve.formulation.interval import stays_needed
+    from poet_compiler.solve.problem import simulate_schedule
+    from tests.support.layered import layered_graph
+
+    graph = layered_graph(250)
+    costs = costs_for(graph, None)
+    ref = reference(graph, costs)
+    problem = Problem(graph, costs, resolve_ram("80%", ref, costs), mode="remat")
+    start = search._eviction_start(problem, time.perf_counter() + 60)
+    assert start is not None
+    peak = simulate_schedule(problem, start).peak_bytes
+    assert problem.activation_budget < peak < ref.peak_bytes
+    assert stays_needed(start) <= search.MAX_COPIES
+    assert search._eviction_start(dataclasses.replace(problem, mode="paging"), time.perf_counter() + 60) is None
