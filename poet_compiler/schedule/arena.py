@@ -185,22 +185,21 @@ def _choose_offset(spans: list[tuple[int, int, int]], best_fit: bool) -> int:
     (bisection) instead of a scan of every span per candidate: O(k log k) per buffer
     instead of O(k^2), the same offsets (a 1,567-node transformer's layout took 4.8 s per
     greedy pass with the scan)."""
-    blocked = sorted((lo - w, hi) for lo, hi, w in spans)
+    by_floor = sorted((lo - w, hi, lo) for lo, hi, w in spans)   # blocked (lo - w, hi), by start
     starts: list[int] = []
     ends: list[int] = []
-    for a, b in blocked:
+    for a, b, _ in by_floor:
         if starts and a < ends[-1]:          # open intervals that overlap merge (touching ones do not)
             ends[-1] = max(ends[-1], b)
         else:
             starts.append(a)
             ends.append(b)
     # Ceilings: the lowest lo among spans whose lo - w is at least c (suffix minima).
-    by_floor = sorted((lo - w, lo) for lo, _, w in spans)
-    floors = [f for f, _ in by_floor]
+    floors = [f for f, _, _ in by_floor]
     suffix_lo = [0] * len(by_floor)
     low = 1 << 62
     for k in range(len(by_floor) - 1, -1, -1):
-        low = min(low, by_floor[k][1])
+        low = min(low, by_floor[k][2])
         suffix_lo[k] = low
     best: tuple[int, int] | None = None      # (spare, offset)
     for cand in [0] + [hi for _, hi, _ in spans]:

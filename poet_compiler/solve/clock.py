@@ -145,7 +145,8 @@ _STEP_UNTIL: ContextVar[float | None] = ContextVar("step_until", default=None)
 @contextmanager
 def step_until(at: float | None) -> Iterator[None]:
     """Within the block, :func:`past_step_deadline` is true from ``at`` on (None: never).
-    Heuristics then stop improving their plan (``baselines/_common.out_of_time``) and a
+    Heuristics then stop improving their plan and return the best they have (capuchin,
+    chen_greedy: one whole-plan simulation per step, 51 s for capuchin on gpt2_large) and a
     model under construction stops with ``BuildDeadline``
     (``formulation/common.check_build_deadline``): both can take minutes on 1,500 nodes,
     and neither is a solver call that its own limit stops."""

@@ -285,19 +285,18 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
             best = GuidedOutcome(found.schedule, found.energy_j, "interval", interval=found, layout=found.layout)
             if within_gap(found.energy_j, bound, relative_gap):
                 return best
+    best.interval = found
     try:
         # Its rows take seconds per thousand nodes (n^2 pairs): the build stops at the
         # stage's end too, and the stage keeps what it has.
         with step_until(until):
             built = build_guided(problem, cover, best.schedule)
     except BuildDeadline:
-        best.interval = found
         return best
     built.model.objective_floor = bound
     large = is_large(built.model)
     left = until - time.perf_counter()
     limit = left if clock is None else clock.solver_limit(left, large=large)
-    best.interval = found
     if limit <= 0.05:
         return best
     out = solve_model(built.model, "cpsat" if solver in ("auto", "cpsat") else solver,

@@ -42,9 +42,10 @@ from poet_compiler.solve.arena_reserve import as_reserves, overflow_by_event
 from poet_compiler.solve.backends.native import NativeLimits, solve_native
 from poet_compiler.solve.baselines.belady import least_budget_program
 from poet_compiler.solve.baselines.keep_all import checkpoint_all_schedule
+from poet_compiler.solve.budgets import reference
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.formulation.interval import DEFAULT_COPIES, Reserve, build_interval, hint, stays_needed
-from poet_compiler.solve.problem import Problem, feasible_energy, simulate_schedule
+from poet_compiler.solve.problem import Problem, feasible_energy
 
 # A hint with more stays per tensor than this is not held (links grow with the square).
 MAX_COPIES = 4
@@ -216,8 +217,7 @@ def _eviction_start(sync: Problem, until: float) -> Schedule | None:
     if not sync.allows_remat:
         return None
     started = time.perf_counter()
-    ckpt = checkpoint_all_schedule(sync)
-    high = simulate_schedule(sync, ckpt).peak_bytes
+    high = reference(sync.graph, sync.costs).peak_bytes      # checkpoint-all's peak
     found = least_budget_program(sync.graph, sync.costs.compute_s, sync.activation_budget, high,
                                  until=started + EVICTION_START_SHARE * (until - started))
     if found is None:
@@ -261,9 +261,8 @@ def _solve(problem: Problem, sync: Problem, usable: list[Schedule], copies: int,
     most ``copies`` stays per tensor."""
     started = time.perf_counter()
     im = build_interval(sync, copies=copies, reserves=reserves, least_ram=least_ram)
-    # The least-RAM model starts from the first hint it holds, checkpoint-all at worst.
-    hints = [*usable, checkpoint_all_schedule(sync)] if least_ram else usable
-    hinted = next((h for h in hints if hint(im, h)), None) is not None
+    # The first hint it holds; the least-RAM model checkpoint-all at worst.
+    hinted = any(hint(im, h) for h in usable) or (least_ram and hint(im, checkpoint_all_schedule(sync)))
     build_s = time.perf_counter() - started
     left = until - time.perf_counter()
     if left <= 0.05:

@@ -29,7 +29,6 @@ from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
-from poet_compiler.solve.clock import past_step_deadline
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result, ResultExtra
@@ -134,15 +133,6 @@ def infeasible(problem: Problem, strategy: str, reason: str, *, started: float,
         message=f"{strategy}: {reason}",
         extra=extra,
     )
-
-
-def out_of_time() -> bool:
-    """True once the deadline of :func:`~poet_compiler.solve.clock.step_until` has passed:
-    a heuristic polls it between its steps and stops improving its plan, returning the
-    best it has then (which may miss the budget). An iterative heuristic can need minutes
-    on a large graph (capuchin: 51 s on gpt2_large at seq 512, which took a compile with
-    ``--time-limit 20`` to 79 s); the caller's time limit is a limit."""
-    return past_step_deadline()
 
 
 #: Inside :func:`plans_only`, :func:`finish` returns a fitting plan without finalizing it.

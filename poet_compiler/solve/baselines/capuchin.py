@@ -35,10 +35,10 @@ from poet_compiler.solve.baselines._common import (
     evaluate,
     finish,
     idle_gaps,
-    out_of_time,
     recomputable,
 )
 from poet_compiler.solve.baselines.remat import closure
+from poet_compiler.solve.clock import past_step_deadline
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
 
@@ -75,12 +75,12 @@ def capuchin(problem: Problem) -> Result:
     steps = {"page": 0, "recompute": 0}
 
     # Phase 1: paging, largest idle interval first.
-    while problem.allows_paging and plan.fig.peak_bytes > budget and not out_of_time():
+    while problem.allows_paging and plan.fig.peak_bytes > budget and not past_step_deadline():
         cands = [g for g in plan.idle_at_peak(problem)
                  if not graph.nodes[g.node].pinned and g.length >= 3 and ("page", g.node, g.last) not in tried]
         cands.sort(key=lambda g: (-g.length, -graph.nodes[g.node].output_bytes, g.node))
         for g in cands:
-            if out_of_time():
+            if past_step_deadline():
                 break
             tried.add(("page", g.node, g.last))
             new = _Plan(problem, plan.R, plan.paged | {(g.node, g.last)})
@@ -93,7 +93,7 @@ def capuchin(problem: Problem) -> Result:
 
     # Phase 2: recomputation, largest memory saving per second first.
     droppable = recomputable(graph)
-    while problem.allows_remat and plan.fig.peak_bytes > budget and not out_of_time():
+    while problem.allows_remat and plan.fig.peak_bytes > budget and not past_step_deadline():
         scored = []
         for g in plan.idle_at_peak(problem):
             if not droppable[g.node] or ("re", g.node, g.next) in tried:
@@ -106,7 +106,7 @@ def capuchin(problem: Problem) -> Result:
             scored.append((graph.nodes[g.node].output_bytes / secs, g, stage))
         scored.sort(key=lambda x: (-x[0], x[1].node, x[1].next))
         for _, g, stage in scored:
-            if out_of_time():
+            if past_step_deadline():
                 break
             tried.add(("re", g.node, g.next))
             R = plan.R.copy()

@@ -38,11 +38,11 @@ from poet_compiler.solve.baselines._common import (
     evaluate,
     finish,
     forward_phase,
-    out_of_time,
     recomputable,
     refuse_without_remat,
 )
 from poet_compiler.solve.baselines.remat import plan_remat
+from poet_compiler.solve.clock import past_step_deadline
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
 
@@ -177,7 +177,7 @@ def chen_greedy(problem: Problem) -> Result:
     best: tuple[float, Schedule, Figures, int] | None = None
     fallback: tuple[int, Schedule, Figures] | None = None
     for b in greedy_grid(graph):
-        if seen and out_of_time():   # the grid's budgets so far (at least one) are the answer
+        if seen and past_step_deadline():   # the grid's budgets so far (at least one) are the answer
             break
         bounds = tuple(greedy_boundaries(graph, b))
         if bounds in seen:
