@@ -504,7 +504,8 @@ def _arena_fit_fallback(problem: Problem, tight: Problem, cover: CoverBound, sol
     ``INTERVAL_MIN_NODES`` nodes when that one is missing (or, above
     ``FULL_MODEL_MAX_NODES``, more than ``ARENA_INTERVAL_GAP`` above the cover bound),
     the interval search's from ``hints`` (which re-solves with arena reserves) with
-    ``ARENA_INTERVAL_SHARE`` of the time left: the better of the two."""
+    ``ARENA_INTERVAL_SHARE`` of the time left: the better of the two. With stage-long
+    transfers the interval search runs only where no full model follows."""
     if clock.expired():
         return None
     res: Result | None = None
@@ -522,6 +523,13 @@ def _arena_fit_fallback(problem: Problem, tight: Problem, cover: CoverBound, sol
     # 120 s of its time and its own schedule did not fit).
     weak = res is None or not res.ok or res.energy_j is None or cover.energy_j is None or \
         (problem.n > FULL_MODEL_MAX_NODES and not within_gap(res.energy_j, cover.energy_j, ARENA_INTERVAL_GAP))
+    # With stage-long transfers and a full model to follow, that model searches the
+    # problem's own family: the interval search's (synchronous) schedules mostly do not
+    # hold there, and its time was the full model's (VGG16-CIFAR a72 30 % 2.0x: 22 s of 60
+    # for none, 28.46 J where the full model had reached 26.01 J; BENCHMARKS.md, session 12).
+    full_model_follows = problem.n <= FULL_MODEL_MAX_NODES
+    if not problem.synchronous and full_model_follows:
+        weak = False
     if weak and problem.n > guided_mod.INTERVAL_MIN_NODES and not clock.expired():
         with clock.stage("interval"):
             found = interval_search(tight, list(hints or []),
