@@ -9,6 +9,7 @@ and exit code 1.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import pkgutil
 import sys
@@ -105,5 +106,11 @@ if __name__ == "__main__":
 
 
 def run() -> None:
-    """Console-script wrapper: ``sys.exit(main())``."""
-    sys.exit(main())
+    """Console-script wrapper: ``sys.exit(main())``.
+
+    The objects left at exit are frozen out of the collector first: the interpreter's
+    teardown then skips collecting them, which took 1.0 s of a 20 s ``--time-limit`` after
+    a compile of gpt2_large (0.15 s frozen; the limit bounds the command's wall time)."""
+    code = main()
+    gc.freeze()
+    sys.exit(code)

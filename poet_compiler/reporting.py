@@ -66,14 +66,15 @@ def fmt(key: str, value: Any) -> str:
 
 
 def time_split(report: dict[str, Any]) -> str | None:
-    """Where a compile's time went, in one line ("23.0 s: trace 6.4, warm_starts 5.5,
-    cover 2.9, guided 5.4, finalize 1.0"): tracing and costing, then the solve's stages
+    """Where a compile's time went, in one line ("20.6 s: startup 1.4, trace 6.4, warm_starts
+    5.1, cover 2.9, guided 3.7, finalize 1.0"): the command's start, tracing and costing, then the solve's stages
     (``stage_s``) in the order they ran, each shown from 0.05 s on; None without
     ``compile_s`` (a report not written by ``poetc compile``)."""
     total = report.get("compile_s")
     if not isinstance(total, (int, float)):
         return None
-    parts = [("trace", report.get("trace_s")), ("costing", report.get("costing_s")),
+    parts = [("startup", report.get("startup_s")), ("trace", report.get("trace_s")),
+             ("costing", report.get("costing_s")),
              *(report.get("stage_s") or {}).items()]
     shown = [f"{name} {secs:.1f}" for name, secs in parts if isinstance(secs, (int, float)) and secs >= 0.05]
     return f"{total:.1f} s: " + ", ".join(shown) if shown else f"{total:.1f} s"

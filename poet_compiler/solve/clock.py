@@ -23,6 +23,7 @@ kills once it has a layout within the target, or at worst ``CHILD_GRACE_S`` past
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -161,6 +162,25 @@ def past_step_deadline() -> bool:
     """Whether the deadline of the enclosing :func:`step_until` has passed."""
     at = _STEP_UNTIL.get()
     return at is not None and time.perf_counter() >= at
+
+
+def process_started() -> float | None:
+    """The ``time.perf_counter()`` instant at which this process started, or None where
+    the platform does not say (only Linux's /proc is read). ``poetc compile``'s time limit
+    counts from it: the interpreter's start and importing torch (1-2 s) are part of the
+    command's wall time."""
+    try:
+        with open("/proc/self/stat") as f:
+            # Field 22 (starttime, clock ticks since boot) follows the ")" ending field 2.
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime_s = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    age_s = uptime_s - start_ticks / os.sysconf("SC_CLK_TCK")
+    if not 0.0 <= age_s < 3600.0:   # a clock that disagrees with itself: do not trust it
+        return None
+    return time.perf_counter() - age_s
 
 
 def unlimited() -> Clock:

@@ -64,13 +64,15 @@ class CoverBound:
     """``energy_j``: a valid lower bound on every schedule's energy (None if infeasible).
     ``closed``: the cover problem was solved to optimality (else ``energy_j`` is its
     solver's bound, still valid). ``restores``: the cover's best choice (a guide for
-    building a schedule, not a schedule)."""
+    building a schedule, not a schedule). ``build_s``: the seconds its model took to
+    build, which a caller about to build another cover of the same graph can expect."""
 
     energy_j: float | None
     infeasible: bool
     closed: bool
     restores: tuple[Restore, ...] = ()
     gaps: int = 0
+    build_s: float = 0.0
 
 
 def _forbid_conflicts(problem: Problem, gaps: list[_Gap], m: Any) -> None:
@@ -268,14 +270,15 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
     cv = _build(problem, closure=closure)
     # ``time_limit_s`` is the call's wall time: building the model counts (1.8 s on a
     # 1,567-node graph, which took a compile at --time-limit 20 past its limit).
-    time_limit_s = max(0.0, time_limit_s - (time.perf_counter() - started))
+    build_s = time.perf_counter() - started
+    time_limit_s = max(0.0, time_limit_s - build_s)
     m, gaps = cv.m, cv.gaps
     for t in range(problem.n):
         excess = cv.need[t] - limit
         if excess <= 0:
             continue
         if sum(s for _, s in cv.around[t] if s > 0) < excess:
-            return CoverBound(None, True, True, gaps=len(gaps))
+            return CoverBound(None, True, True, gaps=len(gaps), build_s=build_s)
         m.add(sum(s * x for x, s in cv.around[t]) >= excess)
     _deadline_row(cv)
     m.minimize(sum(k * x for x, k in cv.cost))
@@ -283,13 +286,13 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
     status = res.status
     base = problem.costs.compute_only_j
     if status == "infeasible":
-        return CoverBound(None, True, True, gaps=len(gaps))
+        return CoverBound(None, True, True, gaps=len(gaps), build_s=build_s)
     if status == "unknown":
-        return CoverBound(base, False, False, gaps=len(gaps))
+        return CoverBound(base, False, False, gaps=len(gaps), build_s=build_s)
     restores = tuple(Restore(gap.node, gap.next_use, how) for gap in gaps
                      for how, x in gap.options.items() if res.value(x))
     bound = base + math.floor(_bound(res) + 1e-6) / cv.e_scale
-    return CoverBound(bound, False, status == "optimal", restores, len(gaps))
+    return CoverBound(bound, False, status == "optimal", restores, len(gaps), build_s)
 
 
 def _deadline_row(cv: _Cover) -> None:

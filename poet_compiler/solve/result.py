@@ -70,11 +70,14 @@ class ResultExtra:
     """Instructions the cleanup removed from the linearized Program."""
     stage_s: dict[str, float] | None = field(default=None, metadata=MEASURED)
     """Wall seconds per stage of the compile (time accounting)."""
+    startup_s: float | None = field(default=None, metadata=MEASURED)
     trace_s: float | None = field(default=None, metadata=MEASURED)
     costing_s: float | None = field(default=None, metadata=MEASURED)
     compile_s: float | None = field(default=None, metadata=MEASURED)
-    """The compile's wall seconds outside the solve (api.compile): tracing or loading the
-    model, costing it (and the checkpoint-all reference), and the whole compile."""
+    """The compile's wall seconds outside the solve (api.compile): the command's start
+    (the interpreter and its imports, when the time limit counts from it), tracing or
+    loading the model, costing it (and the checkpoint-all reference), and the whole
+    compile from the instant its time limit counts from."""
     peak_rss_mb: dict[str, int] | None = field(default=None, metadata=MEASURED)
     """The kernel's peak resident MiB of the compile (``poetc_mb``: the process itself,
     tracing included) and of its largest solver child (``solver_mb``, with the pages it

@@ -61,3 +61,35 @@ def test_clock_limit_text() -> None:
 
     assert Clock(60.0).limit_text() == "60 s"
     assert Clock(299.175, stated_s=300.0).limit_text() == "300 s; 0.825 s of it before the solve"
+
+
+def test_the_limit_counts_from_the_instant_given(monkeypatch) -> None:
+    """``started`` (the CLI passes its process's start): the time before the call counts,
+    and the report says how much it was."""
+    seen: list[SolveOptions] = []
+    real_run = api.run_strategy
+
+    def spy(name, problem, opts):  # noqa: ANN001
+        seen.append(opts)
+        return real_run(name, problem, opts)
+
+    monkeypatch.setattr(api, "run_strategy", spy)
+    out = api.compile(layered_graph(40), ram="90%", mode="remat", strategy="checkpoint_all", time_limit_s=10.0,
+                      started=time.perf_counter() - 3.0)
+    assert 6.0 < seen[0].time_limit_s <= 7.0
+    startup = out.result.extra.startup_s
+    assert startup is not None and 3.0 <= startup < 3.5
+    assert out.result.extra.compile_s is not None and out.result.extra.compile_s >= startup
+    plain = api.compile(layered_graph(40), ram="90%", mode="remat", strategy="checkpoint_all", time_limit_s=10.0)
+    assert plain.result.extra.startup_s is None
+
+
+def test_process_started_is_this_process_start() -> None:
+    """A child that waits 0.5 s before asking sees itself at least that old."""
+    import subprocess
+    import sys
+
+    code = ("import time; time.sleep(0.5); from poet_compiler.solve.clock import process_started; "
+            "print(time.perf_counter() - process_started())")
+    age = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert 0.45 <= age < 30.0

@@ -75,3 +75,5 @@ def test_time_split() -> None:
     assert time_split({"compile_s": 23.04, "trace_s": 6.4, "costing_s": 0.01,
                        "stage_s": {"warm_starts": 5.5, "cover": 2.94, "other": 0.0}}) == \
         "23.0 s: trace 6.4, warm_starts 5.5, cover 2.9"
+    assert time_split({"compile_s": 20.5, "startup_s": 0.33, "trace_s": 6.8, "stage_s": {"guided": 3.9}}) == \
+        "20.5 s: startup 0.3, trace 6.8, guided 3.9"

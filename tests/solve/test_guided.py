@@ -125,3 +125,30 @@ def test_a_weak_schedule_in_hand_runs_the_interval_search_only_with_synchronous_
     assert in_hand > cover.energy_j * (1 + guided_mod.INTERVAL_WEAK_GAP)      # a weak schedule in hand
     guided_search(problem, cover, warm, solver="cpsat", time_limit_s=5, threads=1, relative_gap=0.0)
     assert calls == ([] if stage_long else [problem.n])
+
+
+def test_no_second_cover_is_built_without_the_time_the_first_took(monkeypatch) -> None:
+    """With ``until`` sooner than the cover's build took, the realization keeps to the
+    cover in hand: it neither builds the closure variant nor re-solves at a lower budget."""
+    import dataclasses
+    import time
+
+    import poet_compiler.solve.guided as guided_mod
+
+    built: list[bool] = []
+    real = guided_mod.cover_bound
+
+    def spy(problem, **kw):  # noqa: ANN001, ANN003, ANN202
+        built.append(kw.get("closure", False))
+        return real(problem, **kw)
+
+    monkeypatch.setattr(guided_mod, "cover_bound", spy)
+    problem = random_problem(3, 12, "poet", budget_fraction=0.5)
+    cover = cover_bound(problem)
+    assert cover.energy_j is not None and cover.build_s > 0.0
+    cover_schedule(problem, cover, until=time.perf_counter() + 60.0)
+    assert True in built                                   # with the time, the closure cover is built
+    built.clear()
+    slow = dataclasses.replace(cover, build_s=1e6)         # a cover that took longer than the time left
+    cover_schedule(problem, slow, until=time.perf_counter() + 60.0)
+    assert built == []
