@@ -43,7 +43,9 @@ def problem_of(cell: str) -> Problem:
     else:
         _, _, graph = api._load(model, _option(args, "--granularity", "op") or "op", None, None, None,
                                 None, None, None, None)
-    costs = api.load_costs(graph, api._profile_for(model, _option(args, "--device")))
+    # A layered DAG carries its own costs (no device), as a graph file does.
+    costs = api.load_costs(graph, api._profile_for(graph if model.startswith("{dag") else model,
+                                                   _option(args, "--device")))
     ref = api.reference(graph, costs)
     return Problem(graph=graph, costs=costs, ram_budget_bytes=api.resolve_ram(_option(args, "--ram"), ref, costs),
                    deadline_s=api.resolve_deadline(_option(args, "--deadline"), ref, costs),

@@ -264,7 +264,7 @@ def compile(  # noqa: A001 - the product's verb
     once the schedule is proven within this relative gap of optimal (default: 0.001 on
     graphs above 40 nodes, 0 on smaller ones). ``memory_limit``: poetc's memory (itself
     and its solver processes) at which a solver process is stopped, its latest solution
-    kept: ``"4G"``, bytes, or ``"none"`` (default: 4 GiB). ``started``: the
+    kept: ``"4G"``, bytes, or ``"none"`` (default: 3.6 GiB). ``started``: the
     ``time.perf_counter()`` instant the time limit counts from (default: the call; ``poetc
     compile`` passes its process's start). Returns a :class:`Compilation`; an
     infeasible budget is a Result with status ``infeasible`` and a message giving the

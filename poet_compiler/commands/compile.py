@@ -45,7 +45,7 @@ def register(app: typer.Typer) -> None:
         memory_limit: str = typer.Option(
             None, "--memory-limit",
             help="poetc's memory (itself and its solver processes) at which a solver is stopped, "
-                 "keeping its latest solution: 4G (default), 1.5G, or none",
+                 "keeping its latest solution: 3.6G (default), 1.5G, or none",
         ),
         gap: float = typer.Option(
             None,
