@@ -56,6 +56,7 @@ def finalize(
     rescue_s: float = 0.0,
     clock: Clock | None = None,
     layout: Program | None = None,
+    fence_last: bool = False,
 ) -> Result:
     """Linearize, clean up, plan the arena, simulate, and fill a :class:`Result`.
 
@@ -68,14 +69,18 @@ def finalize(
     planned again when its instructions are the plan's and it fits the budget (the
     simulator checks its offsets like any other). When the live bytes fit and the two
     plans' arenas do not, the arena is compacted (MOVEs) before any rescue; the rescue
-    then runs only if compaction finds no room (buffers in flight).
+    then runs only if compaction finds no room (buffers in flight). ``fence_last``: when
+    the rescue does not fit either, compact once more with FENCEs that free the buffers in
+    flight (``program.meta["added_fences"]``): for a caller that compares the result with
+    another schedule it holds.
 
     Raises :class:`InternalError` when the plan (or the arena planned for it) breaks a
     rule of the execution model: poetc built it, so that is a bug, not an outcome."""
     try:
         return _finalize(problem, plan, strategy=strategy, status=status, solver=solver, formulation=formulation,
                          lower_bound_j=lower_bound_j, solve_time_s=solve_time_s, message=message,
-                         arena_time_s=arena_time_s, rescue_s=rescue_s, clock=clock, layout=layout)
+                         arena_time_s=arena_time_s, rescue_s=rescue_s, clock=clock, layout=layout,
+                         fence_last=fence_last)
     except ScheduleError as exc:
         raise InternalError(f"{strategy}: the plan breaks a rule of the execution model: {exc}") from exc
 
@@ -95,6 +100,7 @@ def _finalize(
     rescue_s: float = 0.0,
     clock: Clock | None = None,
     layout: Program | None = None,
+    fence_last: bool = False,
 ) -> Result:
     graph, costs = problem.graph, problem.costs
     until = None if arena_time_s is None else time.perf_counter() + max(0.0, arena_time_s)
@@ -146,6 +152,13 @@ def _finalize(
         if rescued is not None:
             rescued.meta["arena_rescued"] = True
             program = rescued
+    if fence_last and program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes:
+        # The last resort: where buffers in flight block the room, wait for the channel.
+        limit = None if until is None else max(COMPACT_MIN_S, left() or 0.0)
+        fenced = compact_arena(graph, program, budget, time_limit_s=limit, fences=True)
+        if fenced is not None and _meets_deadline(problem, fenced):
+            fenced.meta["static_arena_bytes"] = program.arena_bytes
+            program = fenced
 
     result = Result(
         status=status,  # type: ignore[arg-type]

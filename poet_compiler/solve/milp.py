@@ -796,7 +796,14 @@ def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBoun
     with clock.stage("finalize"):
         res = finalize(problem, schedule, strategy=STRATEGY, status=out.status, solver=solver,
                        formulation=formulation, lower_bound_j=bound, solve_time_s=time.perf_counter() - started,
-                       message=message, arena_time_s=clock.left(), rescue_s=RESCUE_SHARE * clock.left(), clock=clock)
+                       message=message, arena_time_s=clock.left(), rescue_s=RESCUE_SHARE * clock.left(), clock=clock,
+                       fence_last=True)
+    if res.ok and res.program is not None and res.program.meta.get("added_fences") and guided_res is not None \
+            and guided_res.ok and (guided_res.energy_j or 0.0) <= (res.energy_j or 0.0):
+        # Its arena fitted only with waits for the channel (the last resort), which cost
+        # more than the schedule kept from the guided stage: keep that one.
+        res = dataclasses.replace(res, status="infeasible", message=f"arena: it fitted only with "
+                                  f"{res.program.meta['added_fences']} added FENCE(s), at {res.energy_j:.6g} J")
     if res.lower_bound_j is not None and res.energy_j is not None and res.lower_bound_j > res.energy_j:
         # The bound of a proven optimum can exceed the simulated energy by float noise only.
         res.lower_bound_j = res.energy_j

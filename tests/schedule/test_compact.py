@@ -91,10 +91,20 @@ def test_any_program_compacts_at_its_live_peak(seed: int, strategy) -> None:
     compacted = compact_arena(problem.graph, program, peak)
     if compacted is None:
         assert dma
-        return
-    assert compacted.arena_bytes is not None and compacted.arena_bytes <= peak
-    sim = simulate(problem.graph, problem.costs, compacted, ram_budget_bytes=peak)
-    assert sim.peak_bytes == peak and sim.n_move == compacted.n_move
+    else:
+        assert compacted.arena_bytes is not None and compacted.arena_bytes <= peak
+        sim = simulate(problem.graph, problem.costs, compacted, ram_budget_bytes=peak)
+        assert sim.peak_bytes == peak and sim.n_move == compacted.n_move
+        assert "added_fences" not in compacted.meta
+    # With FENCEs allowed it always finds room, and adds FENCEs only where DMA needs them.
+    fenced = compact_arena(problem.graph, program, peak, fences=True)
+    assert fenced is not None and fenced.arena_bytes is not None and fenced.arena_bytes <= peak
+    sim = simulate(problem.graph, problem.costs, fenced, ram_budget_bytes=peak)
+    assert sim.peak_bytes == peak and sim.n_move == fenced.n_move
+    added = fenced.meta.get("added_fences", 0)
+    assert sum(x.op is Op.FENCE for x in fenced) == sum(x.op is Op.FENCE for x in program) + added
+    assert len(without_moves(fenced)) == len(program) + added
+    assert (compacted is None) == (added > 0)
 
 
 G_TEXT = "COMPUTE 0 @0", "COMPUTE 1 @10", "FREE 0 @0"
@@ -188,3 +198,58 @@ def test_compaction_stops_at_its_time_limit() -> None:
     static = plan_arena(problem.graph, program, budget_bytes=budget)
     assert compact_arena(problem.graph, static, budget, time_limit_s=0.0) is None   # room needed, no time
     assert compact_arena(problem.graph, static, budget, time_limit_s=60.0) is not None
+
+
+def _in_flight_blocks_the_room():
+    """f0 is being paged out at 15..25 of a 40-byte arena when the loss needs 20
+    contiguous bytes (its output and workspace): no room without moving f0."""
+    import dataclasses
+
+    from poet_compiler.graph.ir import TrainingGraph
+    from tests.schedule.test_simulate import prog
+    from tests.support.graphs import cost_table_from_graph, forward_backward_chain
+
+    nodes = list(forward_backward_chain(2).nodes)
+    nodes[2] = dataclasses.replace(nodes[2], workspace_bytes=10)
+    graph = TrainingGraph(name="loss_workspace", nodes=tuple(nodes))
+    costs = cost_table_from_graph(graph, dma=True)
+    program = prog("COMPUTE 0 @15", "COMPUTE 1 @0", "PAGE_OUT 0 @15", "COMPUTE 2", "FENCE", "FREE 1",
+                   "COMPUTE 3", "FREE 2", "FREE 0", "COMPUTE 4", "FREE 3")
+    return graph, costs, program
+
+
+def test_a_buffer_in_flight_moves_after_a_fence_only_when_asked() -> None:
+    """Without ``fences`` the compactor finds no room; with it, it waits for the channel
+    (FENCE) and moves f0; the simulator accepts the program and charges the wait (the
+    page-out no longer overlaps the loss)."""
+    graph, costs, program = _in_flight_blocks_the_room()
+    assert compact_arena(graph, program, 40) is None
+    compacted = compact_arena(graph, program, 40, fences=True)
+    assert compacted is not None and compacted.arena_bytes == 40 and compacted.meta["added_fences"] == 1
+    assert [str(x) for x in compacted][2:6] == ["PAGE_OUT 0 @15", "FENCE", "MOVE 0 @30", "COMPUTE 2 @10"]
+    sim = simulate(graph, costs, compacted, ram_budget_bytes=40)
+    plain = simulate(graph, costs, program)
+    assert sim.peak_bytes == plain.peak_bytes == 40 and sim.runtime_s > plain.runtime_s
+
+
+def test_finalize_adds_fences_only_as_the_last_resort(monkeypatch) -> None:
+    """finalize keeps such a program only with ``fence_last`` (the full model's, which
+    the solve compares with the schedule it holds); otherwise it reports the arena. The
+    static planner is made to give the layout that leaves no room (45 > 40 bytes)."""
+    import dataclasses
+
+    import poet_compiler.solve.finalize as finalize_mod
+    from poet_compiler.solve.problem import Problem
+    from tests.schedule.test_simulate import prog
+
+    graph, costs, program = _in_flight_blocks_the_room()
+    static = dataclasses.replace(prog("COMPUTE 0 @15", "COMPUTE 1 @0", "PAGE_OUT 0 @15", "COMPUTE 2 @25", "FENCE",
+                                      "FREE 1 @0", "COMPUTE 3 @0", "FREE 2 @25", "FREE 0 @15", "COMPUTE 4 @10",
+                                      "FREE 3 @0"), arena_bytes=45)
+    monkeypatch.setattr(finalize_mod, "plan_arena", lambda *a, **k: static)
+    problem = Problem(graph=graph, costs=costs, ram_budget_bytes=40, mode="poet")
+    plain = finalize(problem, program, strategy="t", arena_time_s=5.0)
+    assert plain.status == "infeasible" and "arena" in plain.message
+    last = finalize(problem, program, strategy="t", arena_time_s=5.0, fence_last=True)
+    assert last.ok and last.program is not None and last.program.meta["added_fences"] == 1
+    assert last.energy_j is not None and plain.energy_j is not None and last.energy_j >= plain.energy_j
