@@ -1,0 +1,32 @@
+"""CP-SAT's search settings by model size (the deterministic, interleaved search)."""
+
+from __future__ import annotations
+
+import pytest
+
+from poet_compiler.solve.backends import BackendOptions
+from poet_compiler.solve.backends.base import LARGE_MODEL_BINARIES
+from poet_compiler.solve.backends.cpsat import solve_cpsat_here
+from poet_compiler.solve.formulation.model import LinearModel
+
+
+def _pairs_model(n_binaries: int) -> LinearModel:
+    """Minimize the binaries' weighted sum with at least one of each pair set: optimum
+    is the cheaper of each pair, easy whatever the size."""
+    m = LinearModel()
+    xs = [m.var(f"x{i}") for i in range(n_binaries)]
+    for a, b in zip(xs[::2], xs[1::2], strict=True):
+        m.ge({a: 1.0, b: 1.0}, 1.0)
+    m.objective = {x: 1.0 + (i % 2) for i, x in enumerate(xs)}
+    return m
+
+
+@pytest.mark.parametrize(("n", "large", "batch"), [(20, False, 0), (LARGE_MODEL_BINARIES + 2, True, 2)])
+def test_a_large_model_synchronizes_its_interleaved_search_per_worker(n: int, large: bool, batch: int) -> None:
+    seen = {}
+    res = solve_cpsat_here(_pairs_model(n), BackendOptions(time_limit_s=20.0, threads=2, large=large),
+                           on_solver=lambda s: seen.update(batch=s.parameters.interleave_batch_size,  # type: ignore[attr-defined]
+                                                           interleave=s.parameters.interleave_search))  # type: ignore[attr-defined]
+    assert seen == {"batch": batch, "interleave": True}
+    assert res.status == "optimal"
+    assert res.objective == pytest.approx(n / 2)
