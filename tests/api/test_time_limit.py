@@ -41,9 +41,8 @@ def test_the_solve_keeps_a_floor_when_loading_took_the_limit(monkeypatch) -> Non
     assert _solve_limit(monkeypatch, 1.2, 2.0) == api.MIN_SOLVE_S
 
 
-def test_a_timeout_message_names_the_users_limit(monkeypatch) -> None:
-    """The solve's share is an internal figure: a stop at the limit names the user's
-    --time-limit and what was spent of it before the solve."""
+def _spy_options(monkeypatch) -> list[SolveOptions]:  # noqa: ANN001
+    """The SolveOptions each strategy run gets, as they come."""
     seen: list[SolveOptions] = []
     real_run = api.run_strategy
 
@@ -52,6 +51,13 @@ def test_a_timeout_message_names_the_users_limit(monkeypatch) -> None:
         return real_run(name, problem, opts)
 
     monkeypatch.setattr(api, "run_strategy", spy)
+    return seen
+
+
+def test_a_timeout_message_names_the_users_limit(monkeypatch) -> None:
+    """The solve's share is an internal figure: a stop at the limit names the user's
+    --time-limit and what was spent of it before the solve."""
+    seen = _spy_options(monkeypatch)
     api.compile(layered_graph(40), ram="90%", mode="remat", strategy="checkpoint_all", time_limit_s=30.0)
     assert seen[0].stated_limit_s == 30.0 and seen[0].time_limit_s < 30.0
 
@@ -66,14 +72,7 @@ def test_clock_limit_text() -> None:
 def test_the_limit_counts_from_the_instant_given(monkeypatch) -> None:
     """``started`` (the CLI passes its process's start): the time before the call counts,
     and the report says how much it was."""
-    seen: list[SolveOptions] = []
-    real_run = api.run_strategy
-
-    def spy(name, problem, opts):  # noqa: ANN001
-        seen.append(opts)
-        return real_run(name, problem, opts)
-
-    monkeypatch.setattr(api, "run_strategy", spy)
+    seen = _spy_options(monkeypatch)
     out = api.compile(layered_graph(40), ram="90%", mode="remat", strategy="checkpoint_all", time_limit_s=10.0,
                       started=time.perf_counter() - 3.0)
     assert 6.0 < seen[0].time_limit_s <= 7.0
