@@ -72,11 +72,15 @@ CELLS = {
 
 # The child: run the CLI in-process, then print the peak RSS of itself and its children.
 _CHILD = r"""
-import resource, sys, time
+import inspect, resource, sys, time
 from poet_compiler.cli import main
 t0 = time.perf_counter()
+kw = {}
+if "started" in inspect.signature(main).parameters:    # as the console script: from the process start
+    from poet_compiler.solve.clock import process_started
+    kw["started"] = process_started()
 try:
-    code = main(sys.argv[1:])
+    code = main(sys.argv[1:], **kw)
 except SystemExit as exc:
     code = exc.code
 wall = time.perf_counter() - t0

@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Find the least-energy schedule within the RAM budget and deadline, and write it."""
         from poet_compiler.api import compile as compile_model
-        from poet_compiler.solve.clock import process_started
+        from poet_compiler.solve.clock import command_started
 
         out = schedule_path(model, output)
         shapes = None
@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
             formulation=formulation, time_limit_s=time_limit, threads=threads, gap=gap,
             count_fixed=count_fixed, granularity=granularity, batch=batch,
             progress=not (quiet or as_json), onnx_loss=loss, input_shapes=shapes, memory_limit=memory_limit,
-            started=process_started(),   # the command's wall time is what --time-limit bounds
+            started=command_started(),   # the command's wall time is what --time-limit bounds
         )
         rep = c.report()
         if c.result.ok:

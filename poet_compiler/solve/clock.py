@@ -183,6 +183,27 @@ def process_started() -> float | None:
     return time.perf_counter() - age_s
 
 
+# When the running command started (``poet_compiler.cli.main`` sets it): the console
+# script's process start, or the call's instant when ``main`` runs inside a longer-lived
+# process (a test worker, a notebook), whose own start says nothing about the command.
+_COMMAND_STARTED: ContextVar[float | None] = ContextVar("poetc_command_started", default=None)
+
+
+@contextmanager
+def command_from(started: float | None) -> Iterator[None]:
+    """Within the block, :func:`command_started` is ``started``."""
+    token = _COMMAND_STARTED.set(started)
+    try:
+        yield
+    finally:
+        _COMMAND_STARTED.reset(token)
+
+
+def command_started() -> float | None:
+    """The ``time.perf_counter()`` instant the running command started (None outside one)."""
+    return _COMMAND_STARTED.get()
+
+
 def unlimited() -> Clock:
     """A clock with no practical deadline (callers outside a timed solve)."""
     return Clock(1e9)

@@ -77,3 +77,54 @@ def test_time_split() -> None:
         "23.0 s: trace 6.4, warm_starts 5.5, cover 2.9"
     assert time_split({"compile_s": 20.5, "startup_s": 0.33, "trace_s": 6.8, "stage_s": {"guided": 3.9}}) == \
         "20.5 s: startup 0.3, trace 6.8, guided 3.9"
+
+
+def _spy_started(monkeypatch) -> list[float | None]:  # noqa: ANN001
+    """The ``started`` each api.compile call gets, with the process made 600 s old."""
+    import time
+
+    from poet_compiler import api
+    from poet_compiler.solve import clock
+
+    monkeypatch.setattr(clock, "process_started", lambda: time.perf_counter() - 600.0)
+    monkeypatch.setattr("poet_compiler.cli.process_started", clock.process_started)
+    seen: list[float | None] = []
+    real = api.compile
+
+    def spy(*args, **kwargs):  # noqa: ANN002, ANN003
+        seen.append(kwargs["started"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api, "compile", spy)
+    return seen
+
+
+def _chain_args(tmp_path) -> list[str]:  # noqa: ANN001
+    graph = tmp_path / "g.json"
+    graph.write_text(json.dumps(chain_dict(6)))
+    return ["compile", str(graph), "--device", "m4", "--ram", "100%", "--strategy", "checkpoint_all",
+            "-o", str(tmp_path / "s.poet"), "-q"]
+
+
+def test_main_in_a_long_lived_process_counts_the_limit_from_the_call(tmp_path, monkeypatch) -> None:
+    """A test worker or a notebook calling main: its process's age is not the command's
+    (under pytest-xdist a 10-minute-old worker left a 60 s compile no time at all)."""
+    import time
+
+    seen = _spy_started(monkeypatch)
+    before = time.perf_counter()
+    assert main(_chain_args(tmp_path)) == 0
+    assert seen and seen[0] is not None and before <= seen[0] <= time.perf_counter()
+
+
+def test_the_console_script_counts_the_limit_from_its_process_start(tmp_path, monkeypatch) -> None:
+    import time
+
+    from poet_compiler.cli import run
+
+    seen = _spy_started(monkeypatch)
+    monkeypatch.setattr("sys.argv", ["poetc", *_chain_args(tmp_path)])
+    with pytest.raises(SystemExit) as stop:
+        run()
+    assert stop.value.code == 0
+    assert seen and seen[0] is not None and seen[0] <= time.perf_counter() - 599.0
