@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
         ),
         formulation: str = typer.Option("fast", "--formulation", help="fast | dense"),
         time_limit: float = typer.Option(
-            60.0, "--time-limit", help="time limit of the whole compile (tracing included), seconds"
+            60.0, "--time-limit", help="time limit of the whole command (start-up and tracing included), seconds"
         ),
         threads: int = typer.Option(2, "--threads", help="solver threads"),
         memory_limit: str = typer.Option(
