@@ -190,7 +190,7 @@ _COMMAND_STARTED: ContextVar[float | None] = ContextVar("poetc_command_started",
 
 
 @contextmanager
-def command_from(started: float | None) -> Iterator[None]:
+def command_from(started: float) -> Iterator[None]:
     """Within the block, :func:`command_started` is ``started``."""
     token = _COMMAND_STARTED.set(started)
     try:
