@@ -152,3 +152,37 @@ def test_no_second_cover_is_built_without_the_time_the_first_took(monkeypatch) -
     slow = dataclasses.replace(cover, build_s=1e6)         # a cover that took longer than the time left
     cover_schedule(problem, slow, until=time.perf_counter() + 60.0)
     assert built == []
+
+
+@pytest.mark.parametrize(("stage_long", "seed"), [(False, 1), (False, 5), (True, 2), (True, 7)])
+def test_the_sub_problem_at_the_hints_time_keeps_the_hint(stage_long: bool, seed: int) -> None:
+    """``no_slower_than`` lowers the deadline to the hint's own step time; the hint must
+    stay a solution of the sub-problem built at that deadline (the model's time rows and
+    the simulator agree on it), so the search at the hint's time is never worse than it."""
+    import dataclasses
+
+    from poet_compiler.solve.backends import BackendOptions, solve_model
+    from poet_compiler.solve.guided import build_guided, no_slower_than
+    from poet_compiler.solve.problem import feasible_energy, simulate_schedule
+    from poet_compiler.solve.warm_start import warm_start_candidates
+
+    base = random_problem(seed, 14, "poet", deadline_prob=0.0, budget_fraction=0.4, dma=stage_long,
+                          static_w=0.1 if stage_long else 0.0)
+    loose = dataclasses.replace(base, deadline_s=base.costs.compute_only_s * 3.0)
+    assert loose.synchronous != stage_long
+    energy, _, hint = warm_start_candidates(loose)[0]
+    runtime = simulate_schedule(loose, hint).runtime_s
+    tight = no_slower_than(loose, hint)
+    assert tight.deadline_s is not None and runtime <= tight.deadline_s < loose.deadline_s
+    assert tight.transfers == loose.transfers
+    assert no_slower_than(tight, hint) is tight                     # already at the hint's time
+    assert no_slower_than(base, hint) is base                       # no deadline: nothing to lower
+    cover = cover_bound(tight)
+    assert cover.energy_j is not None
+    built = build_guided(tight, cover, hint)
+    out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=10, threads=1))
+    assert out.values is not None
+    found = built.schedule(out.values)
+    e = feasible_energy(loose, found)
+    assert e is not None and e <= energy * (1 + 1e-9)
+    assert simulate_schedule(loose, found).runtime_s <= tight.deadline_s * (1 + 1e-9)

@@ -225,3 +225,37 @@ def test_fragmentation_feedback_resolves_with_a_smaller_budget(monkeypatch) -> N
         assert res.lower_bound_j <= res.energy_j
         return
     pytest.fail("no random case needed the fragmentation retry")
+
+
+def test_the_guided_stage_keeps_the_fenced_schedule_only_when_cheaper(monkeypatch) -> None:
+    """``milp._cheaper_of_fenced``: the guided schedule fitted with FENCEs is kept over the
+    arena-fit fallback only when it costs less, and whenever no fallback fits."""
+    import dataclasses
+
+    import poet_compiler.solve.finalize as finalize_mod
+    from poet_compiler.solve.milp import _cheaper_of_fenced, _fenced
+    from poet_compiler.solve.problem import Problem
+    from poet_compiler.solve.result import ResultExtra
+    from poet_compiler.solve.finalize import finalize
+    from tests.schedule.test_compact import _in_flight_blocks_the_room
+    from tests.schedule.test_simulate import prog
+
+    graph, costs, program = _in_flight_blocks_the_room()
+    static = dataclasses.replace(prog("COMPUTE 0 @15", "COMPUTE 1 @0", "PAGE_OUT 0 @15", "COMPUTE 2 @25", "FENCE",
+                                      "FREE 1 @0", "COMPUTE 3 @0", "FREE 2 @25", "FREE 0 @15", "COMPUTE 4 @10",
+                                      "FREE 3 @0"), arena_bytes=45)
+    monkeypatch.setattr(finalize_mod, "plan_arena", lambda *a, **k: static)
+    problem = Problem(graph=graph, costs=costs, ram_budget_bytes=40, mode="poet")
+    fenced = finalize(problem, program, strategy="t", arena_time_s=5.0, fence_last=True)
+    assert fenced.ok and _fenced(fenced) and fenced.energy_j is not None
+    plain = finalize(problem, program, strategy="t", arena_time_s=5.0)
+    assert not plain.ok and not _fenced(plain)
+    cheaper = dataclasses.replace(fenced, energy_j=fenced.energy_j * 0.99, program=static)
+    dearer = dataclasses.replace(fenced, energy_j=fenced.energy_j * 1.01, program=static)
+    extra = ResultExtra()
+    assert _cheaper_of_fenced(fenced, cheaper, extra, "guided") is cheaper
+    assert _cheaper_of_fenced(fenced, dearer, extra, "guided") is fenced
+    assert _cheaper_of_fenced(fenced, None, extra, "guided") is fenced
+    assert fenced.extra.solver_used == "guided"
+    assert _cheaper_of_fenced(plain, None, extra, "guided") is None          # nothing fits
+    assert _cheaper_of_fenced(plain, cheaper, extra, "guided") is cheaper
