@@ -218,6 +218,17 @@ def _in_flight_blocks_the_room():
     return graph, costs, program
 
 
+def _layout_leaving_no_room():
+    """A static layout of that program that leaves the loss no room (45 > 40 bytes)."""
+    import dataclasses
+
+    from tests.schedule.test_simulate import prog
+
+    return dataclasses.replace(prog("COMPUTE 0 @15", "COMPUTE 1 @0", "PAGE_OUT 0 @15", "COMPUTE 2 @25", "FENCE",
+                                    "FREE 1 @0", "COMPUTE 3 @0", "FREE 2 @25", "FREE 0 @15", "COMPUTE 4 @10",
+                                    "FREE 3 @0"), arena_bytes=45)
+
+
 def test_a_buffer_in_flight_moves_after_a_fence_only_when_asked() -> None:
     """Without ``fences`` the compactor finds no room; with it, it waits for the channel
     (FENCE) and moves f0; the simulator accepts the program and charges the wait (the
@@ -236,17 +247,11 @@ def test_finalize_adds_fences_only_as_the_last_resort(monkeypatch) -> None:
     """finalize keeps such a program only with ``fence_last`` (the full model's, which
     the solve compares with the schedule it holds); otherwise it reports the arena. The
     static planner is made to give the layout that leaves no room (45 > 40 bytes)."""
-    import dataclasses
-
     import poet_compiler.solve.finalize as finalize_mod
     from poet_compiler.solve.problem import Problem
-    from tests.schedule.test_simulate import prog
 
     graph, costs, program = _in_flight_blocks_the_room()
-    static = dataclasses.replace(prog("COMPUTE 0 @15", "COMPUTE 1 @0", "PAGE_OUT 0 @15", "COMPUTE 2 @25", "FENCE",
-                                      "FREE 1 @0", "COMPUTE 3 @0", "FREE 2 @25", "FREE 0 @15", "COMPUTE 4 @10",
-                                      "FREE 3 @0"), arena_bytes=45)
-    monkeypatch.setattr(finalize_mod, "plan_arena", lambda *a, **k: static)
+    monkeypatch.setattr(finalize_mod, "plan_arena", lambda *a, **k: _layout_leaving_no_room())
     problem = Problem(graph=graph, costs=costs, ram_budget_bytes=40, mode="poet")
     plain = finalize(problem, program, strategy="t", arena_time_s=5.0)
     assert plain.status == "infeasible" and "arena" in plain.message

@@ -233,17 +233,14 @@ def test_the_guided_stage_keeps_the_fenced_schedule_only_when_cheaper(monkeypatc
     import dataclasses
 
     import poet_compiler.solve.finalize as finalize_mod
+    from poet_compiler.solve.finalize import finalize
     from poet_compiler.solve.milp import _cheaper_of_fenced, _fenced
     from poet_compiler.solve.problem import Problem
     from poet_compiler.solve.result import ResultExtra
-    from poet_compiler.solve.finalize import finalize
-    from tests.schedule.test_compact import _in_flight_blocks_the_room
-    from tests.schedule.test_simulate import prog
+    from tests.schedule.test_compact import _in_flight_blocks_the_room, _layout_leaving_no_room
 
     graph, costs, program = _in_flight_blocks_the_room()
-    static = dataclasses.replace(prog("COMPUTE 0 @15", "COMPUTE 1 @0", "PAGE_OUT 0 @15", "COMPUTE 2 @25", "FENCE",
-                                      "FREE 1 @0", "COMPUTE 3 @0", "FREE 2 @25", "FREE 0 @15", "COMPUTE 4 @10",
-                                      "FREE 3 @0"), arena_bytes=45)
+    static = _layout_leaving_no_room()
     monkeypatch.setattr(finalize_mod, "plan_arena", lambda *a, **k: static)
     problem = Problem(graph=graph, costs=costs, ram_budget_bytes=40, mode="poet")
     fenced = finalize(problem, program, strategy="t", arena_time_s=5.0, fence_last=True)
