@@ -512,7 +512,7 @@ def _cheaper_of_fenced(fenced: Result, kept: Result | None, extra: ResultExtra, 
     arena-fit fallback: the cheaper. The waits and copies can cost more than a fallback
     that needs none (ResNet-18-CIFAR a72 50 % 2.0x, issue 18 session 8: 1.2 %); where no
     fallback fits, or a worse one, they keep the guided schedule (ResNet-18-CIFAR a72
-    30 % 2.0x: 46.58 J with 70 copies, where the best heuristic's was 54.00 J)."""
+    30 % 2.0x: 46.64 J with 3 copies, where the best heuristic's was 54.00 J)."""
     if not fenced.ok or (kept is not None and (kept.energy_j or 0.0) <= (fenced.energy_j or 0.0)):
         return kept
     fenced.extra.merge(extra, solver_used=source)

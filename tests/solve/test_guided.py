@@ -156,9 +156,10 @@ def test_no_second_cover_is_built_without_the_time_the_first_took(monkeypatch) -
 
 @pytest.mark.parametrize(("stage_long", "seed"), [(False, 1), (False, 5), (True, 2), (True, 7)])
 def test_the_sub_problem_at_the_hints_time_keeps_the_hint(stage_long: bool, seed: int) -> None:
-    """``no_slower_than`` lowers the deadline to the hint's own step time; the hint must
-    stay a solution of the sub-problem built at that deadline (the model's time rows and
-    the simulator agree on it), so the search at the hint's time is never worse than it."""
+    """``no_slower_than`` lowers the deadline to half its slack, never below the hint's
+    own step time; the hint must stay a solution of the sub-problem built at that deadline
+    (the model's time rows and the simulator agree on it, also where the hint's time is
+    the deadline), so the search is never worse than it."""
     import dataclasses
 
     from poet_compiler.solve.backends import BackendOptions, solve_model
@@ -172,10 +173,18 @@ def test_the_sub_problem_at_the_hints_time_keeps_the_hint(stage_long: bool, seed
     assert loose.synchronous != stage_long
     energy, _, hint = warm_start_candidates(loose)[0]
     runtime = simulate_schedule(loose, hint).runtime_s
+    half_slack = (loose.costs.compute_only_s + loose.deadline_s) / 2
     tight = no_slower_than(loose, hint)
     assert tight.deadline_s is not None and runtime <= tight.deadline_s < loose.deadline_s
+    assert tight.deadline_s == pytest.approx(max(runtime, half_slack), rel=1e-5)
     assert tight.transfers == loose.transfers
-    assert no_slower_than(tight, hint) is tight                     # already at the hint's time
+    for _ in range(200):                                            # halving down to the hint's time
+        lower = no_slower_than(tight, hint)
+        if lower is tight:
+            break
+        tight = lower
+    assert no_slower_than(tight, hint) is tight                     # at the hint's time: no lower
+    assert tight.deadline_s == pytest.approx(runtime, rel=1e-5)
     assert no_slower_than(base, hint) is base                       # no deadline: nothing to lower
     cover = cover_bound(tight)
     assert cover.energy_j is not None
