@@ -507,13 +507,19 @@ def _fenced(res: Result) -> bool:
     return res.program is not None and bool(res.program.meta.get("added_fences"))
 
 
+def _fences_cost_more(fenced: Result, other: Result | None) -> bool:
+    """Whether ``other``, a schedule whose arena fits without the last resort, costs no
+    more than ``fenced``: then the waits and copies do not pay."""
+    return other is not None and other.ok and (other.energy_j or 0.0) <= (fenced.energy_j or 0.0)
+
+
 def _cheaper_of_fenced(fenced: Result, kept: Result | None, extra: ResultExtra, source: str) -> Result | None:
     """The guided schedule with FENCEs (when its arena fitted that way) or ``kept``, the
     arena-fit fallback: the cheaper. The waits and copies can cost more than a fallback
     that needs none (ResNet-18-CIFAR a72 50 % 2.0x, issue 18 session 8: 1.2 %); where no
     fallback fits, or a worse one, they keep the guided schedule (ResNet-18-CIFAR a72
     30 % 2.0x: 46.64 J with 3 copies, where the best heuristic's was 54.00 J)."""
-    if not fenced.ok or (kept is not None and (kept.energy_j or 0.0) <= (fenced.energy_j or 0.0)):
+    if not fenced.ok or _fences_cost_more(fenced, kept):
         return kept
     fenced.extra.merge(extra, solver_used=source)
     return fenced
@@ -820,10 +826,10 @@ def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBoun
                        formulation=formulation, lower_bound_j=bound, solve_time_s=time.perf_counter() - started,
                        message=message, arena_time_s=clock.left(), rescue_s=RESCUE_EARLY_SHARE * clock.left(),
                        clock=clock, fence_last=True)
-    if res.ok and res.program is not None and res.program.meta.get("added_fences") and guided_res is not None \
-            and guided_res.ok and (guided_res.energy_j or 0.0) <= (res.energy_j or 0.0):
+    if res.ok and _fenced(res) and _fences_cost_more(res, guided_res):
         # Its arena fitted only with waits for the channel (the last resort), which cost
         # more than the schedule kept from the guided stage: keep that one.
+        assert res.program is not None  # it has fences
         res = dataclasses.replace(res, status="infeasible", message=f"arena: it fitted only with "
                                   f"{res.program.meta['added_fences']} added FENCE(s), at {res.energy_j:.6g} J")
     if res.lower_bound_j is not None and res.energy_j is not None and res.lower_bound_j > res.energy_j:
