@@ -232,7 +232,7 @@ def _arena_overshoot(problem: Problem, schedule: Schedule, time_limit_s: float |
     return res.arena_bytes - problem.activation_budget
 
 
-def no_slower_than(problem: Problem, hint: Schedule | None) -> Problem:
+def half_the_slack(problem: Problem, hint: Schedule | None) -> Problem:
     """``problem`` with half its deadline's slack over the compute-only time, but never
     below ``hint``'s own step time: the guided sub-problem's search space. The hint stays
     a solution, so the sub-problem's optimum is never worse than the hint.
@@ -322,7 +322,7 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
         # Its rows take seconds per thousand nodes (n^2 pairs): the build stops at the
         # stage's end too, and the stage keeps what it has.
         with step_until(until):
-            built = build_guided(no_slower_than(problem, best.schedule), cover, best.schedule)
+            built = build_guided(half_the_slack(problem, best.schedule), cover, best.schedule)
     except BuildDeadline:
         return best
     built.model.objective_floor = bound

@@ -156,14 +156,14 @@ def test_no_second_cover_is_built_without_the_time_the_first_took(monkeypatch) -
 
 @pytest.mark.parametrize(("stage_long", "seed"), [(False, 1), (False, 5), (True, 2), (True, 7)])
 def test_the_sub_problem_at_the_hints_time_keeps_the_hint(stage_long: bool, seed: int) -> None:
-    """``no_slower_than`` lowers the deadline to half its slack, never below the hint's
+    """``half_the_slack`` lowers the deadline to half its slack, never below the hint's
     own step time; the hint must stay a solution of the sub-problem built at that deadline
     (the model's time rows and the simulator agree on it, also where the hint's time is
     the deadline), so the search is never worse than it."""
     import dataclasses
 
     from poet_compiler.solve.backends import BackendOptions, solve_model
-    from poet_compiler.solve.guided import build_guided, no_slower_than
+    from poet_compiler.solve.guided import build_guided, half_the_slack
     from poet_compiler.solve.problem import feasible_energy, simulate_schedule
     from poet_compiler.solve.warm_start import warm_start_candidates
 
@@ -174,18 +174,18 @@ def test_the_sub_problem_at_the_hints_time_keeps_the_hint(stage_long: bool, seed
     energy, _, hint = warm_start_candidates(loose)[0]
     runtime = simulate_schedule(loose, hint).runtime_s
     half_slack = (loose.costs.compute_only_s + loose.deadline_s) / 2
-    tight = no_slower_than(loose, hint)
+    tight = half_the_slack(loose, hint)
     assert tight.deadline_s is not None and runtime <= tight.deadline_s < loose.deadline_s
     assert tight.deadline_s == pytest.approx(max(runtime, half_slack), rel=1e-5)
     assert tight.transfers == loose.transfers
     for _ in range(200):                                            # halving down to the hint's time
-        lower = no_slower_than(tight, hint)
+        lower = half_the_slack(tight, hint)
         if lower is tight:
             break
         tight = lower
-    assert no_slower_than(tight, hint) is tight                     # at the hint's time: no lower
+    assert half_the_slack(tight, hint) is tight                     # at the hint's time: no lower
     assert tight.deadline_s == pytest.approx(runtime, rel=1e-5)
-    assert no_slower_than(base, hint) is base                       # no deadline: nothing to lower
+    assert half_the_slack(base, hint) is base                       # no deadline: nothing to lower
     cover = cover_bound(tight)
     assert cover.energy_j is not None
     built = build_guided(tight, cover, hint)
