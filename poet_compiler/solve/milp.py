@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import dataclass
 
 from poet_compiler.errors import PoetError, SolverError
 from poet_compiler.schedule.schedule import Schedule
@@ -30,8 +31,8 @@ from poet_compiler.solve.formulation.fast import canonical
 from poet_compiler.solve.guided import GuidedOutcome, cover_schedule, guided_search
 from poet_compiler.solve.interval_search import interval_search
 from poet_compiler.solve.presence import MAX_PAIRS as PRESENCE_MAX_PAIRS
+from poet_compiler.solve.presence import PresenceBound, PresenceRun, start_presence
 from poet_compiler.solve.presence import pairs as presence_pairs
-from poet_compiler.solve.presence import presence_bound
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import Result, ResultExtra
 from poet_compiler.solve.row_generation import forecast_bytes, solve_built, solve_by_rows
@@ -237,8 +238,22 @@ def solve_milp(
     return res
 
 
-def _solve_family(
+def _solve_family(problem: Problem, *, clock: Clock, solver: str = "auto", formulation: str = "fast",
+                  threads: int = 2, progress: bool = False, warm_start: Schedule | None = None,
+                  gap_limit: float | None = None) -> Result:
+    """:func:`_attempts`, and the presence search it may leave running (:class:`LateBound`)
+    always stopped."""
+    late = LateBound()
+    try:
+        return _attempts(problem, late, clock=clock, solver=solver, formulation=formulation, threads=threads,
+                         progress=progress, warm_start=warm_start, gap_limit=gap_limit)
+    finally:
+        late.stop()
+
+
+def _attempts(
     problem: Problem,
+    late: LateBound,
     *,
     clock: Clock,
     solver: str = "auto",
@@ -308,8 +323,10 @@ def _solve_family(
                               until=clock.at)
         with clock.capped(time.perf_counter() + share):
             last = _solve_once(problem, reserve, solver=solver, formulation=formulation, clock=clock,
-                               threads=threads, progress=progress, warm_start=previous if attempt == 0 else None,
-                               gap_limit=gap_limit, started=started, candidates=known)
+                               threads=late.spare(threads), progress=progress,
+                               warm_start=previous if attempt == 0 else None,
+                               gap_limit=gap_limit, started=started, candidates=known,
+                               late=late if attempt == 0 else None)
         last.extra.set(fragmentation_retries=attempt, fragmentation_reserve_bytes=reserve)
         if attempt == 0:
             full_bound = last.extra.backend_bound_j
@@ -392,7 +409,7 @@ def _solve_family(
         res.message = with_least_ram(res.message, res.extra, problem)
         res.solve_time_s = time.perf_counter() - started
         return res
-    apply_bound(best, full_bound)
+    apply_bound(best, late.raise_bound(full_bound, best.extra))
     keep_gap_claim_true(best, effective_gap(problem, gap_limit))
     best.solve_time_s = time.perf_counter() - started
     if best.arena_bytes is not None and best.peak_ram_bytes:
@@ -588,7 +605,8 @@ def _arena_fit_fallback(problem: Problem, tight: Problem, cover: CoverBound, sol
 
 def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str, clock: Clock,
                 threads: int, progress: bool, warm_start: Schedule | None, gap_limit: float | None,
-                started: float, candidates: list[tuple[float, str, Schedule]]) -> Result:
+                started: float, candidates: list[tuple[float, str, Schedule]],
+                late: LateBound | None = None) -> Result:
     """One build + solve + finalize at the activation budget minus ``reserve``.
 
     With the fast formulation the eviction-cover bound (:mod:`.cover`) comes first: it
@@ -620,7 +638,9 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
                                clock=clock, threads=threads, extra=extra, proof="the eviction-cover bound")
         # From here on the cover's bound is the better of it and the presence bound, and
         # the presence model's schedule, when it is feasible and cheaper, is the hint.
-        cover, hint, hint_source = _presence_stage(tight, cover, hint, extra, clock=clock, gap=gap)
+        cover, hint, hint_source = _presence_stage(tight, cover, hint, extra, clock=clock, gap=gap,
+                                                   late=late if threads > 1 else None)
+        threads = late.spare(threads) if late is not None else threads
         others = tuple(c[2] for c in candidates[1:]) if candidates else ()
         guided, guided_res, done = _guided_stage(problem, tight, cover, hint, hint_source, others, solver=solver,
                                                  formulation=formulation,
@@ -674,7 +694,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
 
 
 def _presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, extra: ResultExtra, *,
-                    clock: Clock, gap: float) -> tuple[CoverBound, Schedule | None, str]:
+                    clock: Clock, gap: float, late: LateBound | None = None) -> tuple[CoverBound, Schedule | None, str]:
     """The presence bound (:mod:`.presence`) when the best schedule known (``hint``, the
     heuristics' best) is not within ``gap`` of the cover bound and the model is small
     enough. Returns ``cover`` with the better of the two bounds (its restores still
@@ -684,7 +704,8 @@ def _presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, ex
     It runs before the guided stage so that the guided search stops at the better bound;
     on the README demo its schedule is the optimum and its bound proves it (4 s), where
     the cover leaves 11 % of the restores' energy open and the full model's bound still
-    9 % after 50 s. It gets PRESENCE_SHARE of the time left."""
+    9 % after 50 s. It gets PRESENCE_SHARE of the time left; with ``late``, a search not
+    closed by then goes on in the background until the solve's end (:class:`LateBound`)."""
     upper = feasible_energy(tight, hint) if hint is not None else None
     if cover.energy_j is None or (upper is not None and within_gap(upper, cover.energy_j, gap)):
         return cover, hint, "warm start"
@@ -708,7 +729,14 @@ def _presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, ex
         # To its own optimum (no gap): where the relaxation is tight that proves the
         # schedule optimal, and the last stretch of the core search is short (README demo:
         # 4.4 s either way).
-        found = presence_bound(tight, time_limit_s=limit, hint=program)
+        run = start_presence(tight, time_limit_s=clock.solver_limit(clock.left()) if late is not None else limit,
+                             hint=program)
+        found = run.wait(limit - (time.perf_counter() - run.started))
+        if late is not None and run.running:
+            run.in_background()
+            late.run = run
+        else:
+            run.stop()
     extra.set(presence=found.summary(), presence_solve_s=round(found.solve_s, 3))
     source = "warm start"
     if found.schedule is not None:
@@ -718,6 +746,39 @@ def _presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, ex
     if found.energy_j is not None and found.energy_j > cover.energy_j:
         cover = dataclasses.replace(cover, energy_j=found.energy_j)
     return cover, hint, source
+
+
+@dataclass
+class LateBound:
+    """The presence search left running after its share of the time (:func:`_presence_stage`).
+
+    Its core search runs on one worker, and on the layered DAGs it proves its bound only
+    after minutes (DAG 100 at 80 %: 261.87 J after its 87 s share, 267.43 J closed after
+    about 300 s). The stages after it do not need its proof to search, so it goes on in
+    its child on one core while they run on the others (:meth:`spare`), and the family's
+    result is judged by the better bound when it ends (:meth:`raise_bound`)."""
+
+    run: PresenceRun | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.run is not None and self.run.running
+
+    def spare(self, threads: int) -> int:
+        """The solver threads the other stages may use while it runs."""
+        return max(1, threads - 1) if self.running else threads
+
+    def stop(self) -> PresenceBound | None:
+        run, self.run = self.run, None
+        return run.stop() if run is not None else None
+
+    def raise_bound(self, bound: float | None, extra: ResultExtra) -> float | None:
+        """Stop the search; the better of ``bound`` and its bound, recorded in ``extra``."""
+        found = self.stop()
+        if found is None or found.energy_j is None:
+            return bound
+        extra.set(presence={**found.summary(), "background": True}, presence_solve_s=round(found.solve_s, 3))
+        return found.energy_j if bound is None else max(bound, found.energy_j)
 
 
 def _over_memory(problem: Problem) -> str | None:

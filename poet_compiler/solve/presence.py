@@ -50,7 +50,7 @@ from poet_compiler.errors import ScheduleError
 from poet_compiler.schedule.build import assemble
 from poet_compiler.schedule.program import Op, Program
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.solve.backends.native import NativeLimits, NativeResult, new_model, solve_native
+from poet_compiler.solve.backends.native import NativeLimits, NativeResult, NativeRun, new_model
 from poet_compiler.solve.cover import add_deadline_row, cost_scales, recompute_j, restore_slack, transfer_j
 from poet_compiler.solve.problem import Problem
 
@@ -240,10 +240,56 @@ def _hint(md: _Model, image: dict[str, Any]) -> None:
         m.add_hint(x, int(k in image["out"]))
 
 
-def presence_bound(problem: Problem, *, time_limit_s: float, budget: int | None = None,
-                   hint: Program | None = None, fix_to_hint: bool = False) -> PresenceBound:
-    """The presence bound of ``problem`` at ``budget`` (default: its activation budget),
-    searched for at most ``time_limit_s``.
+class PresenceRun:
+    """The presence model's search, started (:func:`start_presence`) in a forked child:
+    wait for it a while (:meth:`wait`), read its bound at any time (:meth:`bound`), leave
+    it running in the background (:meth:`in_background`: the core search runs on one
+    worker, and the pipeline's other stages can use the other core), stop it
+    (:meth:`stop`)."""
+
+    def __init__(self, problem: Problem, md: _Model | None, run: NativeRun | None, started: float, size: int) -> None:
+        self.problem, self._md, self._run, self.started, self.size = problem, md, run, started, size
+
+    @property
+    def running(self) -> bool:
+        return self._run is not None and not self._run.ended
+
+    def wait(self, seconds: float) -> PresenceBound:
+        """Wait until it ends or ``seconds`` have passed; the bound so far, its best
+        solution realized as a schedule."""
+        if self._run is not None:
+            self._run.wait(time.perf_counter() + max(0.0, seconds))
+        return self.bound(realize=True)
+
+    def in_background(self) -> None:
+        if self._run is not None:
+            self._run.in_background()
+
+    def stop(self) -> PresenceBound:
+        """End the search; its bound (no schedule: the caller took it from :meth:`wait`)."""
+        if self._run is not None:
+            self._run.stop()
+        return self.bound()
+
+    def bound(self, *, realize: bool = False) -> PresenceBound:
+        elapsed = time.perf_counter() - self.started
+        md, size = self._md, self.size
+        if md is None or self._run is None:
+            return PresenceBound(None, True, True, elapsed, size, "a point's fixed RAM exceeds the budget")
+        res = self._run.answer()
+        if res.status == "infeasible":
+            return PresenceBound(None, True, True, elapsed, size)
+        if res.bound is None:
+            return PresenceBound(None, False, False, elapsed, size, res.message or res.status)
+        bound = self.problem.costs.compute_only_j + math.floor(res.bound + 1e-6) / md.e_scale
+        schedule = _realize(self.problem, md, res) if realize and res.has_solution else None
+        return PresenceBound(bound, False, res.status == "optimal", elapsed, size, res.message, schedule=schedule)
+
+
+def start_presence(problem: Problem, *, time_limit_s: float, budget: int | None = None,
+                   hint: Program | None = None, fix_to_hint: bool = False) -> PresenceRun:
+    """Build the presence model of ``problem`` at ``budget`` (default: its activation
+    budget) and start its search, for at most ``time_limit_s`` from now.
 
     ``hint``: a Program (the best schedule known), a first solution. The search runs to
     the model's optimum or the time limit. ``fix_to_hint``: only check that the hint
@@ -253,21 +299,22 @@ def presence_bound(problem: Problem, *, time_limit_s: float, budget: int | None 
     size = pairs(problem)
     md = _build(problem, limit)
     if md.infeasible:
-        return PresenceBound(None, True, True, time.perf_counter() - started, size,
-                             "a point's fixed RAM exceeds the budget")
+        return PresenceRun(problem, None, None, started, size)
     if hint is not None:
         _hint(md, image_of(problem, hint))
-    res = solve_native(md.m, NativeLimits(time_limit_s=max(0.0, time_limit_s - (time.perf_counter() - started)),
-                                          core=True, fix_to_hint=fix_to_hint, isolate=True))
-    elapsed = time.perf_counter() - started
-    base = problem.costs.compute_only_j
-    if res.status == "infeasible":
-        return PresenceBound(None, True, True, elapsed, size)
-    if res.bound is None:
-        return PresenceBound(None, False, False, elapsed, size, res.message or res.status)
-    bound = base + math.floor(res.bound + 1e-6) / md.e_scale
-    return PresenceBound(bound, False, res.status == "optimal", elapsed, size, res.message,
-                         schedule=_realize(problem, md, res))
+    run = NativeRun(md.m, NativeLimits(time_limit_s=max(0.0, time_limit_s - (time.perf_counter() - started)),
+                                       core=True, fix_to_hint=fix_to_hint, isolate=True))
+    return PresenceRun(problem, md, run, started, size)
+
+
+def presence_bound(problem: Problem, *, time_limit_s: float, budget: int | None = None,
+                   hint: Program | None = None, fix_to_hint: bool = False) -> PresenceBound:
+    """The presence bound of ``problem`` (:func:`start_presence`), searched for at most
+    ``time_limit_s``, with its best solution realized as a schedule."""
+    run = start_presence(problem, time_limit_s=time_limit_s, budget=budget, hint=hint, fix_to_hint=fix_to_hint)
+    found = run.wait(math.inf)
+    run.stop()
+    return found
 
 
 def _realize(problem: Problem, md: _Model, res: NativeResult) -> Schedule | None:
@@ -291,4 +338,5 @@ def _realize(problem: Problem, md: _Model, res: NativeResult) -> Schedule | None
         return None
 
 
-__all__ = ["MAX_PAIRS", "PresenceBound", "horizons", "image_of", "pairs", "presence_bound"]
+__all__ = ["MAX_PAIRS", "PresenceBound", "PresenceRun", "horizons", "image_of", "pairs", "presence_bound",
+           "start_presence"]

@@ -29,8 +29,10 @@ never the end of poetc. The parent kills a child that outlives its wall limit by
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -121,8 +123,10 @@ def solve_native(m: Any, limits: NativeLimits) -> NativeResult:
 
 
 def _solve_here(m: Any, limits: NativeLimits,
-                on_solution: Callable[[float, float, list[int]], None] | None = None) -> NativeResult:
-    """Solve in this process; ``on_solution(objective, bound, values)`` sees each solution."""
+                on_solution: Callable[[float, float, list[int]], None] | None = None,
+                on_bound: Callable[[float], None] | None = None) -> NativeResult:
+    """Solve in this process; ``on_solution(objective, bound, values)`` sees each solution,
+    ``on_bound(bound)`` each improvement of the bound."""
     from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
 
     started = time.perf_counter()
@@ -142,6 +146,8 @@ def _solve_here(m: Any, limits: NativeLimits,
         solver.parameters.optimize_with_core = True
         solver.parameters.linearization_level = 0
         solver.parameters.core_minimization_level = 1
+    if on_bound is not None:
+        solver.best_bound_callback = on_bound
     if on_solution is None:
         code = solver.solve(m)
     else:
@@ -165,8 +171,9 @@ def _solve_here(m: Any, limits: NativeLimits,
 
 
 def _child(conn: Any, m: Any, limits: NativeLimits) -> None:
-    """Body of the target-seeking child: send the first solution within the target (the
-    parent then kills this process), else the search's own result."""
+    """Body of the forked child: send the first solution within the target (the parent
+    then kills this process), or, isolated, every solution and every improvement of the
+    bound; then the search's own result."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the parent's to handle
     target = limits.target
     sent = False
@@ -179,56 +186,119 @@ def _child(conn: Any, m: Any, limits: NativeLimits) -> None:
         elif limits.isolate and not sent:
             conn.send(("solution", objective, bound, values))
 
+    def on_bound(bound: float) -> None:
+        conn.send(("bound", bound))
+
     try:
-        res = _solve_here(m, limits, on_solution)
+        res = _solve_here(m, limits, on_solution, on_bound if limits.isolate else None)
         conn.send(("result", res))
     except Exception as exc:  # noqa: BLE001 - reported to the parent as a status
         conn.send(("error", f"CP-SAT raised {type(exc).__name__}: {exc}"))
     conn.close()
 
 
+class NativeRun:
+    """A search in a forked child (module docstring) that its parent can wait for, leave
+    running while it does other work (:meth:`in_background`), read (:meth:`answer`: the
+    result, or the latest solution and bound so far) and stop (:meth:`stop`).
+
+    In the background a reader thread takes the child's messages as they come, so the
+    child never blocks on a full pipe, and applies the memory limit's watch; the parent's
+    other solver children count this one too (:mod:`.memory`)."""
+
+    def __init__(self, m: Any, limits: NativeLimits) -> None:
+        self.started = time.perf_counter()
+        ctx = multiprocessing.get_context("fork")
+        self._conn, child = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_child, args=(child, m, limits), daemon=True)
+        self._proc.start()
+        child.close()
+        self.cap = self.started + max(0.0, float(limits.time_limit_s)) + CHILD_GRACE_S
+        self._watch = Watch(self._proc.pid)
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.result: NativeResult | None = None
+        self._latest: NativeResult | None = None     # the latest solution (isolated child)
+        self._bound: float | None = None             # the best bound it reported
+        self.error = ""
+
+    @property
+    def ended(self) -> bool:
+        return self.result is not None or bool(self.error)
+
+    def _pump(self, wait_s: float) -> None:
+        """Take one message (waiting at most ``wait_s``), and check the limits."""
+        msg = next_message(self._conn, self._proc, wait_s)
+        with self._lock:
+            if msg is None:
+                if self._proc.is_alive() and time.perf_counter() > self.cap:
+                    self.error = "the CP-SAT process outlived its time limit"
+            elif msg[0] == "target":
+                self.result = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - self.started,
+                                           msg[3], at_target=True)
+            elif msg[0] == "solution":
+                self._latest = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - self.started, msg[3])
+            elif msg[0] == "bound":
+                self._bound = msg[1] if self._bound is None else max(self._bound, msg[1])
+            elif msg[0] == "result":
+                self.result = msg[1]
+            else:
+                self.error = msg[1]
+            if not self.ended and self._watch.exceeded():
+                self.error = self._watch.message()
+        if self.ended and self._proc.is_alive():
+            self._proc.kill()
+
+    def wait(self, until: float) -> bool:
+        """Take the child's messages until it ends or the instant ``until``; True if ended."""
+        while not self.ended and time.perf_counter() < until:
+            self._pump(min(0.02, max(0.0, until - time.perf_counter())))
+        return self.ended
+
+    def in_background(self) -> None:
+        """Go on taking its messages in a thread, until it ends or :meth:`stop`."""
+        def pump() -> None:
+            while not self.ended and not self._conn.closed:
+                self._pump(0.2)
+
+        self._thread = threading.Thread(target=pump, name="poetc-native-run", daemon=True)
+        self._thread.start()
+
+    def answer(self) -> NativeResult:
+        """The search's result if it ended; else its latest solution (or none) with the
+        best bound it reported, status "feasible" (or "unknown")."""
+        with self._lock:
+            elapsed = time.perf_counter() - self.started
+            if self.result is not None:
+                return self.result
+            latest, bound = self._latest, self._bound
+            if latest is not None:
+                best = bound if latest.bound is None or bound is None else max(bound, latest.bound)
+                return NativeResult("feasible", latest.objective, best, elapsed, latest.values,
+                                    message=self.error)
+            return NativeResult("unknown", None, bound, elapsed, message=self.error)
+
+    def stop(self) -> NativeResult:
+        """End the child (if it still runs) and give :meth:`answer` as it was before."""
+        out = self.answer()      # before the kill: a child killed here did not fail
+        if self._proc.is_alive():
+            self._proc.kill()
+        self._proc.join(timeout=5.0)
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        self._conn.close()
+        if self.result is None and out.values is not None and out.message:
+            out.message = f"{out.message}; its last solution is kept"
+        return out
+
+
 def _solve_forked(m: Any, limits: NativeLimits) -> NativeResult:
     """Solve in a forked child; stop at the first solution within ``limits.target`` by
     killing the child once it has sent that solution (module docstring)."""
-    started = time.perf_counter()
-    ctx = multiprocessing.get_context("fork")
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(child, m, limits), daemon=True)
-    proc.start()
-    child.close()
-    cap = started + max(0.0, float(limits.time_limit_s)) + CHILD_GRACE_S
-    result: NativeResult | None = None
-    latest: NativeResult | None = None     # an isolated child's latest solution
-    error = ""
-    watch = Watch(proc.pid)
-    while result is None and not error:
-        msg = next_message(parent, proc, 0.02)
-        if msg is None:
-            if proc.is_alive() and time.perf_counter() > cap:
-                error = "the CP-SAT process outlived its time limit"
-        elif msg[0] == "target":
-            result = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - started, msg[3],
-                                  at_target=True)
-        elif msg[0] == "solution":
-            latest = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - started, msg[3])
-        elif msg[0] == "result":
-            result = msg[1]
-        else:
-            error = msg[1]
-        if result is None and not error and watch.exceeded():
-            error = watch.message()
-    if proc.is_alive():
-        proc.kill()
-    proc.join(timeout=5.0)
-    parent.close()
-    if result is not None:
-        return result
-    if latest is not None:
-        latest.solve_time_s = time.perf_counter() - started
-        latest.message = f"{error}; its last solution is kept"
-        return latest
-    return NativeResult("unknown", None, None, time.perf_counter() - started, message=error)
+    run = NativeRun(m, limits)
+    run.wait(math.inf)       # ends by the child's result, its death, or the cap past its limit
+    return run.stop()
 
 
-__all__ = ["CHILD_GRACE_S", "NativeLimits", "NativeResult", "NativeStatus", "domain_from_values", "new_model",
-           "solve_native"]
+__all__ = ["CHILD_GRACE_S", "NativeLimits", "NativeResult", "NativeRun", "NativeStatus", "domain_from_values",
+           "new_model", "solve_native"]

@@ -77,7 +77,7 @@ def test_a_native_child_past_the_limit_keeps_its_latest_solution(monkeypatch) ->
     x = m.new_int_var(0, 10, "x")
     m.minimize(x)
 
-    def solution_then_hog(model, limits, on_solution=None):  # noqa: ANN001
+    def solution_then_hog(model, limits, on_solution=None, on_bound=None):  # noqa: ANN001
         on_solution(3.0, 0.0, [3])
         return _hog()
 
