@@ -323,8 +323,7 @@ def _attempts(
                               until=clock.at)
         with clock.capped(time.perf_counter() + share):
             last = _solve_once(problem, reserve, solver=solver, formulation=formulation, clock=clock,
-                               threads=late.spare(threads), progress=progress,
-                               warm_start=previous if attempt == 0 else None,
+                               threads=threads, progress=progress, warm_start=previous if attempt == 0 else None,
                                gap_limit=gap_limit, started=started, candidates=known,
                                late=late if attempt == 0 else None)
         last.extra.set(fragmentation_retries=attempt, fragmentation_reserve_bytes=reserve)
@@ -640,7 +639,6 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         # the presence model's schedule, when it is feasible and cheaper, is the hint.
         cover, hint, hint_source = _presence_stage(tight, cover, hint, extra, clock=clock, gap=gap,
                                                    late=late if threads > 1 else None)
-        threads = late.spare(threads) if late is not None else threads
         others = tuple(c[2] for c in candidates[1:]) if candidates else ()
         guided, guided_res, done = _guided_stage(problem, tight, cover, hint, hint_source, others, solver=solver,
                                                  formulation=formulation,
@@ -688,8 +686,10 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         res.extra.merge(extra, backend_bound_j=cover.energy_j if cover is not None else None)
         return res
     with clock.stage("full_model"):
+        # A presence search still running holds one core: the full model gets the others.
         return _full_model(problem, tight, reserve, cover, guided, guided_res, hint, extra, solver=solver,
-                           formulation=formulation, clock=clock, finalize_s=finalize_s, threads=threads,
+                           formulation=formulation, clock=clock, finalize_s=finalize_s,
+                           threads=late.spare(threads) if late is not None else threads,
                            progress=progress, gap=gap, started=started)
 
 

@@ -267,16 +267,15 @@ class PresenceRun:
 
     def stop(self) -> PresenceBound:
         """End the search; its bound (no schedule: the caller took it from :meth:`wait`)."""
-        if self._run is not None:
-            self._run.stop()
-        return self.bound()
+        return self.bound(self._run.stop() if self._run is not None else None)
 
-    def bound(self, *, realize: bool = False) -> PresenceBound:
+    def bound(self, res: NativeResult | None = None, *, realize: bool = False) -> PresenceBound:
+        """The bound of ``res`` (default: the search's answer so far)."""
         elapsed = time.perf_counter() - self.started
         md, size = self._md, self.size
         if md is None or self._run is None:
             return PresenceBound(None, True, True, elapsed, size, "a point's fixed RAM exceeds the budget")
-        res = self._run.answer()
+        res = self._run.answer() if res is None else res
         if res.status == "infeasible":
             return PresenceBound(None, True, True, elapsed, size)
         if res.bound is None:

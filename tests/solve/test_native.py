@@ -1,13 +1,16 @@
 """solve_native, the one entry point for native CP-SAT models, and its stopping rule: the
 wall limit, the optional deterministic limit, and a target reached without stopping the
 search from a callback (the target-seeking search runs in a child that is killed once it
-has sent a solution within the target)."""
+has sent a solution within the target), and a search left running in the background
+(NativeRun)."""
 
 from __future__ import annotations
 
+import random
+import time
 from typing import Any
 
-from poet_compiler.solve.backends.native import NativeLimits, new_model, solve_native
+from poet_compiler.solve.backends.native import NativeLimits, NativeRun, new_model, solve_native
 
 
 def _model(n: int = 12) -> tuple[Any, list[Any], Any]:
@@ -60,3 +63,40 @@ def test_infeasible_and_literals() -> None:
     for target in (None, 1):
         res = solve_native(m, NativeLimits(time_limit_s=5.0, target=target))
         assert res.status == "infeasible" and not res.has_solution
+
+
+def _partition(n: int = 40, seed: int = 1) -> tuple[Any, list[Any], list[int], int]:
+    """Number partitioning (n weights, the smallest subset sum above half): CP-SAT takes
+    far longer than a test to prove it, and finds solutions and bounds at once."""
+    rnd = random.Random(seed)
+    m = new_model()
+    xs = [m.new_bool_var(f"x{i}") for i in range(n)]
+    w = [rnd.randint(10**5, 10**6) for _ in range(n)]
+    half = sum(w) // 2 + 1
+    m.add(sum(wi * x for wi, x in zip(w, xs)) >= half)
+    m.minimize(sum(wi * x for wi, x in zip(w, xs)))
+    return m, xs, w, half
+
+
+def test_a_run_in_the_background_is_read_while_it_runs_and_stopped() -> None:
+    """The parent does other work (here: sleeps) while the child searches; it then reads
+    the latest solution with the best bound so far, and stop() ends the child."""
+    m, xs, w, half = _partition()
+    run = NativeRun(m, NativeLimits(time_limit_s=60.0, core=True, isolate=True))
+    run.in_background()
+    time.sleep(2.0)
+    now = run.answer()
+    assert not run.ended and now.status == "feasible" and now.bound is not None and now.objective is not None
+    assert half <= now.objective and now.bound <= now.objective
+    assert sum(wi * now.value(x) for wi, x in zip(w, xs)) == now.objective
+    out = run.stop()
+    assert not run._proc.is_alive()
+    assert out.objective is not None and out.objective <= now.objective and out.message == ""
+
+
+def test_a_run_waited_for_ends_with_its_result() -> None:
+    m, xs, top = _model()
+    run = NativeRun(m, NativeLimits(time_limit_s=10.0, isolate=True))
+    assert run.wait(time.perf_counter() + 30.0)
+    res = run.stop()
+    assert res.status == "optimal" and res.value(top) == res.objective == res.bound

@@ -3,10 +3,12 @@ and proves infeasibility only when the oracle finds no Program either."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from poet_compiler.solve.cover import cover_bound
-from poet_compiler.solve.presence import image_of, pairs, presence_bound
+from poet_compiler.solve.presence import image_of, pairs, presence_bound, start_presence
 from poet_compiler.solve.problem import Problem
 from tests.support.graphs import random_problem, training_problem
 from tests.support.oracle import as_program, brute_force
@@ -130,3 +132,40 @@ def test_the_solve_is_proven_by_the_presence_bound_where_the_cover_is_loose(monk
             assert res.extra.presence["bound_j"] > cover.energy_j
             proven += 1
     assert proven >= 1, "no seed where the cover is loose and the presence bound proves the optimum"
+
+
+def test_a_search_left_in_the_background_gives_its_bound_when_stopped() -> None:
+    """The layered DAG of 100 nodes at 80 %, whose presence search takes minutes: left in
+    the background, it holds one of the solver threads, and stopping it gives the bound
+    it has proven so far (the best solution's energy is above it); on a small problem it
+    closes, and the bound it gives then is the one :func:`presence_bound` proves."""
+    from poet_compiler.devices.cost_model import costs_for
+    from poet_compiler.solve.budgets import reference, resolve_ram
+    from poet_compiler.solve.milp import LateBound
+    from poet_compiler.solve.result import ResultExtra
+    from tests.support.layered import layered_graph
+
+    graph = layered_graph(100)
+    costs = costs_for(graph, None)
+    big = Problem(graph, costs, resolve_ram("80%", reference(graph, costs), costs), mode="remat")
+    late = LateBound(start_presence(big, time_limit_s=120))
+    late.run.in_background()  # type: ignore[union-attr]
+    time.sleep(3.0)
+    assert late.running and late.spare(2) == 1 and late.spare(1) == 1
+    extra = ResultExtra()
+    floor = costs.compute_only_j
+    raised = late.raise_bound(floor, extra)
+    assert not late.running and late.spare(2) == 2
+    assert raised is not None and raised >= floor and extra.presence["background"]
+    assert not extra.presence["closed"]
+
+    name, small = _cases("remat")[0]
+    direct = presence_bound(small, time_limit_s=20)
+    assert direct.closed and direct.energy_j is not None, name
+    run = start_presence(small, time_limit_s=20)
+    run.in_background()
+    late = LateBound(run)
+    deadline = time.perf_counter() + 20
+    while late.running and time.perf_counter() < deadline:
+        time.sleep(0.05)
+    assert late.raise_bound(None, extra) == direct.energy_j and extra.presence["closed"]
