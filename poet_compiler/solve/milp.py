@@ -193,8 +193,8 @@ RESCUE_RESERVE = 0.05
 # bound (598.93 J against a bound of 236.56 J on that DAG, where the interval search's
 # schedule is 242.79 J).
 ARENA_INTERVAL_SHARE = 0.6
-# Of the time left after the cover, what the presence bound may take (the guided stage
-# and the full model get the rest, from its bound).
+# Of the time left after the cover, what the presence bound may take before the guided
+# stage starts from its bound (a search not closed by then goes on beside it: LateBound).
 PRESENCE_SHARE = 0.3
 ARENA_INTERVAL_GAP = 0.05
 
@@ -755,8 +755,10 @@ class LateBound:
     Its core search runs on one worker, and on the layered DAGs it proves its bound only
     after minutes (DAG 100 at 80 %: 261.87 J after its 87 s share, 267.43 J closed after
     about 300 s). The stages after it do not need its proof to search, so it goes on in
-    its child on one core while they run on the others (:meth:`spare`), and the family's
-    result is judged by the better bound when it ends (:meth:`raise_bound`)."""
+    its child while they run: the guided stage with every thread (with one fewer, the
+    interval search's schedule on that DAG was 0.2-0.4 % dearer), the full model with one
+    fewer (:meth:`spare`). The family's result is judged by the better bound when it is
+    stopped, at the family's end (:meth:`raise_bound`)."""
 
     run: PresenceRun | None = None
 
