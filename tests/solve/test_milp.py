@@ -256,3 +256,26 @@ def test_the_guided_stage_keeps_the_fenced_schedule_only_when_cheaper(monkeypatc
     assert fenced.extra.solver_used == "guided"
     assert _cheaper_of_fenced(plain, None, extra, "guided") is None          # nothing fits
     assert _cheaper_of_fenced(plain, cheaper, extra, "guided") is cheaper
+
+
+def test_a_presence_search_not_closed_by_its_share_raises_the_bound_at_the_end() -> None:
+    """The layered DAG of 100 nodes at 80 % (remat): the presence search does not close in
+    its share of 20 s, goes on beside the guided stage and the full model, and the answer
+    is judged by its bound at the end (above the cover's); its child is gone after the solve."""
+    import multiprocessing
+
+    from poet_compiler.devices.cost_model import costs_for
+    from poet_compiler.solve.budgets import reference, resolve_ram
+    from poet_compiler.solve.problem import Problem, feasible_energy
+    from tests.support.layered import layered_graph
+
+    graph = layered_graph(100)
+    costs = costs_for(graph, None)
+    problem = Problem(graph, costs, resolve_ram("80%", reference(graph, costs), costs), mode="remat")
+    res = solve_milp(problem, time_limit_s=20.0, threads=2)
+    assert res.ok and res.lower_bound_j is not None and res.gap is not None
+    presence = res.extra.presence
+    assert presence["background"] and not presence["closed"], presence
+    assert res.lower_bound_j == presence["bound_j"] > res.extra.cover_bound_j
+    assert res.lower_bound_j <= feasible_energy(problem, res.program)  # type: ignore[operator]
+    assert not multiprocessing.active_children()
