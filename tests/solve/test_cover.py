@@ -121,3 +121,47 @@ def test_min_time_is_below_the_brute_force_minimum(dma: bool) -> None:
         faster = dataclasses.replace(problem, deadline_s=seconds * (1 - 1e-6))
         if seconds > problem.costs.compute_only_s * (1 + 1e-6):
             assert brute_force(faster) is None, f"seed {seed}: a schedule beats the cover's minimum time"
+
+
+@pytest.mark.parametrize("mode", ["poet", "remat"])
+def test_both_models_are_below_the_optimum_and_the_bound_is_the_better(mode: str) -> None:
+    """The light model (no per-point absences) and the refined one are each a relaxation:
+    each is below the brute-force optimum, and cover_bound gives the larger."""
+    import poet_compiler.solve.cover as cover_mod
+
+    for seed in range(24):
+        problem = random_problem(seed, 5 if mode == "poet" else 6, mode, deadline_prob=0.5,
+                                 budget_fraction=FRACTIONS[seed % 3])
+        exact = brute_force(problem)
+        both = cover_bound(problem)
+        if exact is None or both.infeasible:
+            continue
+        light = cover_mod._solve_cover(problem, None, 10.0, closure=False, absences=False)
+        refined = cover_mod._solve_cover(problem, None, 10.0, closure=False, absences=True)
+        for name, one in (("light", light), ("refined", refined)):
+            assert one.energy_j is not None and one.energy_j <= exact[0] * (1 + 1e-9) + 1e-12, (seed, name)
+        assert both.energy_j == max(light.energy_j, refined.energy_j), seed  # type: ignore[type-var]
+
+
+def test_the_refined_model_where_it_is_tighter_and_the_light_one_where_it_does_not_fit(monkeypatch) -> None:
+    """The layered DAG of 100 nodes at 80 % (remat): the refined model's bound is above the
+    light one's, both below a real schedule's energy (belady's), and the bound is the
+    refined one; with its forecast build over the time, the light one alone."""
+    import poet_compiler.solve.cover as cover_mod
+    from poet_compiler.devices.cost_model import costs_for
+    from poet_compiler.solve.baselines import BASELINES
+    from poet_compiler.solve.budgets import reference, resolve_ram
+    from tests.support.layered import layered_graph
+
+    graph = layered_graph(100)
+    costs = costs_for(graph, None)
+    problem = Problem(graph, costs, resolve_ram("80%", reference(graph, costs), costs), mode="remat")
+    schedule = BASELINES["belady"](problem)
+    assert schedule.ok and schedule.energy_j is not None
+    light = cover_mod._solve_cover(problem, None, 10.0, closure=False, absences=False)
+    both = cover_bound(problem)
+    assert light.energy_j is not None and both.energy_j is not None
+    assert light.energy_j < both.energy_j <= schedule.energy_j
+    assert both.restores and cover_mod.absence_literals(problem) > 0
+    monkeypatch.setattr(cover_mod, "ABSENCE_LITERAL_S", 1e9)
+    assert cover_bound(problem).energy_j == light.energy_j
