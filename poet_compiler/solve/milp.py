@@ -10,8 +10,10 @@ then with the smallest RAM / deadline that would work (:mod:`.feasibility`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from poet_compiler.errors import PoetError, SolverError
@@ -640,11 +642,11 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         cover, hint, hint_source = _presence_stage(tight, cover, hint, extra, clock=clock, gap=gap,
                                                    late=late if threads > 1 else None)
         others = tuple(c[2] for c in candidates[1:]) if candidates else ()
-        guided, guided_res, done = _guided_stage(problem, tight, cover, hint, hint_source, others, solver=solver,
-                                                 formulation=formulation,
-                                                 gap=max(gap, BOUND_NOISE), threads=threads, progress=progress,
-                                                 started=started,
-                                                 clock=clock, extra=extra)
+        with late.held() if late is not None else contextlib.nullcontext():
+            guided, guided_res, done = _guided_stage(problem, tight, cover, hint, hint_source, others,
+                                                     solver=solver, formulation=formulation,
+                                                     gap=max(gap, BOUND_NOISE), threads=threads, progress=progress,
+                                                     started=started, clock=clock, extra=extra)
         if done:
             return guided_res  # type: ignore[return-value]
         hint = guided.schedule if guided.schedule is not None else hint
@@ -769,6 +771,20 @@ class LateBound:
     def spare(self, threads: int) -> int:
         """The solver threads the other stages may use while it runs."""
         return max(1, threads - 1) if self.running else threads
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """The search paused for the block: the guided stage's searches (CP-SAT's
+        interleaved search stops on deterministic time, and a third process on two cores
+        let the wall cap stop it first: DAG 100 at 80 % in 60 s, 270.08 -> 284.83 J)."""
+        run = self.run if self.running else None
+        if run is not None:
+            run.pause(True)
+        try:
+            yield
+        finally:
+            if run is not None:
+                run.pause(False)
 
     def stop(self) -> PresenceBound | None:
         run, self.run = self.run, None

@@ -265,6 +265,11 @@ class PresenceRun:
         if self._run is not None:
             self._run.in_background()
 
+    def pause(self, paused: bool) -> None:
+        """Hold the search (it keeps what it has proven) or let it go on."""
+        if self._run is not None:
+            self._run.pause(paused)
+
     def stop(self) -> PresenceBound:
         """End the search; its bound (no schedule: the caller took it from :meth:`wait`)."""
         return self.bound(self._run.stop() if self._run is not None else None)

@@ -29,8 +29,10 @@ never the end of poetc. The parent kills a child that outlives its wall limit by
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
+import os
 import signal
 import threading
 import time
@@ -263,6 +265,13 @@ class NativeRun:
 
         self._thread = threading.Thread(target=pump, name="poetc-native-run", daemon=True)
         self._thread.start()
+
+    def pause(self, paused: bool) -> None:
+        """Stop (SIGSTOP) or continue (SIGCONT) the child's process: it holds no core while
+        stopped, and its memory stays as it is."""
+        if self._proc.is_alive() and self._proc.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._proc.pid, signal.SIGSTOP if paused else signal.SIGCONT)
 
     def answer(self) -> NativeResult:
         """The search's result if it ended; else its latest solution (or none) with the
