@@ -100,17 +100,20 @@ def _dead_inputs(problem: Problem, gaps: list[_Gap]) -> dict[_Gap, list[int]]:
     """Per gap with a recompute option: the inputs of its node that nobody reads after the
     gap starts (not pinned). A recompute in the gap finds them in RAM only if they were
     kept all along — through every point where the node is out — or brought back."""
-    g = problem.graph
     out: dict[_Gap, list[int]] = {}
     for gap in gaps:
         if RECOMPUTE not in gap.options:
             continue
-        first = gap.points.start
-        js = sorted({j for j in g.nodes[gap.node].inputs
-                     if not g.nodes[j].pinned and max(g.consumers[j]) < first})
+        js = _dead_before(problem, gap.node, gap.points.start)
         if js:
             out[gap] = js
     return out
+
+
+def _dead_before(problem: Problem, node: int, first: int) -> list[int]:
+    """The inputs of ``node`` (not pinned) that nobody reads at or after point ``first``."""
+    g = problem.graph
+    return sorted({j for j in g.nodes[node].inputs if not g.nodes[j].pinned and max(g.consumers[j]) < first})
 
 
 def recompute_j(problem: Problem, k: int) -> float:
@@ -302,9 +305,9 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
 ABSENCE_LITERAL_S = 1.5e-5
 
 
-def _absent_gaps(problem: Problem) -> Iterator[tuple[int, int, int]]:
-    """(node, its gap's length, its dead inputs) of every gap the refined cover gives
-    per-point absences (:func:`_dead_inputs`), found without building a model."""
+def _absent_gaps(problem: Problem) -> Iterator[tuple[int, int]]:
+    """(gap length, number of dead inputs) of every gap the refined cover gives per-point
+    absences (:func:`_dead_inputs`), found without building a model."""
     g = problem.graph
     if not problem.allows_remat:
         return
@@ -314,17 +317,15 @@ def _absent_gaps(problem: Problem) -> Iterator[tuple[int, int, int]]:
         prev = i
         for nxt in sorted(set(g.consumers[i])):
             length, first, prev = nxt - prev - 1, prev + 1, nxt
-            if length <= 0:
-                continue
-            dead = sum(1 for j in set(g.nodes[i].inputs) if not g.nodes[j].pinned and max(g.consumers[j]) < first)
+            dead = len(_dead_before(problem, i, first)) if length > 0 else 0
             if dead:
-                yield i, length, dead
+                yield length, dead
 
 
 def absence_literals(problem: Problem) -> int:
     """How many absence and keep literals the refined cover would build: its size beyond
     the light model's (an upper estimate: the deadline may rule some recomputes out)."""
-    return sum(length * (1 + dead) for _, length, dead in _absent_gaps(problem))
+    return sum(length * (1 + dead) for length, dead in _absent_gaps(problem))
 
 
 def _solve_cover(problem: Problem, budget: int | None, time_limit_s: float, *, closure: bool,
