@@ -84,6 +84,7 @@ try:
 except SystemExit as exc:
     code = exc.code
 wall = time.perf_counter() - t0
+import gc; gc.freeze()    # as the console script (poet_compiler.cli.run) before it exits
 me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 print("POETC-BENCH", wall, me, kids, code, file=sys.stderr)

@@ -77,16 +77,19 @@ class _Machine:
         MOVE's candidates leave out the moved buffer itself (its old region may overlap the new)."""
         if self.sizes is None:
             return None
+        # A candidate's rank is how many distinct candidates come before it: counted, not
+        # sorted (the encoder asks for every allocation; sorting took 0.1 s on gpt2_large).
         best: int | None = None
         skip = node if op is Op.MOVE else None
-        ends = self.ends(skip)
+        live = [(at, self.sizes[j]) for j, at in self.where.items() if at is not None and j != skip]
+        ends = {0} | {at + size for at, size in live}
         if offset in ends:
-            best = 2 * ends.index(offset) + 1
+            best = 2 * sum(1 for e in ends if e < offset) + 1
         if self.arena is not None:
             target = offset + self.extent(op, node)
-            starts = self.starts(skip)
+            starts = {self.arena} | {at for at, _ in live}
             if target in starts:
-                code = 2 * starts.index(target) + 2
+                code = 2 * sum(1 for s in starts if s > target) + 2
                 best = code if best is None else min(best, code)
         return best
 
