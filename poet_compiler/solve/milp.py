@@ -624,7 +624,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     cover = None
     if formulation == "fast":
         with clock.stage("cover"):
-            cover = cover_bound(tight, time_limit_s=min(COVER_LIMIT_S, clock.left() / 4))
+            cover = cover_bound(tight, time_limit_s=min(COVER_LIMIT_S, clock.left() / 4), workers=threads)
     # The heuristics' best (the user's warm start among them; a re-solve's: those that fit).
     hint = candidates[0][2] if candidates else warm_start
     large = problem.n > LARGE_GRAPH_NODES

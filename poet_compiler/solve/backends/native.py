@@ -88,6 +88,11 @@ class NativeLimits:
     # README demo's proof from 8.8 to 12.4 s; core minimization level 1 (CP-SAT's
     # default is 2) took it from 9.0 to 4.1 s.
     core: bool = False
+    # CP-SAT's interleaved search (``interleave_search``): the subsolvers' work goes out
+    # in batches and is synchronized after each, so with ``workers`` > 1 the search does
+    # not depend on thread timing (the same answer whenever the time limit does not bind)
+    # and the large-neighbourhood workers still run beside the LP search.
+    interleave: bool = False
 
 
 @dataclass
@@ -141,6 +146,8 @@ def _solve_here(m: Any, limits: NativeLimits,
         solver.parameters.random_seed = limits.seed
     if limits.linearization_level is not None:
         solver.parameters.linearization_level = limits.linearization_level
+    if limits.interleave:
+        solver.parameters.interleave_search = True
     if limits.fix_to_hint:
         solver.parameters.fix_variables_to_their_hinted_value = True
     if limits.core:
