@@ -67,7 +67,9 @@ class CoverBound:
     ``closed``: the cover problem was solved to optimality (else ``energy_j`` is its
     solver's bound, still valid). ``restores``: the cover's best choice (a guide for
     building a schedule, not a schedule). ``build_s``: the seconds its model took to
-    build, which a caller about to build another cover of the same graph can expect."""
+    build, which a caller about to build another cover of the same graph can expect.
+    ``other_restores``: the other model's choice, when both were solved (the light one's
+    beside the refined one's): where the guided search can widen its sub-problem."""
 
     energy_j: float | None
     infeasible: bool
@@ -75,6 +77,7 @@ class CoverBound:
     restores: tuple[Restore, ...] = ()
     gaps: int = 0
     build_s: float = 0.0
+    other_restores: tuple[Restore, ...] = ()
 
 
 def _forbid_conflicts(problem: Problem, gaps: list[_Gap], m: Any) -> None:
@@ -303,7 +306,8 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
         return dataclasses.replace(refined, build_s=build_s)
     best = refined if (refined.energy_j or 0.0) >= (light.energy_j or 0.0) else light
     restores = refined.restores if refined.restores or not light.restores else light.restores
-    return dataclasses.replace(best, restores=restores, gaps=refined.gaps, build_s=build_s)
+    other = light.restores if restores is refined.restores else refined.restores
+    return dataclasses.replace(best, restores=restores, gaps=refined.gaps, build_s=build_s, other_restores=other)
 
 
 # Seconds to build one absence literal of the refined cover (measured: 6.6 us on

@@ -334,10 +334,47 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
     out = solve_model(built.model, "cpsat" if solver in ("auto", "cpsat") else solver,
                       BackendOptions(time_limit_s=limit, threads=threads, progress=progress,
                                      relative_gap=relative_gap, large=large))
-    if out.values is not None:
-        s = built.schedule(out.values)
-        e = feasible_energy(problem, s)
-        if e is not None and (best.energy_j is None or e < best.energy_j):
-            best = GuidedOutcome(s, e, "guided", interval=found)
+    best = _better(problem, best, built, out.values, found)
     best.solve_s = out.solve_time_s
+    wide = _widened(cover)
+    if out.status != "optimal" or wide is None or (
+            best.energy_j is not None and within_gap(best.energy_j, bound, relative_gap)):
+        return best
+    # The sub-problem closed short of the gap with time left: once more, with the other
+    # cover model's restores open too and the schedule found as the hint. On BERT-base a72
+    # 70 % the refined cover's choice alone closed at 109.898 J in 7.6 s of a 120 s limit.
+    try:
+        with step_until(until):
+            built = build_guided(half_the_slack(problem, best.schedule), wide, best.schedule)
+    except BuildDeadline:
+        return best
+    built.model.objective_floor = bound
+    left = until - time.perf_counter()
+    limit = left if clock is None else clock.solver_limit(left, large=large)
+    if limit <= 0.05:
+        return best
+    out = solve_model(built.model, "cpsat" if solver in ("auto", "cpsat") else solver,
+                      BackendOptions(time_limit_s=limit, threads=threads, progress=progress,
+                                     relative_gap=relative_gap, large=large))
+    best = _better(problem, best, built, out.values, found)
+    best.solve_s += out.solve_time_s
     return best
+
+
+def _better(problem: Problem, best: GuidedOutcome, built: Built, values: list[float] | None,
+            found: IntervalOutcome | None) -> GuidedOutcome:
+    """``best``, or the sub-problem's solution ``values`` when it is a cheaper schedule."""
+    if values is None:
+        return best
+    s = built.schedule(values)
+    e = feasible_energy(problem, s)
+    if e is not None and (best.energy_j is None or e < best.energy_j):
+        return GuidedOutcome(s, e, "guided", solve_s=best.solve_s, interval=found)
+    return best
+
+
+def _widened(cover: CoverBound) -> CoverBound | None:
+    """``cover`` with the other model's restores added to its own (None: nothing to add)."""
+    own = set(cover.restores)
+    extra = tuple(r for r in cover.other_restores if r not in own)
+    return dataclasses.replace(cover, restores=cover.restores + extra) if extra else None
