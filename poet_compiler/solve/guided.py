@@ -275,7 +275,8 @@ class GuidedOutcome:
 def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *, solver: str,
                   time_limit_s: float, threads: int, relative_gap: float,
                   progress: bool = False, clock: Clock | None = None,
-                  others: tuple[Schedule, ...] = (), warm_source: str = "warm start") -> GuidedOutcome:
+                  others: tuple[Schedule, ...] = (), warm_source: str = "warm start",
+                  widen: bool = True) -> GuidedOutcome:
     """The cover's realization, then the guided sub-problem seeded with the better of it
     and ``warm``; stops as soon as a schedule is within ``relative_gap`` of the cover bound.
 
@@ -325,7 +326,8 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
     # is left, wider ones from the schedule found. On BERT-base a72 70 % the refined
     # cover's choice alone ended at 109.898 J (its own bound 109.857 J) in 4.5 s of 87 s,
     # 0.17 % above the cover bound; the widest at 109.856 J.
-    steps = [(cover, CASCADE_DEPTH), *_widenings(cover)]
+    # ``widen``: only where nothing after this stage would use the time (the caller's say).
+    steps = [(cover, CASCADE_DEPTH), *(_widenings(cover) if widen else ())]
     out: BackendResult | None = None
     for k, (restricted, depth) in enumerate(steps):
         if k and (not _closed(out, relative_gap)
