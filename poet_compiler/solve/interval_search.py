@@ -80,6 +80,11 @@ COLD_SHARE = 0.2
 # found within this share of the time left (bisection over budgets, a few runs of
 # 0.1-0.4 s each on 250-1,000 nodes).
 EVICTION_START_SHARE = 0.1
+# The least-RAM model runs CP-SAT's interleaved search (NativeLimits.interleave): on DAG 250
+# at 80 % from the same start, two workers by default reached the budget after 49, 114 and
+# 39 s, interleaved after 61.4 and 61.3 s (the same search each time), where a pipeline
+# run's share is about 120 s. The energy model keeps the default: from the least-RAM
+# schedule, in 45 s, 678.6 J against 727.6 J interleaved. BENCHMARKS.md, session 16.
 
 
 @dataclasses.dataclass
@@ -272,7 +277,7 @@ def _solve(problem: Problem, sync: Problem, usable: list[Schedule], copies: int,
     if target_j is not None:
         target = math.floor((target_j - im.obj_const) / im.obj_unit)
     res = solve_native(im.model, NativeLimits(time_limit_s=left, workers=max(1, threads),
-                                              target=target, isolate=True))
+                                              target=target, isolate=True, interleave=least_ram))
     out = IntervalOutcome(None, None, copies=copies, status=res.status, build_s=round(build_s, 3),
                           solve_s=round(res.solve_time_s, 3),
                           message=res.message or ("hinted" if hinted else "no hint it can hold"))

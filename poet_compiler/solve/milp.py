@@ -472,11 +472,10 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
                                time_limit_s=share * clock.left(reserve_s), progress=progress, clock=clock,
                                others=others,
                                warm_source=hint_source,
-                               # Wider sub-problems only where no full model follows: below,
-                               # they took its time (DAG 250 at 80 %: guided 155 s instead of
-                               # 133 s, full model 22-40 s instead of 46 s, 690.52 J and no
-                               # schedule in two runs against 659.89 J).
-                               widen=large)
+                               # Wider sub-problems where no full model follows, and with
+                               # paging. In recompute-only mode the interval search comes
+                               # before the full model and makes better use of the time.
+                               widen=large or problem.allows_paging)
     extra.set(guided_source=guided.source, guided_solve_s=round(guided.solve_s, 3))
     if guided.interval is not None:
         iv = guided.interval
@@ -627,6 +626,10 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     ``extra`` carries ``backend_bound_j`` (a valid bound at this budget, even without a
     schedule) and ``proven_infeasible``. Every stage ends by ``clock``'s deadline."""
     tight = dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes - reserve)
+    # Only the first attempt, on more than one thread, may leave a presence search running;
+    # elsewhere an idle LateBound, whose held() and spare() change nothing.
+    background = late if threads > 1 else None
+    late = late if late is not None else LateBound()
     # The eviction-cover bound (fast formulation): a valid bound at this budget in a
     # fraction of a second, a proof of infeasibility, and the guide for the first schedules.
     cover = None
@@ -648,9 +651,9 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         # From here on the cover's bound is the better of it and the presence bound, and
         # the presence model's schedule, when it is feasible and cheaper, is the hint.
         cover, hint, hint_source = _presence_stage(tight, cover, hint, extra, clock=clock, gap=gap,
-                                                   late=late if threads > 1 else None)
+                                                   late=background)
         others = tuple(c[2] for c in candidates[1:]) if candidates else ()
-        with late.held() if late is not None else contextlib.nullcontext():
+        with late.held():
             guided, guided_res, done = _guided_stage(problem, tight, cover, hint, hint_source, others,
                                                      solver=solver, formulation=formulation,
                                                      gap=max(gap, BOUND_NOISE), threads=threads, progress=progress,
@@ -701,7 +704,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         # the better. On DAG 250 at 90 % the full model ran 235 s from the guided schedule
         # and ended at 606.5-611.2 J; the interval search alone reached 602.03 J in 78 s
         # (an earlier pipeline's found 601.33 J, the presence bound).
-        with late.held() if late is not None else contextlib.nullcontext():
+        with late.held():
             guided_res = _interval_for_full_model(problem, tight, cover, guided, guided_res, extra, solver=solver,
                                                   formulation=formulation, clock=clock, finalize_s=finalize_s,
                                                   threads=threads, gap=gap, started=started,
@@ -714,7 +717,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         # A presence search still running holds one core: the full model gets the others.
         return _full_model(problem, tight, reserve, cover, guided, guided_res, hint, extra, solver=solver,
                            formulation=formulation, clock=clock, finalize_s=finalize_s,
-                           threads=late.spare(threads) if late is not None else threads,
+                           threads=late.spare(threads),
                            progress=progress, gap=gap, started=started)
 
 
