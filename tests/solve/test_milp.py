@@ -321,3 +321,41 @@ def test_recompute_only_runs_the_interval_search_before_the_full_model(monkeypat
         assert res.energy_j is not None and res.energy_j <= before_full[0][1] * (1 + 1e-9)
     else:
         assert not before_full
+
+
+@pytest.mark.parametrize("in_hand", [False, True])
+def test_with_no_schedule_in_hand_the_presence_search_goes_to_the_background_at_once(in_hand: bool) -> None:
+    """Recompute only, DAG 100 at 80 % (the presence search does not close in seconds):
+    with no schedule in hand the stage returns at once and leaves the search running
+    beside what follows; with the offline-eviction schedule in hand it waits its share."""
+    import time
+
+    from poet_compiler.devices.cost_model import costs_for
+    from poet_compiler.solve.budgets import reference, resolve_ram
+    from poet_compiler.solve.clock import Clock
+    from poet_compiler.solve.cover import cover_bound
+    from poet_compiler.solve.milp import PRESENCE_SHARE, LateBound, _presence_stage
+    from poet_compiler.solve.problem import Problem
+    from poet_compiler.solve.result import ResultExtra
+    from poet_compiler.solve.warm_start import warm_start_candidates
+    from tests.support.layered import layered_graph
+
+    graph = layered_graph(100)
+    costs = costs_for(graph, None)
+    problem = Problem(graph, costs, resolve_ram("80%", reference(graph, costs), costs), mode="remat")
+    cover = cover_bound(problem, time_limit_s=5.0)
+    hint = warm_start_candidates(problem, only=["belady"])[0][2] if in_hand else None
+    assert (hint is not None) == in_hand
+    clock, late, extra = Clock(20.0), LateBound(), ResultExtra()
+    share = PRESENCE_SHARE * clock.left()
+    t0 = time.perf_counter()
+    try:
+        _presence_stage(problem, cover, hint, extra, clock=clock, gap=1e-3, late=late)
+        waited = time.perf_counter() - t0
+        assert late.running and extra.presence is not None
+        if in_hand:
+            assert waited >= 0.9 * share, waited
+        else:
+            assert waited < 0.5 * share, waited
+    finally:
+        late.stop()
