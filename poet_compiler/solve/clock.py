@@ -43,6 +43,9 @@ TOLERANCE = 0.05
 # Share of the time left a CP-SAT call gets when the wall cap's pad would leave it less.
 SHORT_SHARE = 0.5
 
+# Below this many seconds left (after the finalize reserve) no new solver stage starts.
+MIN_STAGE_S = 0.2
+
 # Stage names, in the order a solve meets them (the report lists them in this order).
 STAGES = ("quick_checks", "warm_starts", "cover", "presence", "guided", "full_model", "finalize", "arena_rescue",
           "infeasibility", "other")

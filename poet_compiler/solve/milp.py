@@ -10,11 +10,8 @@ then with the smallest RAM / deadline that would work (:mod:`.feasibility`).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 
 from poet_compiler.errors import PoetError, SolverError
 from poet_compiler.schedule.schedule import Schedule
@@ -22,8 +19,7 @@ from poet_compiler.solve import guided as guided_mod
 from poet_compiler.solve.backends import SOLVERS, BackendResult
 from poet_compiler.solve.backends.base import within_gap
 from poet_compiler.solve.backends.memory import current_limit, self_rss
-from poet_compiler.solve.baselines._common import to_program
-from poet_compiler.solve.clock import Clock
+from poet_compiler.solve.clock import MIN_STAGE_S, Clock
 from poet_compiler.solve.cover import CoverBound, cover_bound
 from poet_compiler.solve.feasibility import explain_infeasible, quick_infeasibility
 from poet_compiler.solve.finalize import finalize
@@ -32,9 +28,7 @@ from poet_compiler.solve.formulation.common import Built
 from poet_compiler.solve.formulation.fast import canonical
 from poet_compiler.solve.guided import GuidedOutcome, cover_schedule, guided_search
 from poet_compiler.solve.interval_search import interval_search
-from poet_compiler.solve.presence import MAX_PAIRS as PRESENCE_MAX_PAIRS
-from poet_compiler.solve.presence import PresenceBound, PresenceRun, start_presence
-from poet_compiler.solve.presence import pairs as presence_pairs
+from poet_compiler.solve.presence_stage import LateBound, presence_stage
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import Result, ResultExtra
 from poet_compiler.solve.row_generation import forecast_bytes, solve_built, solve_by_rows
@@ -174,8 +168,6 @@ EXPLAIN_GRACE = 0.02
 # In recompute-only mode the interval search runs before the full model, with this share
 # of the time left (after the finalize reserve).
 INTERVAL_BEFORE_FULL_SHARE = 0.5
-# Below this many seconds left (after the finalize reserve) no new solver stage starts.
-MIN_STAGE_S = 0.2
 # A fallback that is the only answer left plans its arena for at least this long (the
 # exact packing of a small program takes milliseconds; greedy layouts alone fragment).
 NEEDED_ARENA_S = 0.25
@@ -198,9 +190,6 @@ RESCUE_RESERVE = 0.05
 # bound (598.93 J against a bound of 236.56 J on that DAG, where the interval search's
 # schedule is 242.79 J).
 ARENA_INTERVAL_SHARE = 0.6
-# Of the time left after the cover, what the presence bound may take before the guided
-# stage starts from its bound (a search not closed by then goes on beside it: LateBound).
-PRESENCE_SHARE = 0.3
 ARENA_INTERVAL_GAP = 0.05
 
 
@@ -552,7 +541,7 @@ def _cheaper_of_fenced(fenced: Result, kept: Result | None, extra: ResultExtra, 
 
 def _bound_name(cover: CoverBound, extra: ResultExtra) -> str:
     """Which bound ``cover.energy_j`` is: the eviction cover's, or the presence model's
-    that replaced it (:func:`_presence_stage`)."""
+    that replaced it (:func:`.presence_stage.presence_stage`)."""
     presence = (extra.presence or {}).get("bound_j")
     return "presence" if presence is not None and presence == cover.energy_j else "eviction-cover"
 
@@ -650,7 +639,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
                                clock=clock, threads=threads, extra=extra, proof="the eviction-cover bound")
         # From here on the cover's bound is the better of it and the presence bound, and
         # the presence model's schedule, when it is feasible and cheaper, is the hint.
-        cover, hint, hint_source = _presence_stage(tight, cover, hint, extra, clock=clock, gap=gap,
+        cover, hint, hint_source = presence_stage(tight, cover, hint, extra, clock=clock, gap=gap,
                                                    late=background)
         others = tuple(c[2] for c in candidates[1:]) if candidates else ()
         with late.held():
@@ -719,116 +708,6 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
                            formulation=formulation, clock=clock, finalize_s=finalize_s,
                            threads=late.spare(threads),
                            progress=progress, gap=gap, started=started)
-
-
-def _presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, extra: ResultExtra, *,
-                    clock: Clock, gap: float, late: LateBound | None = None) -> tuple[CoverBound, Schedule | None, str]:
-    """The presence bound (:mod:`.presence`) when the best schedule known (``hint``, the
-    heuristics' best) is not within ``gap`` of the cover bound and the model is small
-    enough. Returns ``cover`` with the better of the two bounds (its restores still
-    guide), and the hint for the guided stage with its source: the presence model's
-    solution as a schedule when the simulator finds it feasible and cheaper.
-
-    It runs before the guided stage so that the guided search stops at the better bound;
-    on the README demo its schedule is the optimum and its bound proves it (4 s), where
-    the cover leaves 11 % of the restores' energy open and the full model's bound still
-    9 % after 50 s. It gets PRESENCE_SHARE of the time left; with ``late``, a search not
-    closed by then goes on in the background until the solve's end (:class:`LateBound`),
-    where it goes at once in recompute-only mode with no schedule in hand."""
-    upper = feasible_energy(tight, hint) if hint is not None else None
-    if cover.energy_j is None or (upper is not None and within_gap(upper, cover.energy_j, gap)):
-        return cover, hint, "warm start"
-    if not tight.synchronous:
-        # Stage-long transfers (DMA with a deadline or static power): the search is
-        # restricted to that family, whose full-model bound was the higher one (VGG16
-        # a72 30 % 2.0x: 25.79 J against 24.81 J), the model's schedules are synchronous,
-        # and its 30 % of the time cost the guided stage its schedules (ResNet-18 a72
-        # 30 % 2.0x: 45.66 -> 51.72 J; a72 70 % 1.0x: no schedule). BENCHMARKS.md, session 9.
-        extra.set(presence={"skipped": "stage-long transfers"})
-        return cover, hint, "warm start"
-    size = presence_pairs(tight)
-    if size > PRESENCE_MAX_PAIRS:
-        extra.set(presence={"skipped": f"{size} (tensor, point) pairs > {PRESENCE_MAX_PAIRS}"})
-        return cover, hint, "warm start"
-    # No schedule in hand in recompute-only mode: finding one comes first (the guided
-    # stage's interval search), and the search goes to the background at once. On DAG 250
-    # at 80 % its 88 s share ended at 611-615 J with no schedule, below what the full model
-    # proved in 40 s (626-630 J), while the guided stage ran out of time for a schedule.
-    at_once = late is not None and upper is None and not tight.allows_paging
-    limit = 0.0 if at_once else clock.solver_limit(PRESENCE_SHARE * clock.left())
-    if limit < MIN_STAGE_S and not at_once:
-        return cover, hint, "warm start"
-    program = to_program(tight, hint) if hint is not None else None
-    with clock.stage("presence"):
-        # To its own optimum (no gap): where the relaxation is tight that proves the
-        # schedule optimal, and the last stretch of the core search is short (README demo:
-        # 4.4 s either way).
-        run = start_presence(tight, time_limit_s=clock.solver_limit(clock.left()) if late is not None else limit,
-                             hint=program)
-        found = run.wait(limit - (time.perf_counter() - run.started))
-        if late is not None and run.running:
-            run.in_background()
-            late.run = run
-        else:
-            run.stop()
-    extra.set(presence=found.summary(), presence_solve_s=round(found.solve_s, 3))
-    source = "warm start"
-    if found.schedule is not None:
-        energy = feasible_energy(tight, found.schedule)
-        if energy is not None and (upper is None or energy < upper):
-            hint, source = found.schedule, "presence"
-    if found.energy_j is not None and found.energy_j > cover.energy_j:
-        cover = dataclasses.replace(cover, energy_j=found.energy_j)
-    return cover, hint, source
-
-
-@dataclass
-class LateBound:
-    """The presence search left running after its share of the time (:func:`_presence_stage`).
-
-    Its core search runs on one worker, and on the layered DAGs it proves its bound only
-    after minutes (DAG 100 at 80 %: 261.87 J after its 87 s share, 267.43 J closed after
-    about 300 s). The stages after it do not need its proof to search, so it goes on in
-    its child while they run: the guided stage with every thread (with one fewer, the
-    interval search's schedule on that DAG was 0.2-0.4 % dearer), the full model with one
-    fewer (:meth:`spare`). The family's result is judged by the better bound when it is
-    stopped, at the family's end (:meth:`raise_bound`)."""
-
-    run: PresenceRun | None = None
-
-    @property
-    def running(self) -> bool:
-        return self.run is not None and self.run.running
-
-    def spare(self, threads: int) -> int:
-        """The solver threads the other stages may use while it runs."""
-        return max(1, threads - 1) if self.running else threads
-
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        """The search paused for the block: the guided stage's searches (CP-SAT's
-        interleaved search stops on deterministic time, and a third process on two cores
-        let the wall cap stop it first: DAG 100 at 80 % in 60 s, 270.08 -> 284.83 J)."""
-        run = self.run if self.running else None
-        if run is not None:
-            run.pause(True)
-        try:
-            yield
-        finally:
-            if run is not None:
-                run.pause(False)
-
-    def stop(self) -> PresenceBound | None:
-        run, self.run = self.run, None
-        return run.stop() if run is not None else None
-
-    def raise_bound(self, bound: float | None, extra: ResultExtra) -> float | None:
-        """Stop the search; the better of ``bound`` and its bound, recorded in ``extra``."""
-        found = self.stop()
-        if found is None or found.energy_j is None:
-            return bound
-        extra.set(presence={**found.summary(), "background": True}, presence_solve_s=round(found.solve_s, 3))
-        return found.energy_j if bound is None else max(bound, found.energy_j)
 
 
 def _over_memory(problem: Problem) -> str | None:

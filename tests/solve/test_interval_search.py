@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from poet_compiler.solve import guided, milp
+from poet_compiler.solve import guided, milp, presence_stage
 from poet_compiler.solve.milp import solve_milp
 from poet_compiler.solve.problem import Problem
 from tests.support import oracle
@@ -21,7 +21,7 @@ def test_no_schedule_in_hand_runs_the_interval_search(monkeypatch) -> None:
     monkeypatch.setattr(guided, "INTERVAL_MIN_NODES", 5)
     monkeypatch.setattr(milp, "warm_start_candidates", lambda *_a, **_k: [])
     monkeypatch.setattr(guided, "cover_schedule", lambda *_a, **_k: None)
-    monkeypatch.setattr(milp, "PRESENCE_MAX_PAIRS", 0)   # its realization would be a schedule in hand
+    monkeypatch.setattr(presence_stage, "PRESENCE_MAX_PAIRS", 0)   # its realization would be a schedule in hand
     res = solve_milp(problem, time_limit_s=60, gap_limit=0.0)
     assert res.extra.interval is not None and res.extra.interval["copies"] > 3, res.extra.interval
     best = oracle.search(problem)

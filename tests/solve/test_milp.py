@@ -334,7 +334,7 @@ def test_with_no_schedule_in_hand_the_presence_search_goes_to_the_background_at_
     from poet_compiler.solve.budgets import reference, resolve_ram
     from poet_compiler.solve.clock import Clock
     from poet_compiler.solve.cover import cover_bound
-    from poet_compiler.solve.milp import PRESENCE_SHARE, LateBound, _presence_stage
+    from poet_compiler.solve.presence_stage import PRESENCE_SHARE, LateBound, presence_stage
     from poet_compiler.solve.problem import Problem
     from poet_compiler.solve.result import ResultExtra
     from poet_compiler.solve.warm_start import warm_start_candidates
@@ -350,7 +350,7 @@ def test_with_no_schedule_in_hand_the_presence_search_goes_to_the_background_at_
     share = PRESENCE_SHARE * clock.left()
     t0 = time.perf_counter()
     try:
-        _presence_stage(problem, cover, hint, extra, clock=clock, gap=1e-3, late=late)
+        presence_stage(problem, cover, hint, extra, clock=clock, gap=1e-3, late=late)
         waited = time.perf_counter() - t0
         assert late.running and extra.presence is not None
         if in_hand:

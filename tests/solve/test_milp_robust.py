@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 import poet_compiler.solve.milp as milp
+import poet_compiler.solve.presence_stage as presence_stage
 import poet_compiler.solve.row_generation as row_generation
 from poet_compiler.solve.backends.base import BackendResult
 from poet_compiler.solve.baselines import HEURISTICS
@@ -121,7 +122,7 @@ def test_guided_schedule_keeps_the_cover_bound_when_the_full_model_finds_nothing
     solver has none) — not a result without a bound."""
     monkeypatch.setattr(row_generation, "solve_model", _timeout_backend)
     # Without the presence bound, which proves these guided schedules before the full model.
-    monkeypatch.setattr(milp, "PRESENCE_MAX_PAIRS", 0)
+    monkeypatch.setattr(presence_stage, "PRESENCE_MAX_PAIRS", 0)
     seen = 0
     for seed in range(12):
         problem = random_problem(seed, 9, "poet", deadline_prob=0.0, budget_fraction=0.2)
@@ -147,7 +148,7 @@ def test_full_model_not_built_over_its_share_of_the_memory_limit(monkeypatch) ->
         raise AssertionError("the full model was solved")
 
     monkeypatch.setattr(milp, "LARGE_GRAPH_NODES", 0)
-    monkeypatch.setattr(milp, "PRESENCE_MAX_PAIRS", 0)   # it proves these before the full model
+    monkeypatch.setattr(presence_stage, "PRESENCE_MAX_PAIRS", 0)   # it proves these before the full model
     seen = 0
     for seed in range(12):
         problem = random_problem(seed, 9, "poet", deadline_prob=0.0, budget_fraction=0.2)
@@ -178,7 +179,7 @@ def test_full_model_skipped_when_too_little_time_is_left(monkeypatch) -> None:
     monkeypatch.setattr(row_generation, "solve_model", no_full_model)
     monkeypatch.setattr(milp, "LARGE_GRAPH_NODES", 0)
     monkeypatch.setattr(milp, "MIN_FULL_SOLVE_S", 1e9)
-    monkeypatch.setattr(milp, "PRESENCE_MAX_PAIRS", 0)   # it proves these before the full model
+    monkeypatch.setattr(presence_stage, "PRESENCE_MAX_PAIRS", 0)   # it proves these before the full model
     seen = 0
     for seed in range(12):
         problem = random_problem(seed, 9, "poet", deadline_prob=0.0, budget_fraction=0.2)

@@ -141,7 +141,7 @@ def test_a_search_left_in_the_background_gives_its_bound_when_stopped() -> None:
     closes, and the bound it gives then is the one :func:`presence_bound` proves."""
     from poet_compiler.devices.cost_model import costs_for
     from poet_compiler.solve.budgets import reference, resolve_ram
-    from poet_compiler.solve.milp import LateBound
+    from poet_compiler.solve.presence_stage import LateBound
     from poet_compiler.solve.result import ResultExtra
     from tests.support.layered import layered_graph
 
