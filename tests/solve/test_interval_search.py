@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from poet_compiler.solve import guided, milp, presence_stage
@@ -213,3 +215,33 @@ def test_the_least_ram_search_starts_from_an_eviction_plan() -> None:
     assert problem.activation_budget < peak < ref.peak_bytes
     assert stays_needed(start) <= search.MAX_COPIES
     assert search._eviction_start(dataclasses.replace(problem, mode="paging"), time.perf_counter() + 60) is None
+
+
+def test_the_least_ram_model_runs_the_interleaved_search(monkeypatch) -> None:
+    """On two workers the least-RAM model runs CP-SAT's interleaved search (the same search
+    whatever the threads' timing; on DAG 250 at 80 % it reached the budget after 61.4 and
+    61.3 s, the default search after 39-114 s), the energy model the default one. Twice
+    from the same start, the least-RAM search returns the same schedule."""
+    from poet_compiler.devices.cost_model import costs_for
+    from poet_compiler.solve import interval_search as search
+    from poet_compiler.solve.budgets import reference, resolve_ram
+    from tests.support.layered import layered_graph
+
+    graph = layered_graph(40)
+    costs = costs_for(graph, None)
+    problem = Problem(graph, costs, resolve_ram("80%", reference(graph, costs), costs), mode="remat")
+    seen: list[bool] = []
+    real = search.solve_native
+
+    def spy(model, limits, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen.append(limits.interleave)
+        return real(model, limits, *args, **kwargs)
+
+    monkeypatch.setattr(search, "solve_native", spy)
+    runs = [search._least_ram_search(problem, problem, 3, time.perf_counter() + 30, 2) for _ in range(2)]
+    assert seen and all(seen)
+    assert all(r.schedule is not None for r in runs)
+    assert runs[0].schedule == runs[1].schedule and runs[0].least_ram_bytes == runs[1].least_ram_bytes
+    seen.clear()
+    out = search.interval_search(problem, [runs[0].schedule], time_limit_s=20, threads=2)   # type: ignore[list-item]
+    assert out.schedule is not None and seen and not any(seen)
