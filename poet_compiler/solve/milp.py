@@ -642,7 +642,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         # From here on the cover's bound is the better of it and the presence bound, and
         # the presence model's schedule, when it is feasible and cheaper, is the hint.
         cover, hint, hint_source = presence_stage(tight, cover, hint, extra, clock=clock, gap=gap,
-                                                   late=background)
+                                                  late=background)
         others = tuple(c[2] for c in candidates[1:]) if candidates else ()
         with late.held():
             guided, guided_res, done = _guided_stage(problem, tight, cover, hint, hint_source, others,

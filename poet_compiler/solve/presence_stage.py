@@ -33,7 +33,7 @@ PRESENCE_SHARE = 0.3
 
 
 def presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, extra: ResultExtra, *,
-                    clock: Clock, gap: float, late: LateBound | None = None) -> tuple[CoverBound, Schedule | None, str]:
+                   clock: Clock, gap: float, late: LateBound | None = None) -> tuple[CoverBound, Schedule | None, str]:
     """The presence bound (:mod:`.presence`) when the best schedule known (``hint``, the
     heuristics' best) is not within ``gap`` of the cover bound and the model is small
     enough. Returns ``cover`` with the better of the two bounds (its restores still
