@@ -102,7 +102,6 @@ class IntervalOutcome:
     message: str = ""
     arena_fits: bool = False      # its static arena (planned as finalize plans it) fits
     arena_retries: int = 0        # re-solves with arena reserves
-    searched_on: bool = False     # the energy model ran again from it with the time left (use_all)
     layout: Program | None = None  # the schedule's Program with an arena that fits (finalize(layout=))
     # The least-RAM search (nothing in hand): the least activation RAM of a schedule it
     # found, in bytes (within the budget once it found one), and its seconds.
@@ -116,8 +115,6 @@ class IntervalOutcome:
                "arena_fits": self.arena_fits, "arena_retries": self.arena_retries, "message": self.message}
         if self.least_ram_s is not None:
             out.update(least_ram_bytes=self.least_ram_bytes, least_ram_s=self.least_ram_s)
-        if self.searched_on:
-            out.update(searched_on=True)
         return out
 
 
@@ -133,14 +130,10 @@ def to_stage_long(schedule: Schedule) -> Schedule:
 
 
 def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: float, threads: int,
-                    target_j: float | None = None, use_all: bool = False) -> IntervalOutcome:
+                    target_j: float | None = None) -> IntervalOutcome:
     """Solve the interval model of ``problem`` (its synchronous family) within
     ``time_limit_s``, from the first of ``hints`` it can hold; stop early at a schedule of
-    at most ``target_j`` joules (e.g. within the gap limit of the cover bound).
-
-    ``use_all``: nothing follows this search (the caller's last stage), so when its schedule's
-    arena fits at once, the time held back for arena re-solves goes to the energy model
-    again, from that schedule (:func:`_search_on`)."""
+    at most ``target_j`` joules (e.g. within the gap limit of the cover bound)."""
     started = time.perf_counter()
     until = started + time_limit_s
     sync = problem if problem.synchronous else dataclasses.replace(problem, transfers="sync")
@@ -167,8 +160,6 @@ def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: fl
                 return least
             copies, usable = least.copies, [least.schedule]
     out = _search(problem, sync, usable, copies, until, target_j, threads, least, solved)
-    if use_all:
-        out = _search_on(problem, sync, out, until, target_j, threads)
     if least is not None:
         out.least_ram_bytes, out.least_ram_s = least.least_ram_bytes, least.least_ram_s
     return out
@@ -221,32 +212,6 @@ def _search(problem: Problem, sync: Problem, usable: list[Schedule], copies: int
         if until - time.perf_counter() < MIN_RETRY_S:
             break
     return first or out
-
-
-def _search_on(problem: Problem, sync: Problem, out: IntervalOutcome, until: float, target_j: float | None,
-               threads: int) -> IntervalOutcome:
-    """The energy model once more from ``out``'s schedule, whose arena fitted at once, with
-    the time left but the new schedule's arena check; the cheaper of the two whose arena
-    fits. On DAG 500 and 1,000 at 80 % (300 s) the first solve's share was half the time,
-    its arena fitted, and the solve ended at 150 s."""
-    if out.schedule is None or out.energy_j is None or not out.arena_fits or out.arena_retries or \
-            out.status == "optimal" or (target_j is not None and out.energy_j <= target_j):
-        return out
-    # The new schedule's arena check gets what the first one could (ARENA_CHECK_SHARE).
-    check_s = min(ARENA_CHECK_S, ARENA_CHECK_SHARE * (until - time.perf_counter()))
-    solve_until = until - check_s - MIN_RETRY_S
-    if solve_until - time.perf_counter() < MIN_SEARCH_ON_S:
-        return out
-    more = _solve(problem, sync, [out.schedule], out.copies, solve_until, target_j, threads, [])
-    if more.schedule is None or more.energy_j is None or more.energy_j >= out.energy_j:
-        return dataclasses.replace(out, solve_s=round(out.solve_s + more.solve_s, 3), searched_on=True)
-    check_s = max(0.0, min(check_s, until - time.perf_counter()))
-    laid = finalize(problem, more.schedule, strategy="optimal", arena_time_s=check_s, rescue_s=check_s)
-    if laid.program is None or laid.arena_bytes is None or laid.arena_bytes > problem.activation_budget:
-        return out
-    more.arena_fits, more.layout, more.searched_on = True, laid.program, True
-    more.build_s, more.solve_s = round(out.build_s + more.build_s, 3), round(out.solve_s + more.solve_s, 3)
-    return more
 
 
 def _eviction_start(sync: Problem, until: float) -> Schedule | None:

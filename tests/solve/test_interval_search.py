@@ -245,28 +245,3 @@ def test_the_least_ram_model_runs_the_interleaved_search(monkeypatch) -> None:
     seen.clear()
     out = search.interval_search(problem, [runs[0].schedule], time_limit_s=20, threads=2)   # type: ignore[list-item]
     assert out.schedule is not None and seen and not any(seen)
-
-
-def test_with_use_all_the_energy_model_goes_on_from_a_schedule_whose_arena_fits() -> None:
-    """DAG 100 at 80 % from the offline-eviction schedule, 40 s: the first solve gets half
-    the time and its arena fits; as the last stage (``use_all``) the energy model goes on
-    from it with the rest, within the limit, and the answer (the cheaper of the two that
-    fit) is a schedule the simulator accepts, never dearer than the hint."""
-    from poet_compiler.devices.cost_model import costs_for
-    from poet_compiler.solve import interval_search as search
-    from poet_compiler.solve.budgets import reference, resolve_ram
-    from poet_compiler.solve.problem import feasible_energy
-    from poet_compiler.solve.warm_start import warm_start_candidates
-    from tests.support.layered import layered_graph
-
-    graph = layered_graph(100)
-    costs = costs_for(graph, None)
-    problem = Problem(graph, costs, resolve_ram("80%", reference(graph, costs), costs), mode="remat")
-    hint_j, _, hint = warm_start_candidates(problem, only=["belady"])[0]
-    t0 = time.perf_counter()
-    out = search.interval_search(problem, [hint], time_limit_s=40, threads=2, use_all=True)
-    took = time.perf_counter() - t0
-    assert out.arena_fits and out.summary().get("searched_on") and out.layout is not None, out.summary()
-    assert took <= 40 * 1.05 + 1.0, took
-    assert out.schedule is not None and out.energy_j is not None and out.energy_j <= hint_j * (1 + 1e-9)
-    assert out.energy_j == pytest.approx(feasible_energy(problem, out.schedule))
