@@ -95,7 +95,7 @@ def presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, ext
 
 @dataclass
 class LateBound:
-    """The presence search left running after its share of the time (:func:`_presence_stage`).
+    """The presence search left running after its share of the time (:func:`presence_stage`).
 
     Its core search runs on one worker, and on the layered DAGs it proves its bound only
     after minutes (DAG 100 at 80 %: 261.87 J after its 87 s share, 267.43 J closed after
