@@ -82,8 +82,9 @@ COLD_SHARE = 0.2
 EVICTION_START_SHARE = 0.1
 # The least-RAM model runs CP-SAT's interleaved search (NativeLimits.interleave): on DAG 250
 # at 80 % from the same start, two workers by default reached the budget after 49, 114 and
-# 39 s, interleaved after 61.4 and 61.3 s (the same search each time), where a pipeline
-# run's share is about 120 s. The energy model keeps the default: from the least-RAM
+# 39 s, interleaved after 61.4 and 61.3 s (65-67 s in the pipeline), where a pipeline
+# run's share is about 120 s. Not bit for bit the same search: under load two runs on a
+# 40-node DAG returned different schedules. The energy model keeps the default: from the least-RAM
 # schedule, in 45 s, 678.6 J against 727.6 J interleaved. BENCHMARKS.md, session 16.
 
 

@@ -218,13 +218,15 @@ def test_the_least_ram_search_starts_from_an_eviction_plan() -> None:
 
 
 def test_the_least_ram_model_runs_the_interleaved_search(monkeypatch) -> None:
-    """On two workers the least-RAM model runs CP-SAT's interleaved search (the same search
-    whatever the threads' timing; on DAG 250 at 80 % it reached the budget after 61.4 and
-    61.3 s, the default search after 39-114 s), the energy model the default one. Twice
-    from the same start, the least-RAM search returns the same schedule."""
+    """On two workers the least-RAM model runs CP-SAT's interleaved search (on DAG 250 at
+    80 % it reached the budget after 61.4 and 61.3 s, the default search after 39-114 s),
+    the energy model the default one. Twice from the same start, the least-RAM search
+    returns a schedule within the budget (not always the same schedule: under CI's load
+    two runs differed; it stops at the first one within the budget)."""
     from poet_compiler.devices.cost_model import costs_for
     from poet_compiler.solve import interval_search as search
     from poet_compiler.solve.budgets import reference, resolve_ram
+    from poet_compiler.solve.problem import feasible_energy
     from tests.support.layered import layered_graph
 
     graph = layered_graph(40)
@@ -240,8 +242,8 @@ def test_the_least_ram_model_runs_the_interleaved_search(monkeypatch) -> None:
     monkeypatch.setattr(search, "solve_native", spy)
     runs = [search._least_ram_search(problem, problem, 3, time.perf_counter() + 30, 2) for _ in range(2)]
     assert seen and all(seen)
-    assert all(r.schedule is not None for r in runs)
-    assert runs[0].schedule == runs[1].schedule and runs[0].least_ram_bytes == runs[1].least_ram_bytes
+    assert all(r.schedule is not None and feasible_energy(problem, r.schedule) is not None for r in runs)
+    assert all(r.least_ram_bytes is not None and r.least_ram_bytes <= problem.activation_budget for r in runs)
     seen.clear()
     out = search.interval_search(problem, [runs[0].schedule], time_limit_s=20, threads=2)   # type: ignore[list-item]
     assert out.schedule is not None and seen and not any(seen)
