@@ -69,6 +69,17 @@ INTERVAL_SHARE = 1.0
 # interval search from running, and the guided sub-problem alone ended at 288.9 J where
 # the interval search had reached 274.9 J (BENCHMARKS.md, issue 18, session 10).
 INTERVAL_WEAK_GAP = 0.10
+# CP-SAT's full-problem subsolvers beside its neighbourhood (LNS) ones in the sub-problems.
+# In the interleaved search a batch waits for its slowest task, and each of the eight
+# full-problem subsolvers' first task is seconds long on ResNet-18 (its first LP): the LNS
+# workers, which find the schedules, started after 10.9 s. max_lp alone is the one whose
+# LP bound closes the sub-problems. Measured on the first sub-problem, 40 s, one run each
+# (same hint): ResNet-18-CIFAR a72 30 % 1.5x 45.43 -> 44.68 J (two runs, the same
+# schedule); m4 50 % 2.0x closed in 1.1 s at 107.672 J instead of 4.1 s at 107.676 J;
+# VGG16-CIFAR a72 30 % 1.5x closed in 3.5 s instead of 4.8 s; ResNet-18-CIFAR a72 50 % 1.5x
+# the same schedule, closed in 9.5 s instead of 5.1 s. (LNS alone stalled at 44.94 J and
+# never closes a sub-problem, so no wider one followed.)
+GUIDED_SUBSOLVERS = ("max_lp",)
 # The hint's step time is the sub-problem's deadline up to this (the model's time rows are
 # sums of the same costs in another order).
 _HINT_TIME_TOL = 1e-6
@@ -350,7 +361,8 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
         out = solve_model(built.model, "cpsat" if solver in ("auto", "cpsat") else solver,
                           BackendOptions(time_limit_s=limit, threads=threads, progress=progress,
                                          relative_gap=relative_gap, large=large,
-                                         floor_only=k > 0 and k == len(steps) - 1))
+                                         floor_only=k > 0 and k == len(steps) - 1,
+                                         full_subsolvers=GUIDED_SUBSOLVERS))
         best = _better(problem, best, built, out.values, found)
         best.solve_s += out.solve_time_s
     return best

@@ -37,6 +37,10 @@ class BackendOptions:
     progress_pipe: bool = False
     # Reproducible answers (CP-SAT: interleaved search stopped on deterministic time).
     deterministic: bool = True
+    # CP-SAT only: the full-problem subsolvers to run beside the neighbourhood (LNS) ones,
+    # by name (e.g. "max_lp"); empty: CP-SAT's whole portfolio. For sub-problems searched
+    # from a hint, where the LNS workers find the schedules (see guided.GUIDED_SUBSOLVERS).
+    full_subsolvers: tuple[str, ...] = ()
 
 
 PROGRESS_TAG = "POETC-PROGRESS"

@@ -86,6 +86,8 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
         solver.parameters.interleave_search = True
         solver.parameters.max_deterministic_time = max(0.01, DTIME_PER_S * float(options.time_limit_s))
     solver.parameters.relative_gap_limit = 0.0 if options.floor_only else max(0.0, float(options.relative_gap))
+    if options.full_subsolvers:
+        solver.parameters.subsolvers.extend(options.full_subsolvers)
     if options.large:
         # Measured on ResNet-18 (132 nodes, ~70k binaries): the default presolve loops
         # take ~29 s; one iteration without probing keeps the model nearly as small.
