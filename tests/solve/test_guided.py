@@ -210,6 +210,7 @@ def test_a_sub_problem_that_closes_short_of_the_gap_is_widened(monkeypatch) -> N
     def recording(model, solver, options):  # noqa: ANN001, ANN202
         out = real(model, solver, options)
         solves.append((out.objective, options.floor_only))
+        assert options.full_subsolvers == guided_mod.GUIDED_SUBSOLVERS
         return out
 
     monkeypatch.setattr(guided_mod, "solve_model", recording)

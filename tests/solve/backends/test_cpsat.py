@@ -30,3 +30,16 @@ def test_a_large_model_synchronizes_its_interleaved_search_per_worker(n: int, la
     assert seen == {"batch": batch, "interleave": True}
     assert res.status == "optimal"
     assert res.objective == pytest.approx(n / 2)
+
+
+@pytest.mark.parametrize("n", [20, LARGE_MODEL_BINARIES + 2])
+def test_named_full_subsolvers_replace_the_portfolio_and_still_prove(n: int) -> None:
+    """``full_subsolvers`` keeps only the named full-problem subsolvers (the LNS workers run
+    beside them); max_lp alone still closes the gap, small or large."""
+    seen = {}
+    res = solve_cpsat_here(_pairs_model(n), BackendOptions(time_limit_s=20.0, threads=2, large=n > 20,
+                                                           full_subsolvers=("max_lp",)),
+                           on_solver=lambda s: seen.update(subsolvers=list(s.parameters.subsolvers)))  # type: ignore[attr-defined]
+    assert seen == {"subsolvers": ["max_lp"]}
+    assert res.status == "optimal"
+    assert res.objective == pytest.approx(n / 2)
