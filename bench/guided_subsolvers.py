@@ -36,7 +36,8 @@ def run_cell(cell: str, variants: list[str], limit: float) -> list[dict]:
     warm = candidates[0][2] if candidates else None
     realized = guided.cover_schedule(problem, cover)
     e_warm, e_real = feasible_energy(problem, warm), feasible_energy(problem, realized)
-    hint = realized if e_real is not None and (e_warm is None or e_real < e_warm) else warm
+    use_realized = e_real is not None and (e_warm is None or e_real < e_warm)
+    hint, hint_j = (realized, e_real) if use_realized else (warm, e_warm)
     rows = []
     for variant in variants:
         built = guided.build_guided(guided.half_the_slack(problem, hint), cover, hint)
@@ -46,13 +47,14 @@ def run_cell(cell: str, variants: list[str], limit: float) -> list[dict]:
                               full_subsolvers=subsolvers)
         trace: list[tuple[float, float]] = []
         t0 = time.perf_counter()
+
         def seen(obj: float, _values: list[float], trace: list = trace, t0: float = t0) -> None:
             trace.append((time.perf_counter() - t0, obj))
 
         out = solve_cpsat_here(built.model, opts, on_solution=seen)
         energy = feasible_energy(problem, built.schedule(out.values)) if out.values else None
         at = {f"at_{t}s": min((o for s, o in trace if s <= t), default=None) for t in (10, 20, 30) if t <= limit}
-        rows.append({"cell": cell, "variant": variant, "hint_j": min(x for x in (e_warm, e_real) if x is not None),
+        rows.append({"cell": cell, "variant": variant, "hint_j": hint_j,
                      "cover_bound_j": cover.energy_j, "energy_j": energy, "bound_j": out.bound,
                      "status": out.status, "solve_s": round(out.solve_time_s, 1), **at})
     return rows
