@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.support.oracle import brute_force
+from poet_compiler.graph.ir import Node, NodeCost, TrainingGraph
+from poet_compiler.graph.validate import validate
 from poet_compiler.solve.cover import cover_bound
 from poet_compiler.solve.problem import Problem
 from tests.support.graphs import (
@@ -204,3 +206,40 @@ def test_two_workers_close_the_dag_and_give_the_same_answer_twice() -> None:
     second = cover_bound(problem, time_limit_s=30.0, workers=2)
     assert one.closed and first.closed and first.energy_j == pytest.approx(one.energy_j, rel=1e-12)
     assert (first.energy_j, first.restores) == (second.energy_j, second.restores)
+
+
+
+def _conv_bn_relu() -> TrainingGraph:
+    """x (pinned) -> bn -> relu -> fc -> loss, backward g_relu(relu, loss), g_bn(x, g_relu):
+    bn's output is read by relu alone (dead once relu is computed), relu's is saved for
+    g_relu, and fc's (20 B) makes the forward peak, where relu's 10 B must be out. bn's
+    page-in is cheap (0.1 J) but its page-out dear (5 J); every other transfer costs 10 J
+    and every compute 1 J."""
+    def node(i: int, inputs: tuple[int, ...], size: int, name: str, kind: str = "forward", *,
+             page_in_j: float = 10.0, page_out_j: float = 10.0, pinned: bool = False) -> Node:
+        return Node(id=i, name=name, kind=kind, op="test.op", op_class="other", inputs=inputs, output_bytes=size,
+                    pinned=pinned, cost=NodeCost(compute_s=1.0, compute_j=1.0, page_in_s=0.5, page_in_j=page_in_j,
+                                                 page_out_s=0.5, page_out_j=page_out_j))
+
+    return validate(TrainingGraph(name="conv_bn_relu", nodes=(
+        node(0, (), 10, "x", pinned=True), node(1, (0,), 10, "bn", page_in_j=0.1, page_out_j=5.0),
+        node(2, (1,), 10, "relu"), node(3, (2,), 20, "fc"), node(4, (3,), 2, "loss", "loss"),
+        node(5, (2, 4), 10, "g_relu", "backward"), node(6, (0, 5), 10, "g_bn", "backward"))))
+
+
+def test_a_dead_input_paged_back_pays_for_its_page_out() -> None:
+    """relu's output must be out of RAM across fc and loss (budget: the peak less 1 B).
+    Bringing it back means recomputing relu, which needs bn's output, dead since relu ran:
+    recompute bn too (1 J) or page it in (0.1 J), which needs a page-out of it (5 J). The
+    optimum (the program-level oracle) is compute-once + 2 J, and the bound is that: it
+    charges bn's page-in with its page-out. Charged the page-in alone, the bound was
+    compute-once + 1.1 J."""
+    from poet_compiler.solve.budgets import reference
+
+    graph = _conv_bn_relu()
+    costs = cost_table_from_graph(graph)
+    problem = Problem(graph=graph, costs=costs, ram_budget_bytes=reference(graph, costs).peak_bytes - 1)
+    exact = brute_force(problem)
+    assert exact is not None and exact[0] == pytest.approx(costs.compute_only_j + 2.0)
+    cover = cover_bound(problem)
+    assert cover.closed and cover.energy_j == pytest.approx(exact[0])
