@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.oracle import brute_force
 from poet_compiler.graph.ir import Node, NodeCost, TrainingGraph
 from poet_compiler.graph.validate import validate
 from poet_compiler.solve.cover import cover_bound
@@ -14,6 +13,7 @@ from tests.support.graphs import (
     forward_backward_chain,
     random_problem,
 )
+from tests.support.oracle import brute_force
 
 MODES = ("poet", "remat", "paging", "none")
 # Where the budget lies between the working-set floor (0) and checkpoint-all's peak (1):
