@@ -99,17 +99,37 @@ def _forbid_conflicts(problem: Problem, gaps: list[_Gap], m: Any) -> None:
                     m.add(x + sum(other.options.values()) <= 1)
 
 
-def _dead_inputs(problem: Problem, gaps: list[_Gap]) -> dict[_Gap, list[int]]:
-    """Per gap with a recompute option: the inputs of its node that nobody reads after the
-    gap starts (not pinned). A recompute in the gap finds them in RAM only if they were
-    kept all along — through every point where the node is out — or brought back."""
-    out: dict[_Gap, list[int]] = {}
+# How deep the refined cover follows dead inputs of dead inputs (a batch norm's output
+# under an add under a ReLU is depth 2 on ResNet-18; deeper chains cost literals and
+# found no more there).
+DEAD_DEPTH = 3
+
+
+def _dead_inputs(problem: Problem, gaps: list[_Gap]) -> dict[_Gap, list[tuple[int, ...]]]:
+    """Per gap with a recompute option: the chains of dead inputs (:func:`_dead_paths`)
+    that a recompute in the gap may need. Each is found in RAM only if it was kept all
+    along — through every point where the node is out — or brought back."""
+    out: dict[_Gap, list[tuple[int, ...]]] = {}
     for gap in gaps:
         if RECOMPUTE not in gap.options:
             continue
-        js = _dead_before(problem, gap.node, gap.points.start)
-        if js:
-            out[gap] = js
+        paths = _dead_paths(problem, gap.node, gap.points.start)
+        if paths:
+            out[gap] = paths
+    return out
+
+
+def _dead_paths(problem: Problem, node: int, first: int, depth: int = DEAD_DEPTH) -> list[tuple[int, ...]]:
+    """Every chain ``(j1, ..., jk)``, ``k <= depth``: ``j1`` a dead input of ``node``, each
+    next one a dead input of the one before (:func:`_dead_before`, at the same ``first``).
+    Recomputing ``node`` after ``first`` needs ``j1``; recomputing ``j1`` then needs ``j2``."""
+    out: list[tuple[int, ...]] = []
+    stack: list[tuple[int, ...]] = [(j,) for j in reversed(_dead_before(problem, node, first))]
+    while stack:
+        path = stack.pop()
+        out.append(path)
+        if len(path) < depth:
+            stack.extend(path + (j,) for j in reversed(_dead_before(problem, path[-1], first)) if j not in path)
     return out
 
 
@@ -133,29 +153,39 @@ def transfer_j(problem: Problem, k: int, direction: str) -> float:
     return j + (0.0 if c.dma else c.static_w * s)
 
 
+@dataclass(frozen=True)
+class _PostLife:
+    """Tensor j is recomputed (``recomputed``) or paged in (``paged``) after its last use:
+    two literals, each charged at the least what it costs (both may hold)."""
+
+    recomputed: Any
+    paged: Any
+
+    @property
+    def any(self) -> Any:
+        return self.recomputed + self.paged
+
+
 def _post_life_event(problem: Problem, j: int, m: Any, cost: list, e_scale: float,
-                     page_out: Callable[[int], Any]) -> Any:
-    """A 0/1 for "tensor j is recomputed or paged in after its last use", charged what
-    that restore costs at the least: a recompute (its inputs not charged: still a bound),
-    or a page-in, which reads the copy that a page-out of ``j`` wrote (``page_out(j)``,
-    the tensor's one page-out literal, shared with its gaps' page options).
+                     page_out: Callable[[int], Any]) -> _PostLife:
+    """The restores of tensor j after its last use, each charged what it costs at the
+    least: a recompute (its inputs not charged here: still a bound), or a page-in, which
+    reads the copy that a page-out of ``j`` wrote (``page_out(j)``, the tensor's one
+    page-out literal, shared with its gaps' page options).
 
     Charging the page-in alone undercharged it: on ResNet-18-CIFAR a72 a batch norm's
     output costs 0.0239 J to recompute and 0.0138 + 0.0257 J to page in and out, and the
     bound took the 0.0138 J (BENCHMARKS.md, issue 18, session 18)."""
-    e = m.new_bool_var(f"e[{j}]")
-    options = []
+    recomputed: Any = 0
+    paged: Any = 0
     if problem.allows_remat:
-        r = m.new_bool_var(f"er[{j}]")
-        cost.append((r, math.floor(recompute_j(problem, j) * e_scale)))
-        options.append(r)
+        recomputed = m.new_bool_var(f"er[{j}]")
+        cost.append((recomputed, math.floor(recompute_j(problem, j) * e_scale)))
     if problem.allows_paging:
-        p = m.new_bool_var(f"ep[{j}]")
-        cost.append((p, math.floor(transfer_j(problem, j, "in") * e_scale)))
-        m.add_implication(p, page_out(j))
-        options.append(p)
-    m.add(e == sum(options))    # at most one of them; none without a mechanism
-    return e
+        paged = m.new_bool_var(f"ep[{j}]")
+        cost.append((paged, math.floor(transfer_j(problem, j, "in") * e_scale)))
+        m.add_implication(paged, page_out(j))
+    return _PostLife(recomputed, paged)
 
 
 @dataclass(eq=False)
@@ -256,26 +286,37 @@ def _build(problem: Problem, *, closure: bool, deadline: bool = True, absences: 
         _forbid_conflicts(problem, gaps, m)
     around: dict[int, list[tuple[Any, int]]] = {t: [] for t in range(n)}
     dead = {} if closure or not absences else _dead_inputs(problem, gaps)
-    post_life: dict[int, Any] = {}
+    post_life: dict[int, _PostLife] = {}
     kept: dict[tuple[int, int], Any] = {}
+
+    def kept_at(j: int, t: int) -> Any:
+        """The literal "dead tensor j is in RAM at point t", whose bytes count there."""
+        if (j, t) not in kept:
+            kept[(j, t)] = m.new_bool_var(f"k[{j},{t}]")
+            around[t].append((kept[(j, t)], -size[j]))
+        return kept[(j, t)]
+
     for gap in gaps:
         if gap not in dead:
             for t in gap.points:
                 around[t].extend((x, size[gap.node]) for x in gap.options.values())
             continue
-        # Absence per point: a recompute restoring it needs the dead inputs kept until then.
+        # Absence per point: the node, out at t and recomputed after it, needs each dead
+        # input j1 then: kept through t or brought back after its last use. A j1 not in
+        # RAM at t and never paged in is recomputed after t, and needs its own dead input
+        # j2 then: the same rule one level down, along every chain of _dead_paths.
         opts = list(gap.options.values())
         for t in gap.points:
             a = m.new_bool_var(f"a[{gap.node},{t}]")
             m.add(a <= sum(opts))
             around[t].append((a, size[gap.node]))
-            for j in dead[gap]:
-                if j not in post_life:
-                    post_life[j] = _post_life_event(problem, j, m, cost, e_scale, page_out_of)
-                if (j, t) not in kept:
-                    kept[(j, t)] = m.new_bool_var(f"k[{j},{t}]")
-                    around[t].append((kept[(j, t)], -size[j]))
-                m.add(kept[(j, t)] >= a - gap.options.get(PAGE, 0) - post_life[j])
+            for path in dead[gap]:
+                for j in path:
+                    if j not in post_life:
+                        post_life[j] = _post_life_event(problem, j, m, cost, e_scale, page_out_of)
+                excused = sum(kept_at(j, t) + post_life[j].paged for j in path[:-1])
+                last = path[-1]
+                m.add(kept_at(last, t) >= a - gap.options.get(PAGE, 0) - excused - post_life[last].any)
     return _Cover(m, need, around, gaps, cost, time_terms, slack, e_scale, t_scale)
 
 
@@ -340,7 +381,7 @@ def _absent_gaps(problem: Problem) -> Iterator[tuple[int, int]]:
         prev = i
         for nxt in sorted(set(g.consumers[i])):
             length, first, prev = nxt - prev - 1, prev + 1, nxt
-            dead = len(_dead_before(problem, i, first)) if length > 0 else 0
+            dead = len({j for path in _dead_paths(problem, i, first) for j in path}) if length > 0 else 0
             if dead:
                 yield length, dead
 

@@ -209,37 +209,51 @@ def test_two_workers_close_the_dag_and_give_the_same_answer_twice() -> None:
 
 
 
-def _conv_bn_relu() -> TrainingGraph:
-    """x (pinned) -> bn -> relu -> fc -> loss, backward g_relu(relu, loss), g_bn(x, g_relu):
-    bn's output is read by relu alone (dead once relu is computed), relu's is saved for
-    g_relu, and fc's (20 B) makes the forward peak, where relu's 10 B must be out. bn's
-    page-in is cheap (0.1 J) but its page-out dear (5 J); every other transfer costs 10 J
-    and every compute 1 J."""
-    def node(i: int, inputs: tuple[int, ...], size: int, name: str, kind: str = "forward", *,
-             page_in_j: float = 10.0, page_out_j: float = 10.0, pinned: bool = False) -> Node:
-        return Node(id=i, name=name, kind=kind, op="test.op", op_class="other", inputs=inputs, output_bytes=size,
-                    pinned=pinned, cost=NodeCost(compute_s=1.0, compute_j=1.0, page_in_s=0.5, page_in_j=page_in_j,
-                                                 page_out_s=0.5, page_out_j=page_out_j))
+def _node(i: int, inputs: tuple[int, ...], size: int, name: str, kind: str = "forward", *,
+          page_in_j: float = 10.0, page_out_j: float = 10.0, pinned: bool = False) -> Node:
+    """A node whose compute costs 1 J and whose transfers cost 10 J unless given."""
+    return Node(id=i, name=name, kind=kind, op="test.op", op_class="other", inputs=inputs, output_bytes=size,
+                pinned=pinned, cost=NodeCost(compute_s=1.0, compute_j=1.0, page_in_s=0.5, page_in_j=page_in_j,
+                                             page_out_s=0.5, page_out_j=page_out_j))
 
-    return validate(TrainingGraph(name="conv_bn_relu", nodes=(
-        node(0, (), 10, "x", pinned=True), node(1, (0,), 10, "bn", page_in_j=0.1, page_out_j=5.0),
-        node(2, (1,), 10, "relu"), node(3, (2,), 20, "fc"), node(4, (3,), 2, "loss", "loss"),
-        node(5, (2, 4), 10, "g_relu", "backward"), node(6, (0, 5), 10, "g_bn", "backward"))))
+
+def _tight(graph: TrainingGraph) -> Problem:
+    """``graph`` at one byte below its checkpoint-all peak."""
+    from poet_compiler.solve.budgets import reference
+
+    costs = cost_table_from_graph(graph)
+    return Problem(graph=graph, costs=costs, ram_budget_bytes=reference(graph, costs).peak_bytes - 1)
 
 
 def test_a_dead_input_paged_back_pays_for_its_page_out() -> None:
-    """relu's output must be out of RAM across fc and loss (budget: the peak less 1 B).
-    Bringing it back means recomputing relu, which needs bn's output, dead since relu ran:
-    recompute bn too (1 J) or page it in (0.1 J), which needs a page-out of it (5 J). The
-    optimum (the program-level oracle) is compute-once + 2 J, and the bound is that: it
-    charges bn's page-in with its page-out. Charged the page-in alone, the bound was
-    compute-once + 1.1 J."""
-    from poet_compiler.solve.budgets import reference
-
-    graph = _conv_bn_relu()
-    costs = cost_table_from_graph(graph)
-    problem = Problem(graph=graph, costs=costs, ram_budget_bytes=reference(graph, costs).peak_bytes - 1)
+    """x (pinned) -> bn -> relu -> fc -> loss, backward g_relu(relu, loss), g_bn(x, g_relu):
+    bn's output is read by relu alone (dead once relu is computed), relu's is saved for
+    g_relu, and fc's (20 B) makes the peak, where relu's 10 B must be out of RAM.
+    Bringing relu back means recomputing it, which needs bn's output: recompute bn too
+    (1 J) or page it in (0.1 J), which needs a page-out of it (5 J). The optimum (the
+    program-level oracle) is compute-once + 2 J, and the bound is that: it charges bn's
+    page-in with its page-out. Charged the page-in alone, the bound was compute-once + 1.1 J."""
+    problem = _tight(validate(TrainingGraph(name="bn_relu", nodes=(
+        _node(0, (), 10, "x", pinned=True), _node(1, (0,), 10, "bn", page_in_j=0.1, page_out_j=5.0),
+        _node(2, (1,), 10, "relu"), _node(3, (2,), 20, "fc"), _node(4, (3,), 2, "loss", "loss"),
+        _node(5, (2, 4), 10, "g_relu", "backward"), _node(6, (0, 5), 10, "g_bn", "backward")))))
     exact = brute_force(problem)
-    assert exact is not None and exact[0] == pytest.approx(costs.compute_only_j + 2.0)
+    assert exact is not None and exact[0] == pytest.approx(problem.costs.compute_only_j + 2.0)
+    cover = cover_bound(problem)
+    assert cover.closed and cover.energy_j == pytest.approx(exact[0])
+
+
+def test_a_dead_input_of_a_dead_input_is_charged() -> None:
+    """A residual block's tail: x (pinned) -> bn -> add(bn, x) -> relu -> fc -> loss, with
+    relu saved for the backward. bn and add are dead once relu is computed; relu must be
+    out across fc and loss. Recomputing relu needs add, whose recompute needs bn: 3 J at
+    the least (the oracle's optimum). The bound follows the chain of dead inputs and is
+    that optimum; following one level only, it was compute-once + 2 J."""
+    problem = _tight(validate(TrainingGraph(name="bn_add_relu", nodes=(
+        _node(0, (), 10, "x", pinned=True), _node(1, (0,), 10, "bn"), _node(2, (0, 1), 10, "add"),
+        _node(3, (2,), 10, "relu"), _node(4, (3,), 30, "fc"), _node(5, (4,), 2, "loss", "loss"),
+        _node(6, (3, 5), 10, "g_relu", "backward"), _node(7, (0, 6), 10, "g_x", "backward")))))
+    exact = brute_force(problem)
+    assert exact is not None and exact[0] == pytest.approx(problem.costs.compute_only_j + 3.0)
     cover = cover_bound(problem)
     assert cover.closed and cover.energy_j == pytest.approx(exact[0])
