@@ -99,13 +99,15 @@ def _forbid_conflicts(problem: Problem, gaps: list[_Gap], m: Any) -> None:
                     m.add(x + sum(other.options.values()) <= 1)
 
 
-# How deep the refined cover follows dead inputs of dead inputs (a batch norm's output
-# under an add under a ReLU is depth 2 on ResNet-18; deeper chains cost literals and
-# found no more there).
+# How deep the *deep* refined cover (:func:`deeper_cover`) follows dead inputs of dead
+# inputs (a batch norm's output under an add under a ReLU is depth 2 on ResNet-18). The
+# cover itself follows one level: its restores guide the schedules, and with the chains
+# they paged where the schedules recompute (ResNet-18-CIFAR a72 30 % 1.5x: the guided
+# search stayed at 51.65 J, where it reaches 44.71 J from the one-level choice).
 DEAD_DEPTH = 3
 
 
-def _dead_inputs(problem: Problem, gaps: list[_Gap]) -> dict[_Gap, list[tuple[int, ...]]]:
+def _dead_inputs(problem: Problem, gaps: list[_Gap], depth: int = 1) -> dict[_Gap, list[tuple[int, ...]]]:
     """Per gap with a recompute option: the chains of dead inputs (:func:`_dead_paths`)
     that a recompute in the gap may need. Each is found in RAM only if it was kept all
     along — through every point where the node is out — or brought back."""
@@ -113,13 +115,13 @@ def _dead_inputs(problem: Problem, gaps: list[_Gap]) -> dict[_Gap, list[tuple[in
     for gap in gaps:
         if RECOMPUTE not in gap.options:
             continue
-        paths = _dead_paths(problem, gap.node, gap.points.start)
+        paths = _dead_paths(problem, gap.node, gap.points.start, depth)
         if paths:
             out[gap] = paths
     return out
 
 
-def _dead_paths(problem: Problem, node: int, first: int, depth: int = DEAD_DEPTH) -> list[tuple[int, ...]]:
+def _dead_paths(problem: Problem, node: int, first: int, depth: int = 1) -> list[tuple[int, ...]]:
     """Every chain ``(j1, ..., jk)``, ``k <= depth``: ``j1`` a dead input of ``node``, each
     next one a dead input of the one before (:func:`_dead_before`, at the same ``first``).
     Recomputing ``node`` after ``first`` needs ``j1``; recomputing ``j1`` then needs ``j2``."""
@@ -227,7 +229,8 @@ class _Cover:
     t_scale: float
 
 
-def _build(problem: Problem, *, closure: bool, deadline: bool = True, absences: bool = True) -> _Cover:
+def _build(problem: Problem, *, closure: bool, deadline: bool = True, absences: bool = True,
+           depth: int = 1) -> _Cover:
     """The choices of :func:`cover_bound` (``deadline=False``: options are not filtered by
     the deadline's slack, for the minimum-time bound; ``absences=False``: without the
     per-point absences of gaps whose recompute needs dead inputs, :func:`cover_bound`'s
@@ -285,7 +288,7 @@ def _build(problem: Problem, *, closure: bool, deadline: bool = True, absences: 
     if closure:
         _forbid_conflicts(problem, gaps, m)
     around: dict[int, list[tuple[Any, int]]] = {t: [] for t in range(n)}
-    dead = {} if closure or not absences else _dead_inputs(problem, gaps)
+    dead = {} if closure or not absences else _dead_inputs(problem, gaps, depth)
     post_life: dict[int, _PostLife] = {}
     kept: dict[tuple[int, int], Any] = {}
 
@@ -364,12 +367,34 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
     return dataclasses.replace(best, restores=restores, gaps=refined.gaps, build_s=build_s, other_restores=other)
 
 
+def deeper_cover(problem: Problem, cover: CoverBound, *, time_limit_s: float, workers: int = 1) -> CoverBound:
+    """``cover`` with the bound of the refined model that follows chains of dead inputs
+    ``DEAD_DEPTH`` deep, when that is higher; its restores stay ``cover``'s (see
+    ``DEAD_DEPTH``: they guide the schedules better). ``cover`` itself when the graph has
+    no such chain, the forecast build does not fit in half of ``time_limit_s``, or the
+    bound is not higher. A valid bound: every schedule maps to a choice of it too."""
+    if cover.energy_j is None or not _has_chains(problem) or \
+            ABSENCE_LITERAL_S * absence_literals(problem, DEAD_DEPTH) > time_limit_s / 2:
+        return cover
+    deep = _solve_cover(problem, None, time_limit_s, closure=False, absences=True, workers=workers,
+                        depth=DEAD_DEPTH)
+    if deep.energy_j is None or deep.energy_j <= cover.energy_j:
+        return cover
+    return dataclasses.replace(cover, energy_j=deep.energy_j, closed=deep.closed,
+                               build_s=cover.build_s + deep.build_s)
+
+
+def _has_chains(problem: Problem) -> bool:
+    """Some gap's recompute needs a dead input of a dead input (:func:`_dead_paths`)."""
+    return absence_literals(problem, DEAD_DEPTH) > absence_literals(problem)
+
+
 # Seconds to build one absence literal of the refined cover (measured: 6.6 us on
 # gpt2_large, 232k literals in 1.5 s; doubled for slower machines).
 ABSENCE_LITERAL_S = 1.5e-5
 
 
-def _absent_gaps(problem: Problem) -> Iterator[tuple[int, int]]:
+def _absent_gaps(problem: Problem, depth: int = 1) -> Iterator[tuple[int, int]]:
     """(gap length, number of dead inputs) of every gap the refined cover gives per-point
     absences (:func:`_dead_inputs`), found without building a model."""
     g = problem.graph
@@ -381,23 +406,23 @@ def _absent_gaps(problem: Problem) -> Iterator[tuple[int, int]]:
         prev = i
         for nxt in sorted(set(g.consumers[i])):
             length, first, prev = nxt - prev - 1, prev + 1, nxt
-            dead = len({j for path in _dead_paths(problem, i, first) for j in path}) if length > 0 else 0
+            dead = len({j for path in _dead_paths(problem, i, first, depth) for j in path}) if length > 0 else 0
             if dead:
                 yield length, dead
 
 
-def absence_literals(problem: Problem) -> int:
+def absence_literals(problem: Problem, depth: int = 1) -> int:
     """How many absence and keep literals the refined cover would build: its size beyond
     the light model's (an upper estimate: the deadline may rule some recomputes out)."""
-    return sum(length * (1 + dead) for length, dead in _absent_gaps(problem))
+    return sum(length * (1 + dead) for length, dead in _absent_gaps(problem, depth))
 
 
 def _solve_cover(problem: Problem, budget: int | None, time_limit_s: float, *, closure: bool,
-                 absences: bool, workers: int = 1) -> CoverBound:
+                 absences: bool, workers: int = 1, depth: int = 1) -> CoverBound:
     """One cover model (:func:`cover_bound`) built and solved within ``time_limit_s``."""
     limit = problem.activation_budget if budget is None else budget
     started = time.perf_counter()
-    cv = _build(problem, closure=closure, absences=absences)
+    cv = _build(problem, closure=closure, absences=absences, depth=depth)
     # ``time_limit_s`` is the call's wall time: building the model counts (1.8 s on a
     # 1,567-node graph, which took a compile at --time-limit 20 past its limit).
     build_s = time.perf_counter() - started

@@ -101,6 +101,9 @@ class ResultExtra:
     """The relative gap the solve stopped at."""
     cover_bound_j: float | None = None
     """The eviction-cover lower bound at the (possibly reduced) budget."""
+    cover_one_level_j: float | None = None
+    """The cover's bound before :func:`~poet_compiler.solve.cover.deeper_cover` raised it
+    (set only when it did)."""
     cover_restores: int | None = None
     guided_source: str | None = None
     guided_solve_s: float | None = field(default=None, metadata=MEASURED)

@@ -6,7 +6,7 @@ import pytest
 
 from poet_compiler.graph.ir import Node, NodeCost, TrainingGraph
 from poet_compiler.graph.validate import validate
-from poet_compiler.solve.cover import cover_bound
+from poet_compiler.solve.cover import _has_chains, cover_bound, deeper_cover
 from poet_compiler.solve.problem import Problem
 from tests.support.graphs import (
     cost_table_from_graph,
@@ -247,8 +247,9 @@ def test_a_dead_input_of_a_dead_input_is_charged() -> None:
     """A residual block's tail: x (pinned) -> bn -> add(bn, x) -> relu -> fc -> loss, with
     relu saved for the backward. bn and add are dead once relu is computed; relu must be
     out across fc and loss. Recomputing relu needs add, whose recompute needs bn: 3 J at
-    the least (the oracle's optimum). The bound follows the chain of dead inputs and is
-    that optimum; following one level only, it was compute-once + 2 J."""
+    the least (the oracle's optimum). The deep cover follows the chain of dead inputs and
+    proves that optimum; the cover (one level, whose restores guide the schedules) proves
+    compute-once + 2 J."""
     problem = _tight(validate(TrainingGraph(name="bn_add_relu", nodes=(
         _node(0, (), 10, "x", pinned=True), _node(1, (0,), 10, "bn"), _node(2, (0, 1), 10, "add"),
         _node(3, (2,), 10, "relu"), _node(4, (3,), 30, "fc"), _node(5, (4,), 2, "loss", "loss"),
@@ -256,4 +257,27 @@ def test_a_dead_input_of_a_dead_input_is_charged() -> None:
     exact = brute_force(problem)
     assert exact is not None and exact[0] == pytest.approx(problem.costs.compute_only_j + 3.0)
     cover = cover_bound(problem)
-    assert cover.closed and cover.energy_j == pytest.approx(exact[0])
+    assert cover.closed and cover.energy_j == pytest.approx(problem.costs.compute_only_j + 2.0)
+    deep = deeper_cover(problem, cover, time_limit_s=10.0)
+    assert deep.closed and deep.energy_j == pytest.approx(exact[0])
+    assert deep.restores == cover.restores
+
+
+@pytest.mark.parametrize("mode", ["poet", "remat"])
+def test_the_deep_cover_is_below_the_optimum(mode: str) -> None:
+    """Random DAGs (some with chains of dead inputs): the deep cover's bound is at least
+    the cover's and never above the brute-force optimum."""
+    chains = 0
+    for seed in range(24):
+        problem = random_problem(seed, 6, mode, deadline_prob=0.5,
+                                 budget_fraction=FRACTIONS[seed % 3])
+        cover = cover_bound(problem)
+        if cover.infeasible:
+            continue
+        chains += _has_chains(problem)
+        deep = deeper_cover(problem, cover, time_limit_s=10.0)
+        assert deep.energy_j is not None and cover.energy_j is not None and deep.energy_j >= cover.energy_j
+        exact = brute_force(problem)
+        if exact is not None:
+            assert deep.energy_j <= exact[0] * (1 + 1e-9) + 1e-12, seed
+    assert chains, "no graph with a chain of dead inputs: the test would not reach the deep model"
