@@ -6,7 +6,8 @@
 Each checkout runs in its own child process (its own ``poet_compiler``), on two workers
 as the pipeline runs it, with the pipeline's 10 s cap. Prints one JSON row per cell and
 checkout: the bound, whether the cover closed, its seconds, the refined model's absence
-literals (the build forecast's input) and the checkout's label.
+literals (the build forecast's input), its restores (how many page), the deep cover's
+bound and seconds where the checkout has :func:`deeper_cover`, and the checkout's label.
 """
 
 from __future__ import annotations
@@ -22,14 +23,21 @@ from pathlib import Path
 _CHILD = r"""
 import json, sys, time
 from bench.heuristics_time import problem_of
+import poet_compiler.solve.cover as cover_mod
 from poet_compiler.solve.cover import absence_literals, cover_bound
 for cell in sys.argv[1].split(","):
     problem = problem_of(cell)
     started = time.perf_counter()
     cover = cover_bound(problem, time_limit_s=10.0, workers=2)
-    print(json.dumps({"cell": cell, "n": problem.n, "bound_j": cover.energy_j, "closed": cover.closed,
-                      "infeasible": cover.infeasible, "seconds": round(time.perf_counter() - started, 2),
-                      "absence_literals": absence_literals(problem), "restores": len(cover.restores)}), flush=True)
+    row = {"cell": cell, "n": problem.n, "bound_j": cover.energy_j, "closed": cover.closed,
+           "infeasible": cover.infeasible, "seconds": round(time.perf_counter() - started, 2),
+           "absence_literals": absence_literals(problem), "restores": len(cover.restores),
+           "pages": sum(r.how == "page" for r in cover.restores)}
+    if hasattr(cover_mod, "deeper_cover"):    # the chains of dead inputs (session 18 on)
+        started = time.perf_counter()
+        deep = cover_mod.deeper_cover(problem, cover, time_limit_s=10.0, workers=2)
+        row.update(deep_bound_j=deep.energy_j, deep_seconds=round(time.perf_counter() - started, 2))
+    print(json.dumps(row), flush=True)
 """
 
 
