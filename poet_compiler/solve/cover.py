@@ -373,8 +373,9 @@ def deeper_cover(problem: Problem, cover: CoverBound, *, time_limit_s: float, wo
     ``DEAD_DEPTH``: they guide the schedules better). ``cover`` itself when the graph has
     no such chain, the forecast build does not fit in half of ``time_limit_s``, or the
     bound is not higher. A valid bound: every schedule maps to a choice of it too."""
-    if cover.energy_j is None or not _has_chains(problem) or \
-            ABSENCE_LITERAL_S * absence_literals(problem, DEAD_DEPTH) > time_limit_s / 2:
+    literals = absence_literals(problem, DEAD_DEPTH)   # more than one level's: a chain
+    if cover.energy_j is None or literals <= absence_literals(problem) or \
+            ABSENCE_LITERAL_S * literals > time_limit_s / 2:
         return cover
     deep = _solve_cover(problem, None, time_limit_s, closure=False, absences=True, workers=workers,
                         depth=DEAD_DEPTH)
