@@ -131,7 +131,8 @@ def _dead_paths(problem: Problem, node: int, first: int, depth: int = 1) -> list
         path = stack.pop()
         out.append(path)
         if len(path) < depth:
-            stack.extend(path + (j,) for j in reversed(_dead_before(problem, path[-1], first)) if j not in path)
+            # Inputs come earlier in the node order (graph/validate.py): no chain repeats a node.
+            stack.extend(path + (j,) for j in reversed(_dead_before(problem, path[-1], first)))
     return out
 
 
