@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any  # CP-SAT objects: the model is built on solve/backends/native.py
 
 from poet_compiler.solve.backends.native import NativeLimits, NativeResult, new_model, solve_native
+from poet_compiler.solve.exposure import IMPOSSIBLE, StageExposure, applies
 from poet_compiler.solve.problem import Problem
 
 RECOMPUTE, PAGE = "recompute", "page"
@@ -231,11 +232,12 @@ class _Cover:
 
 
 def _build(problem: Problem, *, closure: bool, deadline: bool = True, absences: bool = True,
-           depth: int = 1) -> _Cover:
+           depth: int = 1, exposure: bool = False) -> _Cover:
     """The choices of :func:`cover_bound` (``deadline=False``: options are not filtered by
     the deadline's slack, for the minimum-time bound; ``absences=False``: without the
     per-point absences of gaps whose recompute needs dead inputs, :func:`cover_bound`'s
-    light model)."""
+    light model; ``exposure``: with the paging time that outlasts its stage, where
+    transfers are stage-long, :mod:`.exposure`)."""
     g, c, n = problem.graph, problem.costs, problem.n
     size = [node.output_bytes for node in g.nodes]
     need = [size[t] + g.nodes[t].workspace_bytes for t in range(n)]
@@ -246,6 +248,7 @@ def _build(problem: Problem, *, closure: bool, deadline: bool = True, absences: 
     time_terms: list[tuple[Any, int]] = []
     page_out: dict[int, Any] = {}
     gaps: list[_Gap] = []
+    busy: list[tuple[Any, float]] = []     # recompute literals, with their seconds
 
     def page_out_of(i: int) -> Any:
         """Tensor i's one page-out literal (every page-in of i reads what it wrote)."""
@@ -273,6 +276,7 @@ def _build(problem: Problem, *, closure: bool, deadline: bool = True, absences: 
                 x = m.new_bool_var(f"r[{i},{nxt}]")
                 cost.append((x, math.floor(sum(recompute_j(problem, k) for k in ks) * e_scale)))
                 time_terms.append((x, math.floor(r_s * t_scale)))
+                busy.append((x, r_s))
                 gap.options[RECOMPUTE] = x
             pair_s = c.page_in_s[i] + c.page_out_s[i]
             if problem.allows_paging and (slack is None or c.dma or pair_s <= slack):
@@ -300,10 +304,20 @@ def _build(problem: Problem, *, closure: bool, deadline: bool = True, absences: 
             around[t].append((kept[(j, t)], -size[j]))
         return kept[(j, t)]
 
+    ex = StageExposure(problem, m, page_out_of) if exposure and applies(problem) else None
     for gap in gaps:
+        paged = {} if ex is None or PAGE not in gap.options else _page_requirements(ex, gap)
         if gap not in dead:
-            for t in gap.points:
-                around[t].extend((x, size[gap.node]) for x in gap.options.values())
+            if not paged:
+                for t in gap.points:
+                    around[t].extend((x, size[gap.node]) for x in gap.options.values())
+                continue
+            for points, req in _cells(gap.points, paged):
+                a = m.new_bool_var(f"a[{gap.node},{points.start}]")
+                m.add(a <= sum(gap.options.values()))
+                _require(m, a, gap, req)
+                for t in points:
+                    around[t].append((a, size[gap.node]))
             continue
         # Absence per point: the node, out at t and recomputed after it, needs each dead
         # input j1 then: kept through t or brought back after its last use. A j1 not in
@@ -313,15 +327,48 @@ def _build(problem: Problem, *, closure: bool, deadline: bool = True, absences: 
         for t in gap.points:
             a = m.new_bool_var(f"a[{gap.node},{t}]")
             m.add(a <= sum(opts))
+            if paged:
+                _require(m, a, gap, paged[t])
             around[t].append((a, size[gap.node]))
             for path in dead[gap]:
                 for j in path:
                     if j not in post_life:
                         post_life[j] = _post_life_event(problem, j, m, cost, e_scale, page_out_of)
+                        if problem.allows_remat:   # a recompute literal, charged static time
+                            busy.append((post_life[j].recomputed, c.compute_s[j]))
                 excused = sum(kept_at(j, t) + post_life[j].paged for j in path[:-1])
                 last = path[-1]
                 m.add(kept_at(last, t) >= a - gap.options.get(PAGE, 0) - excused - post_life[last].any)
+    if ex is not None:
+        ex.add_costs(cost, busy, e_scale, lambda terms: add_deadline_row(m, terms, slack, t_scale), t_scale)
     return _Cover(m, need, around, gaps, cost, time_terms, slack, e_scale, t_scale)
+
+
+def _page_requirements(ex: StageExposure, gap: _Gap) -> dict[int, tuple[Any, ...]]:
+    """Per point of ``gap``: what its tensor out of RAM there by paging needs (the
+    page-out before, the page-in after; IMPOSSIBLE where no stage-long transfer fits)."""
+    ins = ex.in_requirements(gap.node, gap.next_use, gap.points, gap.options[PAGE])
+    out: dict[int, tuple[Any, ...]] = {}
+    for t in gap.points:
+        req = tuple(r for r in (ex.out_requirement(gap.node, t), ins.get(t)) if r is not None)
+        out[t] = (IMPOSSIBLE,) if any(r is IMPOSSIBLE for r in req) else req
+    return out
+
+
+def _cells(points: range, req: dict[int, tuple[Any, ...]]) -> Iterator[tuple[range, tuple[Any, ...]]]:
+    """Runs of consecutive points with the same requirements (literals compared by identity)."""
+    start = points.start
+    for t in range(points.start + 1, points.stop + 1):
+        if t == points.stop or [id(r) for r in req[t]] != [id(r) for r in req[start]]:
+            yield range(start, t), req[start]
+            start = t
+
+
+def _require(m: Any, a: Any, gap: _Gap, req: tuple[Any, ...]) -> None:
+    """``a`` (the gap's tensor out of RAM at a point) by recompute, or by paging with ``req``."""
+    rec = gap.options.get(RECOMPUTE, 0)
+    for r in req:
+        m.add(a <= rec) if r is IMPOSSIBLE else m.add(a <= rec + r)
 
 
 def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: float = 10.0,
@@ -369,17 +416,19 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
 
 
 def deeper_cover(problem: Problem, cover: CoverBound, *, time_limit_s: float, workers: int = 1) -> CoverBound:
-    """``cover`` with the bound of the refined model that follows chains of dead inputs
-    ``DEAD_DEPTH`` deep, when that is higher; its restores stay ``cover``'s (see
+    """``cover`` with the bound of the *deep* refined model, when that is higher: chains of
+    dead inputs ``DEAD_DEPTH`` deep, and where transfers are stage-long, the paging time
+    that outlasts its stage (:mod:`.exposure`). Its restores stay ``cover``'s (see
     ``DEAD_DEPTH``: they guide the schedules better). ``cover`` itself when the graph has
-    no such chain, the forecast build does not fit in half of ``time_limit_s``, or the
-    bound is not higher. A valid bound: every schedule maps to a choice of it too."""
+    neither, the forecast build does not fit in half of ``time_limit_s``, or the bound is
+    not higher. A valid bound: every schedule (of the family searched) maps to a choice of it too."""
     literals = absence_literals(problem, DEAD_DEPTH)   # more than one level's: a chain
-    if cover.energy_j is None or literals <= absence_literals(problem) or \
+    exposure = applies(problem)
+    if cover.energy_j is None or (literals <= absence_literals(problem) and not exposure) or \
             ABSENCE_LITERAL_S * literals > time_limit_s / 2:
         return cover
     deep = _solve_cover(problem, None, time_limit_s, closure=False, absences=True, workers=workers,
-                        depth=DEAD_DEPTH)
+                        depth=DEAD_DEPTH, exposure=exposure)
     if deep.energy_j is None or deep.energy_j <= cover.energy_j:
         return cover
     return dataclasses.replace(cover, energy_j=deep.energy_j, closed=deep.closed,
@@ -420,11 +469,11 @@ def absence_literals(problem: Problem, depth: int = 1) -> int:
 
 
 def _solve_cover(problem: Problem, budget: int | None, time_limit_s: float, *, closure: bool,
-                 absences: bool, workers: int = 1, depth: int = 1) -> CoverBound:
+                 absences: bool, workers: int = 1, depth: int = 1, exposure: bool = False) -> CoverBound:
     """One cover model (:func:`cover_bound`) built and solved within ``time_limit_s``."""
     limit = problem.activation_budget if budget is None else budget
     started = time.perf_counter()
-    cv = _build(problem, closure=closure, absences=absences, depth=depth)
+    cv = _build(problem, closure=closure, absences=absences, depth=depth, exposure=exposure)
     # ``time_limit_s`` is the call's wall time: building the model counts (1.8 s on a
     # 1,567-node graph, which took a compile at --time-limit 20 past its limit).
     build_s = time.perf_counter() - started
