@@ -82,62 +82,58 @@ class StageExposure:
     def _out_chain(self, i: int) -> dict[int, Any]:
         """Per point ``t``: the literal "i was paged out before t" where that costs more
         than paging it out at all, IMPOSSIBLE at ``i + 1``. The literals form a chain
-        (paged out before a point: before every later one)."""
+        (paged out before a point: before every later one) down to the page-out itself."""
         c = self.problem.costs
-        cs, x = c.compute_s, c.page_out_s[i]
+        x = c.page_out_s[i]
         last = max(self.problem.graph.consumers[i])
-        stages = range(i + 1, last)
-        floor_s = min((_excess(x, cs[s]) for s in stages), default=0.0)
-        req: dict[int, Any] = {}
-        segments: list[tuple[float, Any]] = []       # (excess, literal), excess decreasing
-        best = math.inf
-        for t in range(i + 1, last):
-            if t > i + 1:
-                best = min(best, _excess(x, cs[t - 1]))
-            if best == math.inf:
-                req[t] = IMPOSSIBLE
-            elif best > floor_s:
-                if not segments or segments[-1][0] != best:
-                    segments.append((best, self.m.new_bool_var(f"po[{i},{t}]")))
-                req[t] = segments[-1][1]
+        floor_s = min((_excess(x, c.compute_s[s]) for s in range(i + 1, last)), default=0.0)
         y = self.page_out_of(i)
         if floor_s > 0:
             self.terms.append((y, floor_s))
-        for k, (value, lit) in enumerate(segments):
-            following = segments[k + 1] if k + 1 < len(segments) else (floor_s, y)
-            self.m.add_implication(lit, following[1])
-            self.terms.append((lit, value - following[0]))
-        return req
+        # The page-out runs in a stage before t: the least excess over [i + 1, t - 1].
+        points = range(i + 1, last)
+        return self._chain(points, [t - 1 if t - 1 > i else None for t in points], x, floor_s, y, f"po[{i},")
 
     def in_requirements(self, i: int, reader: int, points: range, page: Any) -> dict[int, Any]:
         """Per point ``t`` of the gap before ``reader``: what ``i`` out of RAM there by
         paging (the gap's page option ``page``) needs of the page-in that brings it back."""
         c = self.problem.costs
-        cs, x = c.compute_s, c.page_in_s[i]
-        stages = range(max(points.start, i + 2), reader)
-        base = min((_excess(x, cs[s]) for s in stages), default=math.inf)
+        x = c.page_in_s[i]
+        base = min((_excess(x, c.compute_s[s]) for s in range(max(points.start, i + 2), reader)), default=math.inf)
         if base == math.inf:
             return dict.fromkeys(points, IMPOSSIBLE)
         if base > 0:
             self.terms.append((page, base))
+        # The page-in runs in a stage after t: the least excess over [t + 1, reader - 1].
+        back = range(points.stop - 1, points.start - 1, -1)
+        return self._chain(back, [t + 1 if t + 1 < reader else None for t in back], x, base, page,
+                           f"pi[{i},{reader},")
+
+    def _chain(self, points: range, stages: list[int | None], x: float, base: float, anchor: Any,
+               name: str) -> dict[int, Any]:
+        """Walk ``points`` in order; each adds its stage of ``stages`` (None: none) to those
+        a transfer of ``x`` seconds may run in, and the least excess so far is what the
+        transfer costs at the least for that point. Before any stage: IMPOSSIBLE. Points
+        whose least excess is above ``base`` get a literal per distinct value; each implies
+        the next (looser) one, the last ``anchor`` (the transfer at all, charged ``base``),
+        and each is charged its excess over the next."""
+        cs = self.problem.costs.compute_s
         req: dict[int, Any] = {}
-        segments: list[tuple[float, Any]] = []       # (excess, literal), excess increasing
-        after = math.inf
-        for t in reversed(points):
-            if t + 1 < reader:
-                after = min(after, _excess(x, cs[t + 1]))
-            if after == math.inf:
+        segments: list[tuple[float, Any]] = []       # (excess, literal), excess decreasing
+        least = math.inf
+        for t, s in zip(points, stages, strict=True):
+            if s is not None:
+                least = min(least, _excess(x, cs[s]))
+            if least == math.inf:
                 req[t] = IMPOSSIBLE
-            elif after > base:
-                if not segments or segments[-1][0] != after:
-                    segments.append((after, self.m.new_bool_var(f"pi[{i},{reader},{t}]")))
+            elif least > base:
+                if not segments or segments[-1][0] != least:
+                    segments.append((least, self.m.new_bool_var(f"{name}{t}]")))
                 req[t] = segments[-1][1]
-        # segments run from the reader back: each one's literal ("out at a point of it or
-        # later") implies the one before it in time, down to the page option itself.
         for k, (value, lit) in enumerate(segments):
-            earlier = segments[k + 1] if k + 1 < len(segments) else (base, page)
-            self.m.add_implication(lit, earlier[1])
-            self.terms.append((lit, value - earlier[0]))
+            looser = segments[k + 1] if k + 1 < len(segments) else (base, anchor)
+            self.m.add_implication(lit, looser[1])
+            self.terms.append((lit, value - looser[0]))
         return req
 
     def add_costs(self, cost: list[tuple[Any, int]], busy: list[tuple[Any, float]], e_scale: float,
