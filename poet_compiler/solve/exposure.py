@@ -15,8 +15,8 @@ computes; point ``t`` is in stage ``t``, whose compute is at least node ``t``'s,
 - a page-out of ``i`` runs in a stage ``s >= i + 1`` with ``i`` in RAM all through it. If
   ``i`` is out of RAM at point ``t`` and comes back by a page-in, the copy it reads was
   written in a stage ``s < t``: that stage outlasts its compute by at least
-  ``min over s in [i + 1, t - 1] of (X_out - c_s)+``, and no page-out is possible before
-  point ``i + 1``;
+  ``min over s in [i + 1, t - 1] of (X_out - c_s)+``, and paging cannot take ``i`` out
+  of RAM at point ``i + 1``;
 - the page-in holds RAM through its stage and is read from the next one, so it runs in a
   stage after the last point where ``i`` is out and before the reader ``c``: at least
   ``min over s in [t + 1, c - 1] of (X_in - c_s)+``, and not at all if ``t = c - 1``;
