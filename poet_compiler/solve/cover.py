@@ -415,15 +415,16 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
     return dataclasses.replace(best, restores=restores, gaps=refined.gaps, build_s=build_s, other_restores=other)
 
 
-def deeper_cover(problem: Problem, cover: CoverBound, *, time_limit_s: float, workers: int = 1) -> CoverBound:
+def deeper_cover(problem: Problem, cover: CoverBound, *, time_limit_s: float, workers: int = 1,
+                 exposure: bool = True) -> CoverBound:
     """``cover`` with the bound of the *deep* refined model, when that is higher: chains of
     dead inputs ``DEAD_DEPTH`` deep, and where transfers are stage-long, the paging time
-    that outlasts its stage (:mod:`.exposure`). Its restores stay ``cover``'s (see
+    that outlasts its stage (:mod:`.exposure`; ``exposure=False``: not that). Its restores stay ``cover``'s (see
     ``DEAD_DEPTH``: they guide the schedules better). ``cover`` itself when the graph has
     neither, the forecast build does not fit in half of ``time_limit_s``, or the bound is
     not higher. A valid bound: every schedule (of the family searched) maps to a choice of it too."""
     literals = absence_literals(problem, DEAD_DEPTH)   # more than one level's: a chain
-    exposure = applies(problem)
+    exposure = exposure and applies(problem)
     if cover.energy_j is None or (literals <= absence_literals(problem) and not exposure) or \
             ABSENCE_LITERAL_S * literals > time_limit_s / 2:
         return cover

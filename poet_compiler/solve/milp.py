@@ -136,6 +136,13 @@ FIRST_SOLVE_SHARE = 1.0
 # within the gap limit of the cover bound.
 COVER_LIMIT_S = 10.0
 GUIDED_SHARE = 0.75
+# The deep cover charges the paging time that outlasts its stage (solve/exposure.py) only
+# where the guided schedule is this far above the cover bound. It raised the bound where
+# that gap was wide (VGG16-CIFAR a72 30 %: 4.8 %, 24.80 -> 25.74 J; ResNet-18-CIFAR a72
+# 30 %: 1.3 %, 44.188 -> 44.214 J), and only slowed the deep model where it was narrow
+# (ResNet-18-CIFAR a72 50 % 1.5x: 0.6 %, the same 44.025 J, closed at 15.8 s instead of
+# 5.7 s, and the cell ended dearer; BENCHMARKS.md, session 19).
+EXPOSURE_MIN_GAP = 0.01
 # The full model after the guided stage of a large graph only with at least this much
 # time left (after reserving what finalizing its schedule will take): on ResNet-18-CIFAR, CP-SAT
 # spent 5 s loading the model whatever its limit, and overran the time limit by that.
@@ -480,7 +487,8 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
         # 43.867 J, under the guided 43.887 J, in 3 s, where the full model moved neither
         # in 279 s). Only now: their restores guide the schedules worse (DEAD_DEPTH).
         with clock.stage("cover"):
-            deeper = deeper_cover(tight, cover, time_limit_s=min(COVER_LIMIT_S, clock.left() / 4), workers=threads)
+            deeper = deeper_cover(tight, cover, time_limit_s=min(COVER_LIMIT_S, clock.left() / 4), workers=threads,
+                                  exposure=not within_gap(guided.energy_j, cover.energy_j, EXPOSURE_MIN_GAP))
         if deeper is not cover:
             extra.set(cover_bound_j=deeper.energy_j, cover_one_level_j=cover.energy_j)
             cover = deeper
