@@ -340,7 +340,9 @@ def _build(problem: Problem, *, closure: bool, deadline: bool = True, absences: 
                 last = path[-1]
                 m.add(kept_at(last, t) >= a - gap.options.get(PAGE, 0) - excused - post_life[last].any)
     if ex is not None:
-        ex.add_costs(cost, busy, e_scale, lambda terms: add_deadline_row(m, terms, slack, t_scale), t_scale)
+        ex.add_static_cost(cost, busy, e_scale)
+        # The summed excess fits the deadline's slack too: T >= T0 + max(R, E).
+        add_deadline_row(m, [(lit, math.floor(s * t_scale)) for lit, s in ex.terms], slack, t_scale)
     return _Cover(m, need, around, gaps, cost, time_terms, slack, e_scale, t_scale)
 
 
@@ -425,7 +427,7 @@ def deeper_cover(problem: Problem, cover: CoverBound, *, time_limit_s: float, wo
     not higher. A valid bound: every schedule (of the family searched) maps to a choice of it too."""
     literals = absence_literals(problem, DEAD_DEPTH)   # more than one level's: a chain
     exposure = exposure and applies(problem)
-    if cover.energy_j is None or (literals <= absence_literals(problem) and not exposure) or \
+    if cover.energy_j is None or (not exposure and literals <= absence_literals(problem)) or \
             ABSENCE_LITERAL_S * literals > time_limit_s / 2:
         return cover
     deep = _solve_cover(problem, None, time_limit_s, closure=False, absences=True, workers=workers,

@@ -136,16 +136,12 @@ class StageExposure:
             self.terms.append((lit, value - looser[0]))
         return req
 
-    def add_costs(self, cost: list[tuple[Any, int]], busy: list[tuple[Any, float]], e_scale: float,
-                  time_terms_row: Callable[[list[tuple[Any, int]]], None], t_scale: float) -> None:
+    def add_static_cost(self, cost: list[tuple[Any, int]], busy: list[tuple[Any, float]], e_scale: float) -> None:
         """Charge ``static_w * max(0, E - R)`` (``busy``: the recompute literals whose
-        static time the cover charges already, with their seconds) and put ``E`` against
-        the deadline's slack (``time_terms_row``). Rounded so that the bound stays valid."""
-        if not self.terms:
-            return
-        time_terms_row([(lit, math.floor(s * t_scale)) for lit, s in self.terms])
+        static time the cover charges already, with their seconds), rounded so that the
+        bound stays valid. (``E`` against the deadline's slack is the cover's row.)"""
         sw = self.problem.costs.static_w
-        if sw <= 0:
+        if not self.terms or sw <= 0:
             return
         gain = [(lit, math.floor(sw * s * e_scale)) for lit, s in self.terms]
         spent = [(lit, math.ceil(sw * s * e_scale)) for lit, s in busy]

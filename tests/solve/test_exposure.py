@@ -21,9 +21,9 @@ from tests.support.oracle import brute_force
 def _node(i: int, inputs: tuple[int, ...], size: int, name: str, kind: str = "forward", *,
           page_out_s: float = 0.5, workspace: int = 0, pinned: bool = False) -> Node:
     """1 J and 1 s per compute; page-ins 0.1 J and 0.5 s, page-outs 0.1 J and ``page_out_s``."""
+    cost = NodeCost(compute_s=1.0, compute_j=1.0, page_in_s=0.5, page_in_j=0.1, page_out_s=page_out_s, page_out_j=0.1)
     return Node(id=i, name=name, kind=kind, op="test.op", op_class="other", inputs=inputs, output_bytes=size,
-                workspace_bytes=workspace, pinned=pinned, cost=NodeCost(compute_s=1.0, compute_j=1.0, page_in_s=0.5, page_in_j=0.1,
-                                             page_out_s=page_out_s, page_out_j=0.1))
+                workspace_bytes=workspace, pinned=pinned, cost=cost)
 
 
 def test_a_page_out_longer_than_its_stage_pays_static_power() -> None:
