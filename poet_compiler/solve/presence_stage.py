@@ -37,8 +37,9 @@ def presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, ext
     """The presence bound (:mod:`.presence`) when the best schedule known (``hint``, the
     heuristics' best) is not within ``gap`` of the cover bound and the model is small
     enough. Returns ``cover`` with the better of the two bounds (its restores still
-    guide), and the hint for the guided stage with its source: the presence model's
-    solution as a schedule when the simulator finds it feasible and cheaper.
+    guide, and the presence model's join them: ``CoverBound.staged``), and the hint for
+    the guided stage with its source: the presence model's solution as a schedule when
+    the simulator finds it feasible and cheaper.
 
     It runs before the guided stage so that the guided search stops at the better bound;
     on the README demo its schedule is the optimum and its bound proves it (4 s), where
@@ -90,7 +91,8 @@ def presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, ext
             hint, source = found.schedule, "presence"
     if found.energy_j is not None and found.energy_j > cover.energy_j:
         cover = dataclasses.replace(cover, energy_j=found.energy_j)
-    return cover, hint, source
+    # The guided stage opens the model's restores beside the cover's (presence._choice).
+    return dataclasses.replace(cover, staged=found.choice), hint, source
 
 
 @dataclass
