@@ -7,7 +7,8 @@ import pytest
 from poet_compiler.schedule.linearize import check_schedule, linearize
 from poet_compiler.schedule.simulate import simulate
 from tests.support.oracle import brute_force
-from poet_compiler.solve.cover import cover_bound
+from poet_compiler.solve.backends import BackendOptions, solve_model
+from poet_compiler.solve.cover import CoverBound, cover_bound
 from poet_compiler.solve.formulation.fast import Restriction, build_fast
 from poet_compiler.solve.guided import (
     cover_schedule,
@@ -15,7 +16,9 @@ from poet_compiler.solve.guided import (
     realize,
     restriction_for,
 )
-from tests.support.graphs import random_problem
+from poet_compiler.solve.presence import presence_bound
+from poet_compiler.solve.problem import feasible_energy
+from tests.support.graphs import random_problem, training_problem
 
 
 @pytest.mark.parametrize("mode", ["poet", "remat", "paging"])
@@ -230,3 +233,28 @@ def test_a_sub_problem_that_closes_short_of_the_gap_is_widened(monkeypatch) -> N
         assert out.energy_j is not None and first is not None
         assert out.energy_j <= first * (1 + 1e-9) and out.energy_j >= cover.energy_j * (1 - 1e-9), seed
     assert widened >= 1, "no case widened: the test would not see the widening"
+
+
+def test_the_presence_models_choice_opens_a_schedule_as_cheap_as_its_own() -> None:
+    """The guided sub-problem with only the presence model's choice opened
+    (``CoverBound.staged``, no cover restores, no warm start) holds a schedule no dearer
+    than the model's own solution realized, wherever that realization is a schedule: the
+    choice names the stages its recomputes happen in, and the nodes it pages."""
+    checked = with_recomputes = 0
+    cases = [random_problem(seed, 7, mode, deadline_prob=0.3, budget_fraction=(0.15, 0.3)[seed % 2])
+             for seed in range(10) for mode in ("poet", "remat")]
+    cases += [training_problem(seed, 3, "poet", deadline=seed % 2 == 1) for seed in range(8)]
+    for problem in cases:
+        found = presence_bound(problem, time_limit_s=20)
+        own = feasible_energy(problem, found.schedule)
+        if own is None:
+            continue
+        guide = CoverBound(None, False, False, staged=found.choice)
+        built = build_fast(problem, restriction=restriction_for(problem, guide))
+        out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=20, threads=1))
+        assert out.values is not None
+        energy = feasible_energy(problem, built.schedule(out.values))
+        assert energy is not None and energy <= own * (1 + 1e-9)
+        checked += 1
+        with_recomputes += bool(found.choice.recompute)
+    assert checked >= 6 and with_recomputes >= 3, (checked, with_recomputes)
