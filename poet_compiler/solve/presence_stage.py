@@ -30,6 +30,8 @@ from poet_compiler.solve.result import ResultExtra
 # Of the time left after the cover, what the presence bound may take before the guided
 # stage starts from its bound (a search not closed by then goes on beside it: LateBound).
 PRESENCE_SHARE = 0.3
+# How often a search given the solve's idle time is asked for its bound (LateBound.use_idle_time).
+IDLE_POLL_S = 0.2
 
 
 def presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, extra: ResultExtra, *,
@@ -130,6 +132,19 @@ class LateBound:
         finally:
             if run is not None:
                 run.pause(False)
+
+    def use_idle_time(self, until: float, upper: float | None, gap: float) -> None:
+        """Let the search go on alone until ``until`` (time no later stage uses), its own
+        end, or a bound within ``gap`` of ``upper`` (the schedule kept). Where the full
+        model is skipped for want of time, that time was idle: ResNet-18-CIFAR m4 50 %
+        2.0x stopped at 47.4 s of its 60 s with the search at 106.660 J, whose optimum is
+        106.729 J (closed alone in 40-60 s)."""
+        run = self.run if self.running else None
+        while run is not None and run.running and upper is not None and time.perf_counter() < until:
+            found = run.bound()
+            if found.energy_j is not None and within_gap(upper, found.energy_j, gap):
+                return
+            time.sleep(min(IDLE_POLL_S, max(0.0, until - time.perf_counter())))
 
     def stop(self) -> PresenceBound | None:
         run, self.run = self.run, None
