@@ -30,6 +30,9 @@ from poet_compiler.solve.result import ResultExtra
 # Of the time left after the cover, what the presence bound may take before the guided
 # stage starts from its bound (a search not closed by then goes on beside it: LateBound).
 PRESENCE_SHARE = 0.3
+# A search left running may be held for as long as it runs: its own limit is this many
+# times the time left (LateBound ends it at the family's end).
+HELD_ROOM = 2.0
 # How often a search given the solve's idle time is asked for its bound (LateBound.use_idle_time).
 IDLE_POLL_S = 0.2
 
@@ -77,7 +80,11 @@ def presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, ext
         # To its own optimum (no gap): where the relaxation is tight that proves the
         # schedule optimal, and the last stretch of the core search is short (README demo:
         # 4.4 s either way).
-        run = start_presence(tight, time_limit_s=clock.solver_limit(clock.left()) if late is not None else limit,
+        # Left running, the search is held (SIGSTOP) while the guided stage runs, and its
+        # own wall limit runs on meanwhile: it gets room for that (the time left, twice),
+        # and LateBound.stop ends it at the family's end in any case. With the time left
+        # only, it had ended by itself before the idle time after the guided stage.
+        run = start_presence(tight, time_limit_s=HELD_ROOM * clock.left() if late is not None else limit,
                              hint=program)
         found = run.wait(limit - (time.perf_counter() - run.started))
         if late is not None and run.running:
