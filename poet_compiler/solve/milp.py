@@ -175,6 +175,9 @@ EXPLAIN_GRACE = 0.02
 # In recompute-only mode the interval search runs before the full model, with this share
 # of the time left (after the finalize reserve).
 INTERVAL_BEFORE_FULL_SHARE = 0.5
+# A presence search left running gets the time the skipped full model would have had, up
+# to this long before the deadline (stopping it and reporting follow).
+IDLE_MARGIN_S = 0.5
 # A fallback that is the only answer left plans its arena for at least this long (the
 # exact packing of a small program takes milliseconds; greedy layouts alone fragment).
 NEEDED_ARENA_S = 0.25
@@ -187,9 +190,6 @@ NEEDED_ARENA_S = 0.25
 # 70 % 1.0x the full model's schedule (5 s to solve) failed a half-share re-plan of 24 s,
 # and the re-solves got no schedule in what was left; with a tenth, the second re-solve's
 # fits, 0.06 % above the bound, at 38 s (BENCHMARKS.md, session 13).
-# A presence search left running gets the time the skipped full model would have had, up
-# to this long before the deadline (stopping it and reporting follow).
-IDLE_MARGIN_S = 0.5
 RESCUE_SHARE = 0.5
 RESCUE_EARLY_SHARE = 0.1
 RESCUE_RESERVE = 0.05
