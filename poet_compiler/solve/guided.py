@@ -42,7 +42,7 @@ from poet_compiler.schedule.simulate import Simulation
 from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.backends.base import BackendResult, is_large, within_gap
 from poet_compiler.solve.clock import Clock, step_until
-from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, cover_bound
+from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, StagedChoice, cover_bound
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.formulation.common import BuildDeadline, Built
 from poet_compiler.solve.formulation.fast import Restriction, build_fast, canonical
@@ -109,20 +109,22 @@ def restriction_for(problem: Problem, cover: CoverBound, warm: Schedule | None =
                 open_recompute(t, r.node, depth)
         elif r.how == PAGE:
             paging.add(r.node)
-    # The presence model's restores, in the stages it placed them (no cascade: its recompute
-    # chains are in the choice already).
-    recompute |= {(t, i) for t, i in cover.staged.recompute if i < t and not g.nodes[i].pinned}
-    paging |= cover.staged.paging
-    if warm is not None:
-        for t in range(n):
-            for i in range(t):
-                if warm.R[t, i]:
-                    recompute.add((t, i))
-                if warm.M_out[t, i] or warm.M_in[t, i]:
-                    paging.add(i)
+    # The presence model's restores in the stages it placed them (no cascade: its recompute
+    # chains are in the choice already), and the warm start's, so it stays a solution.
+    for choice in (cover.staged, *((decisions_of(warm),) if warm is not None else ())):
+        recompute |= choice.recompute
+        paging |= choice.paging
     touched = paging | {i for _, i in recompute}
     keep = frozenset(i for i in range(n) if i not in touched and g.consumers[i])
     return Restriction(frozenset(recompute), frozenset(paging), keep)
+
+
+def decisions_of(schedule: Schedule) -> StagedChoice:
+    """A schedule's recomputes ``(stage, node)`` and paged nodes: its entries below the
+    diagonal (a node's own stage computes it once by definition)."""
+    stage, node = np.nonzero(np.tril(schedule.R, -1))
+    paged = np.nonzero(np.tril(schedule.M_out | schedule.M_in, -1).any(axis=0))[0]
+    return StagedChoice(frozenset(zip(stage.tolist(), node.tolist(), strict=True)), frozenset(paged.tolist()))
 
 
 def build_guided(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
