@@ -101,6 +101,7 @@ def presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, ext
             guide = run
         else:
             run = start_presence(tight, time_limit_s=HELD_ROOM * clock.left(), hint=program)
+            run.in_background()     # its messages are taken as they come: on a full pipe it would wait
             guide = run.twin(time_limit_s=limit - (time.perf_counter() - run.started), deterministic_s=dtime)
         found = guide.wait(limit - (time.perf_counter() - run.started))
         if guide is not run:
