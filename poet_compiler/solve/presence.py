@@ -66,7 +66,7 @@ from poet_compiler.solve.problem import Problem
 MAX_PAIRS = 40_000
 # The choice that guides the sub-problem (:func:`_choice`) joins the restores of the best
 # solution and of the ones the search found just before it, this many in all.
-CHOICE_SOLUTIONS = 3
+CHOICE_SOLUTIONS = 1
 _SCALE = 1e9          # integer units per largest cost: rounding stays far below OPTIMALITY_TOL
 
 

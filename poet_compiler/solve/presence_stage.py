@@ -34,7 +34,7 @@ PRESENCE_SHARE = 0.3
 # per second of its share: the core search on one worker measured 1.50 (ResNet-18-CIFAR
 # m4 50 %, with its twin on the other core) to 2.08 (the README demo) per wall second, so
 # the deterministic limit, not the wall clock, ends it on an unloaded machine.
-PRESENCE_DTIME_PER_S = 1.25
+PRESENCE_DTIME_PER_S = 1.4
 # A search left running may be held for as long as it runs: its own limit is this many
 # times the time left (LateBound ends it at the family's end).
 HELD_ROOM = 2.0
