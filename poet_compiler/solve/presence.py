@@ -64,9 +64,6 @@ from poet_compiler.solve.problem import Problem
 # Above this many (tensor, point) pairs the model is not built: ResNet-18-CIFAR at op
 # level has 13,070, the README demo 2,793 (both measured and solved, BENCHMARKS.md).
 MAX_PAIRS = 40_000
-# The choice that guides the sub-problem (:func:`_choice`) joins the restores of the best
-# solution and of the ones the search found just before it, this many in all.
-CHOICE_SOLUTIONS = 1
 _SCALE = 1e9          # integer units per largest cost: rounding stays far below OPTIMALITY_TOL
 
 
@@ -287,7 +284,7 @@ class PresenceRun:
         if md is None or self._run is None:
             return self
         run = NativeRun(md.m, NativeLimits(time_limit_s=time_limit_s, deterministic_s=deterministic_s, core=True,
-                                           isolate=True, keep_earlier=CHOICE_SOLUTIONS - 1))
+                                           isolate=True))
         return PresenceRun(self.problem, md, run, time.perf_counter(), self.size)
 
     def pause(self, paused: bool) -> None:
@@ -298,11 +295,6 @@ class PresenceRun:
     def stop(self) -> PresenceBound:
         """End the search; its bound (no schedule: the caller took it from :meth:`wait`)."""
         return self.bound(self._run.stop() if self._run is not None else None)
-
-    def _earlier(self) -> list[NativeResult]:
-        """The solutions found before the best, as results (only their values are read)."""
-        found = self._run.earlier() if self._run is not None else []
-        return [NativeResult("feasible", None, None, 0.0, values) for values in found]
 
     def bound(self, res: NativeResult | None = None, *, realize: bool = False) -> PresenceBound:
         """The bound of ``res`` (default: the search's answer so far)."""
@@ -319,8 +311,7 @@ class PresenceRun:
         if not (realize and res.has_solution):
             return PresenceBound(bound, False, res.status == "optimal", elapsed, size, res.message)
         return PresenceBound(bound, False, res.status == "optimal", elapsed, size, res.message,
-                             schedule=_realize(self.problem, md, res),
-                             choice=_choice(md, [res, *self._earlier()]))
+                             schedule=_realize(self.problem, md, res), choice=_choice(md, res))
 
 
 def start_presence(problem: Problem, *, time_limit_s: float, budget: int | None = None,
@@ -342,8 +333,7 @@ def start_presence(problem: Problem, *, time_limit_s: float, budget: int | None 
     if hint is not None:
         _hint(md, image_of(problem, hint))
     run = NativeRun(md.m, NativeLimits(time_limit_s=max(0.0, time_limit_s - (time.perf_counter() - started)),
-                                       deterministic_s=deterministic_s, core=True,
-                                       keep_earlier=CHOICE_SOLUTIONS - 1, fix_to_hint=fix_to_hint,
+                                       deterministic_s=deterministic_s, core=True, fix_to_hint=fix_to_hint,
                                        isolate=True))
     return PresenceRun(problem, md, run, started, size)
 
@@ -358,17 +348,16 @@ def presence_bound(problem: Problem, *, time_limit_s: float, budget: int | None 
     return found
 
 
-def _choice(md: _Model, solutions: list[NativeResult]) -> StagedChoice:
-    """The solutions' recomputes ``(stage, node)`` and paged nodes (all of them: the best
-    and the ones the search found just before it, :data:`CHOICE_SOLUTIONS`).
+def _choice(md: _Model, res: NativeResult) -> StagedChoice:
+    """The solution's recomputes ``(stage, node)`` and paged nodes.
 
     Its realization (:func:`_realize`) keeps every tensor until its next need, and where
     the model's points are not the only peaks that schedule does not fit. The choice still
     names the restores a cheaper schedule uses. ResNet-18-CIFAR m4 50 % 2.0x: the guided
     sub-problem with this choice opened beside the cover's found 106.849 J in 11 s, where it
     stayed at 107.429 J without it. The model's bound there is 106.729 J."""
-    recompute = frozenset((r, k) for (k, r), x in md.wr.items() if any(res.value(x) for res in solutions))
-    paging = frozenset(k for (k, _), x in md.wp.items() if any(res.value(x) for res in solutions))
+    recompute = frozenset((r, k) for (k, r), x in md.wr.items() if res.value(x))
+    paging = frozenset(k for (k, _), x in md.wp.items() if res.value(x))
     return StagedChoice(recompute, paging)
 
 

@@ -33,7 +33,11 @@ PRESENCE_SHARE = 0.3
 # The presence search that guides stops after this many of CP-SAT's deterministic seconds
 # per second of its share: the core search on one worker measured 1.50 (ResNet-18-CIFAR
 # m4 50 %, with its twin on the other core) to 2.08 (the README demo) per wall second, so
-# the deterministic limit, not the wall clock, ends it on an unloaded machine.
+# the deterministic limit, not the wall clock, ends it on an unloaded machine, at about
+# 93 % of its share at the slowest rate measured. At 1.25 it ended earlier, and
+# ResNet-18-CIFAR m4 30 % 1.5x was dearer (110.357 J against 110.206 J; BENCHMARKS.md,
+# session 21). A wider choice (the best solution's restores with those of the two before
+# it) made m4 50 % 1.5x dearer (107.676 J against 106.881 J): not kept.
 PRESENCE_DTIME_PER_S = 1.4
 # A search left running may be held for as long as it runs: its own limit is this many
 # times the time left (LateBound ends it at the family's end).

@@ -29,7 +29,6 @@ never the end of poetc. The parent kills a child that outlives its wall limit by
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import math
 import multiprocessing
@@ -94,9 +93,6 @@ class NativeLimits:
     # not depend on thread timing (the same answer whenever the time limit does not bind)
     # and the large-neighbourhood workers still run beside the LP search.
     interleave: bool = False
-    # Keep the values of this many solutions before the latest (:meth:`NativeRun.earlier`;
-    # an isolated child sends each).
-    keep_earlier: int = 0
 
 
 @dataclass
@@ -232,7 +228,6 @@ class NativeRun:
         self._thread: threading.Thread | None = None
         self.result: NativeResult | None = None
         self._latest: NativeResult | None = None     # the latest solution (isolated child)
-        self._earlier: collections.deque[list[int]] = collections.deque(maxlen=max(0, limits.keep_earlier))
         self._bound: float | None = None             # the best bound it reported
         self.error = ""
 
@@ -251,8 +246,6 @@ class NativeRun:
                 self.result = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - self.started,
                                            msg[3], at_target=True)
             elif msg[0] == "solution":
-                if self._latest is not None and self._latest.values is not None:
-                    self._earlier.append(self._latest.values)
                 self._latest = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - self.started, msg[3])
             elif msg[0] == "bound":
                 self._bound = msg[1] if self._bound is None else max(self._bound, msg[1])
@@ -304,12 +297,6 @@ class NativeRun:
                 return NativeResult("feasible", latest.objective, best, elapsed, latest.values,
                                     message=self.error)
             return NativeResult("unknown", None, bound, elapsed, message=self.error)
-
-    def earlier(self) -> list[list[int]]:
-        """The values of the solutions before the latest (at most ``keep_earlier`` of
-        them, the most recent last)."""
-        with self._lock:
-            return list(self._earlier)
 
     def stop(self) -> NativeResult:
         """End the child (if it still runs) and give :meth:`answer` as it was before."""
