@@ -128,3 +128,21 @@ def test_the_console_script_counts_the_limit_from_its_process_start(tmp_path, mo
         run()
     assert stop.value.code == 0
     assert seen and seen[0] is not None and seen[0] <= time.perf_counter() - 599.0
+
+
+def test_the_same_inputs_give_the_same_schedule_bytes(tmp_path) -> None:
+    """The README demo twice, on two threads (the presence stage's guide and its twin each
+    on a core): the same schedule file, byte for byte. Its presence search is stopped on
+    deterministic time or closes, and every CP-SAT search after it is deterministic; the
+    report differs only in its timings."""
+    from pathlib import Path
+
+    demo = Path(__file__).resolve().parents[2] / "models" / "kws_dscnn.onnx"
+    written = []
+    for run in ("a", "b"):
+        out = tmp_path / run / "kws.poet"
+        out.parent.mkdir()
+        assert main(["compile", str(demo), "--device", "m4", "--ram", "256k", "-o", str(out), "-q",
+                     "--threads", "2", "--time-limit", "60"]) == 0
+        written.append(out.read_bytes())
+    assert written[0] == written[1]

@@ -211,15 +211,15 @@ def test_what_the_presence_stage_hands_on_is_the_same_in_every_run(monkeypatch) 
     closed in its share), two runs hand on the same bound, the same choice of restores
     and the same hint, before the share's wall time is up, and leave its twin running
     for the bound at the family's end."""
-    monkeypatch.setattr(presence_stage, "PRESENCE_DTIME_PER_S", 0.15)   # ends well before the wall limit
+    monkeypatch.setattr(presence_stage, "PRESENCE_DTIME_PER_S", 0.05)   # 0.45 s of 9: ends well before
     big = _dag100("poet")
     cover = cover_bound(big, time_limit_s=5, workers=1)
     handed = []
     for _ in range(2):
-        late, extra, clock = LateBound(), ResultExtra(), Clock(10.0)
+        late, extra, clock = LateBound(), ResultExtra(), Clock(30.0)
         raised, hint, source = presence_stage.presence_stage(big, cover, None, extra, clock=clock, gap=0.0,
                                                              late=late)
-        share = presence_stage.PRESENCE_SHARE * 10.0
+        share = presence_stage.PRESENCE_SHARE * 30.0
         assert clock.elapsed() < 0.9 * share and not extra.presence["closed"]
         assert late.running
         late.stop()
