@@ -275,18 +275,6 @@ class PresenceRun:
         if self._run is not None:
             self._run.in_background()
 
-    def twin(self, *, time_limit_s: float, deterministic_s: float) -> PresenceRun:
-        """The same search (the same model and hint) in a second child, stopped after
-        ``deterministic_s`` of CP-SAT's deterministic time or ``time_limit_s`` of wall
-        time, whichever comes first. One worker: what it finds by then does not depend on
-        the machine's load, unless the wall limit comes first."""
-        md = self._md
-        if md is None or self._run is None:
-            return self
-        run = NativeRun(md.m, NativeLimits(time_limit_s=time_limit_s, deterministic_s=deterministic_s, core=True,
-                                           isolate=True))
-        return PresenceRun(self.problem, md, run, time.perf_counter(), self.size)
-
     def pause(self, paused: bool) -> None:
         """Hold the search (it keeps what it has proven) or let it go on."""
         if self._run is not None:
@@ -315,15 +303,13 @@ class PresenceRun:
 
 
 def start_presence(problem: Problem, *, time_limit_s: float, budget: int | None = None,
-                   hint: Program | None = None, fix_to_hint: bool = False,
-                   deterministic_s: float | None = None) -> PresenceRun:
+                   hint: Program | None = None, fix_to_hint: bool = False) -> PresenceRun:
     """Build the presence model of ``problem`` at ``budget`` (default: its activation
     budget) and start its search, for at most ``time_limit_s`` from now.
 
     ``hint``: a Program (the best schedule known), a first solution. The search runs to
     the model's optimum or the time limit. ``fix_to_hint``: only check that the hint
-    satisfies the model (every Program does: the tests' check of the relaxation).
-    ``deterministic_s``: also stop after that much of CP-SAT's deterministic time."""
+    satisfies the model (every Program does: the tests' check of the relaxation)."""
     started = time.perf_counter()
     limit = problem.activation_budget if budget is None else budget
     size = pairs(problem)
@@ -333,8 +319,7 @@ def start_presence(problem: Problem, *, time_limit_s: float, budget: int | None 
     if hint is not None:
         _hint(md, image_of(problem, hint))
     run = NativeRun(md.m, NativeLimits(time_limit_s=max(0.0, time_limit_s - (time.perf_counter() - started)),
-                                       deterministic_s=deterministic_s, core=True, fix_to_hint=fix_to_hint,
-                                       isolate=True))
+                                       core=True, fix_to_hint=fix_to_hint, isolate=True))
     return PresenceRun(problem, md, run, started, size)
 
 

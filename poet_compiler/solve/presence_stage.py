@@ -30,15 +30,6 @@ from poet_compiler.solve.result import ResultExtra
 # Of the time left after the cover, what the presence bound may take before the guided
 # stage starts from its bound (a search not closed by then goes on beside it: LateBound).
 PRESENCE_SHARE = 0.3
-# The presence search that guides stops after this many of CP-SAT's deterministic seconds
-# per second of its share: the core search on one worker measured 1.50 (ResNet-18-CIFAR
-# m4 50 %, with its twin on the other core) to 2.08 (the README demo) per wall second, so
-# the deterministic limit, not the wall clock, ends it on an unloaded machine, at about
-# 93 % of its share at the slowest rate measured. At 1.25 it ended earlier, and
-# ResNet-18-CIFAR m4 30 % 1.5x was dearer (110.357 J against 110.206 J; BENCHMARKS.md,
-# session 21). A wider choice (the best solution's restores with those of the two before
-# it) made m4 50 % 1.5x dearer (107.676 J against 106.881 J): not kept.
-PRESENCE_DTIME_PER_S = 1.4
 # A search left running may be held for as long as it runs: its own limit is this many
 # times the time left (LateBound ends it at the family's end).
 HELD_ROOM = 2.0
@@ -93,24 +84,10 @@ def presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, ext
         # own wall limit runs on meanwhile: it gets room for that (the time left, twice),
         # and LateBound.stop ends it at the family's end in any case. With the time left
         # only, it had ended by itself before the idle time after the guided stage.
-        # What guides the stages after it (its bound, its choice, its schedule) is the
-        # search stopped on deterministic time, so that it is the same in every run: read
-        # at a wall-clock instant, ResNet-18-CIFAR m4 50 % 2.0x ended at 106.836, 107.133
-        # and 107.138 J in three runs. The search left running is a twin on the other core
-        # (idle until now), whose bound only counts at the family's end (LateBound).
-        dtime = PRESENCE_DTIME_PER_S * limit
-        if late is None or at_once:
-            run = start_presence(tight, time_limit_s=HELD_ROOM * clock.left() if at_once else limit, hint=program,
-                                 deterministic_s=None if at_once else dtime)
-            guide = run
-        else:
-            run = start_presence(tight, time_limit_s=HELD_ROOM * clock.left(), hint=program)
-            run.in_background()     # its messages are taken as they come: on a full pipe it would wait
-            guide = run.twin(time_limit_s=limit - (time.perf_counter() - run.started), deterministic_s=dtime)
-        found = guide.wait(limit - (time.perf_counter() - run.started))
-        if guide is not run:
-            guide.stop()
-        if late is not None and run.running and not found.closed:
+        run = start_presence(tight, time_limit_s=HELD_ROOM * clock.left() if late is not None else limit,
+                             hint=program)
+        found = run.wait(limit - (time.perf_counter() - run.started))
+        if late is not None and run.running:
             run.in_background()
             late.run = run
         else:

@@ -131,10 +131,9 @@ def test_the_console_script_counts_the_limit_from_its_process_start(tmp_path, mo
 
 
 def test_the_same_inputs_give_the_same_schedule_bytes(tmp_path) -> None:
-    """The README demo twice, on two threads (the presence stage's guide and its twin each
-    on a core): the same schedule file, byte for byte. Its presence search is stopped on
-    deterministic time or closes, and every CP-SAT search after it is deterministic; the
-    report differs only in its timings."""
+    """The README demo twice, on two threads: the same schedule file, byte for byte. Its
+    presence search closes within its share and every CP-SAT search after it stops on
+    deterministic time there; the report differs only in its timings."""
     from pathlib import Path
 
     demo = Path(__file__).resolve().parents[2] / "models" / "kws_dscnn.onnx"

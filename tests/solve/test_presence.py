@@ -7,8 +7,6 @@ import time
 
 import pytest
 
-from poet_compiler.solve import presence_stage
-from poet_compiler.solve.clock import Clock
 from poet_compiler.solve.cover import cover_bound
 from poet_compiler.solve.presence import image_of, pairs, presence_bound, start_presence
 from poet_compiler.solve.presence_stage import LateBound
@@ -138,21 +136,16 @@ def test_the_solve_is_proven_by_the_presence_bound_where_the_cover_is_loose(monk
     assert proven >= 1, "no seed where the cover is loose and the presence bound proves the optimum"
 
 
-def _dag100(mode: str) -> Problem:
-    """The layered DAG of 100 nodes at 80 % of its no-remat peak."""
+def _search_in_background_on_dag100() -> tuple[LateBound, Problem]:
+    """The presence search of the layered DAG of 100 nodes at 80 % (minutes to close),
+    left running in the background."""
     from poet_compiler.devices.cost_model import costs_for
     from poet_compiler.solve.budgets import reference, resolve_ram
     from tests.support.layered import layered_graph
 
     graph = layered_graph(100)
     costs = costs_for(graph, None)
-    return Problem(graph, costs, resolve_ram("80%", reference(graph, costs), costs), mode=mode)
-
-
-def _search_in_background_on_dag100() -> tuple[LateBound, Problem]:
-    """The presence search of the layered DAG of 100 nodes at 80 % (minutes to close),
-    left running in the background."""
-    big = _dag100("remat")
+    big = Problem(graph, costs, resolve_ram("80%", reference(graph, costs), costs), mode="remat")
     late = LateBound(start_presence(big, time_limit_s=120))
     late.run.in_background()  # type: ignore[union-attr]
     return late, big
@@ -203,25 +196,3 @@ def test_idle_time_goes_to_the_search_until_its_bound_is_within_the_gap() -> Non
     assert 3.0 <= time.perf_counter() - t0 < 5.0 and late.running
     after = late.raise_bound(None, ResultExtra())
     assert after is not None and after >= before
-
-
-def test_what_the_presence_stage_hands_on_is_the_same_in_every_run(monkeypatch) -> None:
-    """The search that guides the later stages stops on CP-SAT's deterministic time, not
-    at a wall-clock instant: on the layered DAG of 100 nodes at 80 % with paging (not
-    closed in its share), two runs hand on the same bound, the same choice of restores
-    and the same hint, before the share's wall time is up, and leave its twin running
-    for the bound at the family's end."""
-    monkeypatch.setattr(presence_stage, "PRESENCE_DTIME_PER_S", 0.05)   # 0.45 s of 9: ends well before
-    big = _dag100("poet")
-    cover = cover_bound(big, time_limit_s=5, workers=1)
-    handed = []
-    for _ in range(2):
-        late, extra, clock = LateBound(), ResultExtra(), Clock(30.0)
-        raised, hint, source = presence_stage.presence_stage(big, cover, None, extra, clock=clock, gap=0.0,
-                                                             late=late)
-        share = presence_stage.PRESENCE_SHARE * 30.0
-        assert clock.elapsed() < 0.9 * share and not extra.presence["closed"]
-        assert late.running
-        late.stop()
-        handed.append((raised.energy_j, raised.staged, source, hint))
-    assert handed[0] == handed[1] and handed[0][1] is not None and handed[0][1].recompute | handed[0][1].paging

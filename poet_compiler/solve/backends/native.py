@@ -265,11 +265,7 @@ class NativeRun:
         return self.ended
 
     def in_background(self) -> None:
-        """Go on taking its messages in a thread, until it ends or :meth:`stop` (once:
-        a second call changes nothing)."""
-        if self._thread is not None:
-            return
-
+        """Go on taking its messages in a thread, until it ends or :meth:`stop`."""
         def pump() -> None:
             while not self.ended and not self._conn.closed:
                 self._pump(0.2)
