@@ -13,11 +13,18 @@ allocation (``COMPUTE`` with its workspace after the output, ``PAGE_IN``) takes
 
 1. the offset the static plan gave it, when that place is free within the budget (so a
    plan that mostly fits keeps its layout and moves little);
-2. else the best-fitting hole;
+2. else a hole that holds it (the best-fitting one, the lowest, or the highest place);
 3. else room made the way that copies the fewest bytes, one ``MOVE`` per buffer moved,
    right before the allocation: a window whose live buffers move to holes outside it
    (best fit, largest first), or a run of neighbouring buffers packed down or up so that
    the holes between them join (memmove-safe: each copy lands in space already vacated).
+
+Which of 1 and 2 applies, and which hole, is a :class:`Placement`. Each walk takes
+milliseconds, and what it copies depends much on them, so :func:`compact_arena` walks
+the program once per placement in :data:`PLACEMENTS` and keeps the cheapest layout. On a
+ResNet-18-CIFAR m4 50 % schedule (peak 256 B under its budget, static arena 6.4 % over)
+the copies cost 0.0077-0.0277 J across placements, 0.0194 J with the first alone; on
+the a72 at 50 %, 0.101-0.234 J, 0.114 J with the first (BENCHMARKS.md, session 21).
 
 A buffer in flight (paged in or out since the last ``FENCE``) is not moved: the transfer
 channel owns it. Only with DMA can that leave no room; :func:`compact_arena` then returns
@@ -33,13 +40,34 @@ copies cost 1.2 % where the pipeline's other schedules cost 0.03 % (ResNet-18-CI
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal
 
 from poet_compiler.errors import ScheduleError
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.interpreter import ProgramInterpreter
 from poet_compiler.schedule.program import Instruction, Op, Program
 
+
+@dataclass(frozen=True)
+class Placement:
+    """Where an allocation goes before any room is made: at the static plan's offset when
+    that is free (``keep_static``), else in a hole that holds it, chosen by ``fit``:
+    ``"best"`` the smallest hole (lowest on ties), ``"first"`` the lowest, ``"top"`` the
+    highest place. A buffer that lives fewer than ``short_at_top`` instructions goes to
+    the highest place whatever ``fit`` says: short lives at the top leave the long ones'
+    holes below them whole."""
+
+    keep_static: bool
+    fit: Literal["best", "first", "top"]
+    short_at_top: int = 0
+
+
+# The placements tried, the module's historical rule first (its layout is kept on ties).
+PLACEMENTS: tuple[Placement, ...] = tuple(
+    p for keep in (True, False)
+    for p in (Placement(keep, "best"), Placement(keep, "first"), Placement(keep, "top"), Placement(keep, "best", 20)))
 # Windows whose buffers the compactor tries to move elsewhere, cheapest first: each try
 # is O(buffers log buffers) per buffer moved; the slides cover what they miss.
 WINDOW_TRIES = 8
@@ -70,13 +98,42 @@ def _best_fit(holes: list[tuple[int, int]], need: int) -> int | None:
     return min(fits)[1] if fits else None
 
 
+def _fit(holes: list[tuple[int, int]], need: int, fit: str) -> int | None:
+    """Where ``need`` bytes go in ``holes`` (sorted by offset) under ``fit``
+    (:class:`Placement`), or None when no hole holds them."""
+    if fit == "best":
+        return _best_fit(holes, need)
+    fits = [(lo, hi) for lo, hi in holes if hi - lo >= need]
+    if not fits:
+        return None
+    return fits[0][0] if fit == "first" else fits[-1][1] - need
+
+
+def _lifetimes(program: Program) -> dict[int, int]:
+    """For each allocating instruction (``COMPUTE``, ``PAGE_IN``), by index: the
+    instructions until its buffer's ``FREE`` (or the program's end)."""
+    out: dict[int, int] = {}
+    next_free: dict[int, int] = {}
+    instructions = program.instructions
+    for k in range(len(instructions) - 1, -1, -1):
+        x = instructions[k]
+        if x.op is Op.FREE:
+            next_free[x.node] = k
+        elif x.op in (Op.COMPUTE, Op.PAGE_IN):
+            out[k] = next_free.get(x.node, len(instructions)) - k
+    return out
+
+
 class _Compactor(ProgramInterpreter):
     """The Program with offsets within ``budget`` and MOVEs where the holes must join."""
 
     def __init__(self, graph: TrainingGraph, program: Program, budget: int, until: float | None,
-                 fences: bool = False) -> None:
+                 fences: bool = False, placement: Placement = PLACEMENTS[0],
+                 lifetimes: dict[int, int] | None = None) -> None:
         super().__init__(program)
         self.budget, self.until, self.may_fence = budget, until, fences
+        self.placement = placement
+        self.lifetimes = lifetimes if lifetimes is not None else _lifetimes(program)
         self.fences = 0                       # FENCEs added so that buffers in flight could move
         self.size = [node.output_bytes for node in graph.nodes]
         self.work = [node.workspace_bytes for node in graph.nodes]
@@ -100,9 +157,12 @@ class _Compactor(ProgramInterpreter):
         if need == 0:
             return 0
         holes = _holes(self._regions(), self.budget)
-        if preferred is not None and any(lo <= preferred and preferred + need <= hi for lo, hi in holes):
+        how = self.placement
+        if how.keep_static and preferred is not None \
+                and any(lo <= preferred and preferred + need <= hi for lo, hi in holes):
             return preferred
-        at = _best_fit(holes, need)
+        short = self.lifetimes.get(self.index, 0) < how.short_at_top
+        at = _fit(holes, need, "top" if short else how.fit)
         if at is not None:
             return at
         # Make room the cheapest way: the fewest bytes moved (then the lowest offset).
@@ -227,16 +287,34 @@ class _Compactor(ProgramInterpreter):
 
 
 def compact_arena(graph: TrainingGraph, program: Program, budget_bytes: int, *,
-                  time_limit_s: float | None = None, fences: bool = False) -> Program | None:
+                  time_limit_s: float | None = None, fences: bool = False,
+                  cost: Callable[[Program], float] | None = None) -> Program | None:
     """``program`` laid out within ``budget_bytes`` with MOVEs where needed, or None when
     buffers in flight leave no room or ``time_limit_s`` wall seconds pass first.
     ``fences``: where only buffers in flight block the room, add a FENCE and move them
     (``meta["added_fences"]`` counts them; see the module docstring).
-    ``program``'s own offsets (a static plan that did not fit, or none) are kept wherever
-    they are free within the budget. The caller checks that the live bytes fit (the
-    simulator judges the result)."""
+    The layout of the cheapest of the :data:`PLACEMENTS` by ``cost`` (default: the bytes
+    moved; the first placement's on ties), each tried while time is left. Some keep
+    ``program``'s own offsets (a static plan that did not fit) wherever they are free
+    within the budget. The caller checks that the live bytes fit (the simulator judges
+    the result)."""
     until = None if time_limit_s is None else time.perf_counter() + time_limit_s
-    walk = _Compactor(graph, program, budget_bytes, until, fences)
+    lifetimes = _lifetimes(program)
+    best: tuple[float, Program] | None = None
+    for placement in PLACEMENTS:
+        if best is not None and until is not None and time.perf_counter() > until:
+            break
+        laid = _walk(_Compactor(graph, program, budget_bytes, until, fences, placement, lifetimes), program)
+        if laid is None:
+            continue
+        value = cost(laid) if cost is not None else float(laid.meta["moved_bytes"])
+        if best is None or value < best[0]:
+            best = (value, laid)
+    return None if best is None else best[1]
+
+
+def _walk(walk: _Compactor, program: Program) -> Program | None:
+    """The compacted Program from one walk, or None when it found no room."""
     try:
         instructions = walk.run()
     except _NoRoom:

@@ -15,7 +15,9 @@ smaller budget.
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 
 from poet_compiler.errors import InternalError, OverBudgetError, ScheduleError
@@ -139,7 +141,7 @@ def _finalize(
         # The live bytes fit: MOVEs join the holes that no static layout could close
         # (milliseconds, and a copy costs far less than a re-solve's worse schedule).
         limit = None if until is None else max(COMPACT_MIN_S, left() or 0.0)
-        compacted = compact_arena(graph, program, budget, time_limit_s=limit)
+        compacted = compact_arena(graph, program, budget, time_limit_s=limit, cost=_copies_cost(problem))
         if compacted is not None and _meets_deadline(problem, compacted):
             compacted.meta["static_arena_bytes"] = program.arena_bytes
             program = compacted
@@ -155,7 +157,7 @@ def _finalize(
     if fence_last and program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes:
         # The last resort: where buffers in flight block the room, wait for the channel.
         limit = None if until is None else max(COMPACT_MIN_S, left() or 0.0)
-        fenced = compact_arena(graph, program, budget, time_limit_s=limit, fences=True)
+        fenced = compact_arena(graph, program, budget, time_limit_s=limit, fences=True, cost=_copies_cost(problem))
         if fenced is not None and _meets_deadline(problem, fenced):
             fenced.meta["static_arena_bytes"] = program.arena_bytes
             program = fenced
@@ -201,6 +203,17 @@ def _finalize(
         result.message = "; ".join([*problems, *([message] if message else [])])
         result.gap = None
     return result
+
+
+def _copies_cost(problem: Problem) -> Callable[[Program], float]:
+    """How compaction weighs its layouts: the simulated energy (copies, and with FENCEs
+    the waits, included), infinite past the deadline."""
+    def cost(program: Program) -> float:
+        try:
+            return simulate(problem.graph, problem.costs, program, deadline_s=problem.deadline_s).energy_j
+        except OverBudgetError:
+            return math.inf
+    return cost
 
 
 def _meets_deadline(problem: Problem, program: Program) -> bool:

@@ -9,6 +9,7 @@ import pytest
 from poet_compiler.errors import ScheduleError
 from poet_compiler.schedule.arena import plan_arena
 from poet_compiler.schedule.cleanup import remove_pointless_work
+from poet_compiler.schedule import compact
 from poet_compiler.schedule.compact import compact_arena, without_moves
 from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.program import Instruction, Op, Program
@@ -229,11 +230,13 @@ def _layout_leaving_no_room():
                                     "FREE 3 @0"), arena_bytes=45)
 
 
-def test_a_buffer_in_flight_moves_after_a_fence_only_when_asked() -> None:
-    """Without ``fences`` the compactor finds no room; with it, it waits for the channel
-    (FENCE) and moves f0; the simulator accepts the program and charges the wait (the
-    page-out no longer overlaps the loss)."""
+def test_a_buffer_in_flight_moves_after_a_fence_only_when_asked(monkeypatch) -> None:
+    """Where the static plan's offsets are kept (the first placement alone), without
+    ``fences`` the compactor finds no room; with it, it waits for the channel (FENCE) and
+    moves f0; the simulator accepts the program and charges the wait (the page-out no
+    longer overlaps the loss)."""
     graph, costs, program = _in_flight_blocks_the_room()
+    monkeypatch.setattr(compact, "PLACEMENTS", compact.PLACEMENTS[:1])
     assert compact_arena(graph, program, 40) is None
     compacted = compact_arena(graph, program, 40, fences=True)
     assert compacted is not None and compacted.arena_bytes == 40 and compacted.meta["added_fences"] == 1
@@ -252,9 +255,43 @@ def test_finalize_adds_fences_only_as_the_last_resort(monkeypatch) -> None:
 
     graph, costs, program = _in_flight_blocks_the_room()
     monkeypatch.setattr(finalize_mod, "plan_arena", lambda *a, **k: _layout_leaving_no_room())
+    monkeypatch.setattr(compact, "PLACEMENTS", compact.PLACEMENTS[:1])     # the static offsets kept
     problem = Problem(graph=graph, costs=costs, ram_budget_bytes=40, mode="poet")
     plain = finalize(problem, program, strategy="t", arena_time_s=5.0)
     assert plain.status == "infeasible" and "arena" in plain.message
     last = finalize(problem, program, strategy="t", arena_time_s=5.0, fence_last=True)
     assert last.ok and last.program is not None and last.program.meta["added_fences"] == 1
     assert last.energy_j is not None and plain.energy_j is not None and last.energy_j >= plain.energy_j
+
+
+def test_another_placement_needs_no_fence_where_the_static_offsets_do() -> None:
+    """The same program with every placement: one that does not keep f0 at its static
+    offset leaves the loss its room, with neither a MOVE nor a FENCE."""
+    graph, costs, program = _in_flight_blocks_the_room()
+    laid = compact_arena(graph, program, 40)
+    assert laid is not None and laid.n_move == 0 and "added_fences" not in laid.meta
+    sim = simulate(graph, costs, laid, ram_budget_bytes=40)
+    assert sim.runtime_s == simulate(graph, costs, program).runtime_s
+
+
+def test_compaction_keeps_the_cheapest_placement(monkeypatch) -> None:
+    """Each placement alone, then all of them: the layout kept moves no more bytes than
+    any placement's (and exactly the least), and with a cost the caller gives (here the
+    negated bytes moved, to see that it is the cost that decides) the dearest by bytes."""
+    problem, _, program = _fragmenting()
+    budget = problem.activation_budget
+    static = plan_arena(problem.graph, program, budget_bytes=budget)
+    every = compact.PLACEMENTS
+    moved = []
+    for placement in every:
+        monkeypatch.setattr(compact, "PLACEMENTS", (placement,))
+        alone = compact_arena(problem.graph, static, budget)
+        if alone is not None:
+            simulate(problem.graph, problem.costs, alone, ram_budget_bytes=budget)   # a valid layout
+            moved.append(alone.meta["moved_bytes"])
+    monkeypatch.setattr(compact, "PLACEMENTS", every)
+    assert len(set(moved)) > 1     # the placements differ on this program
+    kept = compact_arena(problem.graph, static, budget)
+    assert kept is not None and kept.meta["moved_bytes"] == min(moved)
+    dearest = compact_arena(problem.graph, static, budget, cost=lambda p: -float(p.meta["moved_bytes"]))
+    assert dearest is not None and dearest.meta["moved_bytes"] == max(moved)
