@@ -239,9 +239,12 @@ def test_the_guided_stage_keeps_the_fenced_schedule_only_when_cheaper(monkeypatc
     from poet_compiler.solve.result import ResultExtra
     from tests.schedule.test_compact import _in_flight_blocks_the_room, _layout_leaving_no_room
 
+    from poet_compiler.schedule import compact
+
     graph, costs, program = _in_flight_blocks_the_room()
     static = _layout_leaving_no_room()
     monkeypatch.setattr(finalize_mod, "plan_arena", lambda *a, **k: static)
+    monkeypatch.setattr(compact, "PLACEMENTS", compact.PLACEMENTS[:1])     # the static offsets kept: no room
     problem = Problem(graph=graph, costs=costs, ram_budget_bytes=40, mode="poet")
     fenced = finalize(problem, program, strategy="t", arena_time_s=5.0, fence_last=True)
     assert fenced.ok and _fenced(fenced) and fenced.energy_j is not None
