@@ -293,21 +293,22 @@ def compact_arena(graph: TrainingGraph, program: Program, budget_bytes: int, *,
     buffers in flight leave no room or ``time_limit_s`` wall seconds pass first.
     ``fences``: where only buffers in flight block the room, add a FENCE and move them
     (``meta["added_fences"]`` counts them; see the module docstring).
-    The layout of the cheapest of the :data:`PLACEMENTS` by ``cost`` (default: the bytes
-    moved; the first placement's on ties), each tried while time is left. Some keep
+    The layout of the cheapest of the :data:`PLACEMENTS` by ``cost``, then by the bytes
+    moved (the first placement's on ties), each tried while time is left. Some keep
     ``program``'s own offsets (a static plan that did not fit) wherever they are free
     within the budget. The caller checks that the live bytes fit (the simulator judges
     the result)."""
     until = None if time_limit_s is None else time.perf_counter() + time_limit_s
     lifetimes = _lifetimes(program)
-    best: tuple[float, Program] | None = None
+    best: tuple[tuple[float, int], Program] | None = None
     for placement in PLACEMENTS:
         if best is not None and until is not None and time.perf_counter() > until:
             break
         laid = _walk(_Compactor(graph, program, budget_bytes, until, fences, placement, lifetimes), program)
         if laid is None:
             continue
-        value = cost(laid) if cost is not None else float(laid.meta["moved_bytes"])
+        # Ties (moves are free on a graph with explicit costs) go to the fewest bytes moved.
+        value = (cost(laid) if cost is not None else 0.0, int(laid.meta["moved_bytes"]))
         if best is None or value < best[0]:
             best = (value, laid)
     return None if best is None else best[1]
