@@ -68,6 +68,7 @@ class Placement:
 PLACEMENTS: tuple[Placement, ...] = tuple(
     p for keep in (True, False)
     for p in (Placement(keep, "best"), Placement(keep, "first"), Placement(keep, "top"), Placement(keep, "best", 20)))
+
 # Windows whose buffers the compactor tries to move elsewhere, cheapest first: each try
 # is O(buffers log buffers) per buffer moved; the slides cover what they miss.
 WINDOW_TRIES = 8
