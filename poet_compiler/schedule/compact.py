@@ -39,6 +39,7 @@ copies cost 1.2 % where the pipeline's other schedules cost 0.03 % (ResNet-18-CI
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -48,6 +49,8 @@ from poet_compiler.errors import ScheduleError
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.interpreter import ProgramInterpreter
 from poet_compiler.schedule.program import Instruction, Op, Program
+
+Fit = Literal["best", "first", "top"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ class Placement:
     holes below them whole."""
 
     keep_static: bool
-    fit: Literal["best", "first", "top"]
+    fit: Fit
     short_at_top: int = 0
 
 
@@ -99,7 +102,7 @@ def _best_fit(holes: list[tuple[int, int]], need: int) -> int | None:
     return min(fits)[1] if fits else None
 
 
-def _fit(holes: list[tuple[int, int]], need: int, fit: str) -> int | None:
+def _fit(holes: list[tuple[int, int]], need: int, fit: Fit) -> int | None:
     """Where ``need`` bytes go in ``holes`` (sorted by offset) under ``fit``
     (:class:`Placement`), or None when no hole holds them."""
     if fit == "best":
@@ -129,12 +132,10 @@ class _Compactor(ProgramInterpreter):
     """The Program with offsets within ``budget`` and MOVEs where the holes must join."""
 
     def __init__(self, graph: TrainingGraph, program: Program, budget: int, until: float | None,
-                 fences: bool = False, placement: Placement = PLACEMENTS[0],
-                 lifetimes: dict[int, int] | None = None) -> None:
+                 fences: bool, placement: Placement, lifetimes: dict[int, int]) -> None:
         super().__init__(program)
         self.budget, self.until, self.may_fence = budget, until, fences
-        self.placement = placement
-        self.lifetimes = lifetimes if lifetimes is not None else _lifetimes(program)
+        self.placement, self.lifetimes = placement, lifetimes
         self.fences = 0                       # FENCEs added so that buffers in flight could move
         self.size = [node.output_bytes for node in graph.nodes]
         self.work = [node.workspace_bytes for node in graph.nodes]
@@ -295,7 +296,8 @@ def compact_arena(graph: TrainingGraph, program: Program, budget_bytes: int, *,
     ``fences``: where only buffers in flight block the room, add a FENCE and move them
     (``meta["added_fences"]`` counts them; see the module docstring).
     The layout of the cheapest of the :data:`PLACEMENTS` by ``cost``, then by the bytes
-    moved (the first placement's on ties), each tried while time is left. Some keep
+    moved (the first placement's on ties), each tried while time is left; a layout of
+    infinite cost (e.g. past the deadline) is never taken. Some keep
     ``program``'s own offsets (a static plan that did not fit) wherever they are free
     within the budget. The caller checks that the live bytes fit (the simulator judges
     the result)."""
@@ -310,7 +312,7 @@ def compact_arena(graph: TrainingGraph, program: Program, budget_bytes: int, *,
             continue
         # Ties (moves are free on a graph with explicit costs) go to the fewest bytes moved.
         value = (cost(laid) if cost is not None else 0.0, int(laid.meta["moved_bytes"]))
-        if best is None or value < best[0]:
+        if value[0] < math.inf and (best is None or value < best[0]):
             best = (value, laid)
     return None if best is None else best[1]
 

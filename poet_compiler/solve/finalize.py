@@ -142,7 +142,7 @@ def _finalize(
         # (milliseconds, and a copy costs far less than a re-solve's worse schedule).
         limit = None if until is None else max(COMPACT_MIN_S, left() or 0.0)
         compacted = compact_arena(graph, program, budget, time_limit_s=limit, cost=_copies_cost(problem))
-        if compacted is not None and _meets_deadline(problem, compacted):
+        if compacted is not None:
             compacted.meta["static_arena_bytes"] = program.arena_bytes
             program = compacted
     if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes and rescue_s > 0:
@@ -158,7 +158,7 @@ def _finalize(
         # The last resort: where buffers in flight block the room, wait for the channel.
         limit = None if until is None else max(COMPACT_MIN_S, left() or 0.0)
         fenced = compact_arena(graph, program, budget, time_limit_s=limit, fences=True, cost=_copies_cost(problem))
-        if fenced is not None and _meets_deadline(problem, fenced):
+        if fenced is not None:
             fenced.meta["static_arena_bytes"] = program.arena_bytes
             program = fenced
 
@@ -207,25 +207,14 @@ def _finalize(
 
 def _copies_cost(problem: Problem) -> Callable[[Program], float]:
     """How compaction weighs its layouts: the simulated energy (copies, and with FENCEs
-    the waits, included), infinite past the deadline."""
+    the waits, included), infinite past the deadline, which compaction never takes (a
+    static re-plan may still fit)."""
     def cost(program: Program) -> float:
         try:
             return simulate(problem.graph, problem.costs, program, deadline_s=problem.deadline_s).energy_j
         except OverBudgetError:
             return math.inf
     return cost
-
-
-def _meets_deadline(problem: Problem, program: Program) -> bool:
-    """Whether ``program`` (its moves' copies included) ends by the deadline; a compacted
-    layout that misses it is not taken, and a static re-plan may still fit."""
-    if problem.deadline_s is None:
-        return True
-    try:
-        simulate(problem.graph, problem.costs, program, deadline_s=problem.deadline_s)
-    except OverBudgetError:
-        return False
-    return True
 
 
 def _same_instructions(layout: Program, program: Program) -> bool:

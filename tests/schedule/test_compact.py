@@ -7,9 +7,9 @@ import time
 import pytest
 
 from poet_compiler.errors import ScheduleError
+from poet_compiler.schedule import compact
 from poet_compiler.schedule.arena import plan_arena
 from poet_compiler.schedule.cleanup import remove_pointless_work
-from poet_compiler.schedule import compact
 from poet_compiler.schedule.compact import compact_arena, without_moves
 from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.program import Instruction, Op, Program
