@@ -10,7 +10,12 @@ Cells are time_limit_bench's (``problem_of``). Searches, all on one worker:
 - ``core``: what the pipeline runs (unsatisfiable cores, core minimization level 1);
 - ``core2``: the same at CP-SAT's default minimization level (2);
 - ``core_lp``: cores with the linear relaxation (linearization level 1);
-- ``lb_tree``: CP-SAT's lower-bound tree search (linearization level 2).
+- ``lb_tree``: CP-SAT's lower-bound tree search (linearization level 2);
+- ``core_nostrat`` / ``core_ascent``: cores without stratification, or stratified in
+  ascending weight (default: descending);
+- ``core_depth`` / ``core_weight``: assumptions ordered by depth or weight;
+- ``core_single``: one core per round (``find_multiple_cores`` off);
+- ``core_nocover``: without cover optimization.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from pathlib import Path
 from bench.heuristics_time import problem_of
 from poet_compiler.solve import presence
 
-SEARCHES = ("core", "core2", "core_lp", "lb_tree")
+SEARCHES = ("core", "core2", "core_lp", "lb_tree", "core_nostrat", "core_ascent", "core_depth", "core_weight",
+            "core_single", "core_nocover")
 
 
 def _parameters(solver: object, search: str, seconds: float) -> None:
@@ -37,6 +43,18 @@ def _parameters(solver: object, search: str, seconds: float) -> None:
     p.optimize_with_core = True
     p.linearization_level = 1 if search == "core_lp" else 0
     p.core_minimization_level = 2 if search == "core2" else 1
+    if search in ("core_nostrat", "core_ascent"):
+        S = type(p)
+        p.max_sat_stratification = (S.STRATIFICATION_NONE if search == "core_nostrat"
+                                    else S.STRATIFICATION_ASCENT)
+    if search in ("core_depth", "core_weight"):
+        S = type(p)
+        p.max_sat_assumption_order = (S.ORDER_ASSUMPTION_BY_DEPTH if search == "core_depth"
+                                      else S.ORDER_ASSUMPTION_BY_WEIGHT)
+    if search == "core_single":
+        p.find_multiple_cores = False
+    if search == "core_nocover":
+        p.cover_optimization = False
 
 
 def run(cell: str, search: str, seconds: float) -> dict[str, object]:
