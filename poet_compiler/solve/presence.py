@@ -264,12 +264,23 @@ class PresenceRun:
     def running(self) -> bool:
         return self._run is not None and not self._run.ended
 
-    def wait(self, seconds: float) -> PresenceBound:
-        """Wait until it ends or ``seconds`` have passed; the bound so far, its best
-        solution realized as a schedule."""
+    def wait(self, seconds: float, *, realize: bool = True) -> PresenceBound:
+        """Wait until it ends or ``seconds`` have passed; the bound so far, with its best
+        solution realized as a schedule when ``realize``."""
         if self._run is not None:
             self._run.wait(time.perf_counter() + max(0.0, seconds))
-        return self.bound(realize=True)
+        return self.bound(realize=realize)
+
+    def near(self, gap: float) -> bool:
+        """Its best solution so far is within ``gap`` (relative, in energy) of its bound."""
+        if self._run is None or self._md is None:
+            return False
+        res = self._run.answer()
+        if res.objective is None or res.bound is None:
+            return False
+        base = self.problem.costs.compute_only_j
+        lower = base + res.bound / self._md.e_scale
+        return base + res.objective / self._md.e_scale <= lower * (1 + gap)
 
     def in_background(self) -> None:
         if self._run is not None:

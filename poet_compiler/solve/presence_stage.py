@@ -30,6 +30,19 @@ from poet_compiler.solve.result import ResultExtra
 # Of the time left after the cover, what the presence bound may take before the guided
 # stage starts from its bound (a search not closed by then goes on beside it: LateBound).
 PRESENCE_SHARE = 0.3
+# A search that is near its own optimum when its share ends (its best solution within
+# NEAR_GAP of its bound) waits on for up to NEAR_SHARE of the time left at the stage's
+# start, while it stays near and until it closes: closed, its bound is the proof and its
+# solution the guided stage's best guide. Measured on ResNet-18-CIFAR m4 (BENCHMARKS.md,
+# session 22): at 50 % the search is 0.09 % from its optimum when the 0.3 share ends and
+# closes some 10 s later; a fixed 0.45 share took 50 % 1.5x from 0.20 % to 0.09 % (the
+# guided stage closed in 5 s from the closed model's choice), but at 30 %, where the search
+# is still 0.5 % from its own optimum after its share and does not close in 60 s, it took
+# the guided stage's time (1.5x 0.99 -> 1.45 %, 2.0x 0.52 -> 1.13 %).
+NEAR_GAP = 0.0025
+NEAR_SHARE = 0.5
+# How often a search waited on past its share is asked how near it is.
+NEAR_POLL_S = 0.25
 # A search left running may be held for as long as it runs: its own limit is this many
 # times the time left (LateBound ends it at the family's end).
 HELD_ROOM = 2.0
@@ -49,7 +62,8 @@ def presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, ext
     It runs before the guided stage so that the guided search stops at the better bound;
     on the README demo its schedule is the optimum and its bound proves it (4 s), where
     the cover leaves 11 % of the restores' energy open and the full model's bound still
-    9 % after 50 s. It gets PRESENCE_SHARE of the time left; with ``late``, a search not
+    9 % after 50 s. It gets PRESENCE_SHARE of the time left, and up to NEAR_SHARE while
+    its best solution is within NEAR_GAP of its bound; with ``late``, a search not
     closed by then goes on in the background until the solve's end (:class:`LateBound`),
     where it goes at once in recompute-only mode with no schedule in hand."""
     upper = feasible_energy(tight, hint) if hint is not None else None
@@ -72,7 +86,8 @@ def presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, ext
     # at 80 % its 88 s share ended at 611-615 J with no schedule, below what the full model
     # proved in 40 s (626-630 J), while the guided stage ran out of time for a schedule.
     at_once = late is not None and upper is None and not tight.allows_paging
-    limit = 0.0 if at_once else clock.solver_limit(PRESENCE_SHARE * clock.left())
+    left = clock.left()
+    limit = 0.0 if at_once else clock.solver_limit(PRESENCE_SHARE * left)
     if limit < MIN_STAGE_S and not at_once:
         return cover, hint, "warm start"
     program = to_program(tight, hint) if hint is not None else None
@@ -87,12 +102,15 @@ def presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, ext
         run = start_presence(tight, time_limit_s=HELD_ROOM * clock.left() if late is not None else limit,
                              hint=program)
         found = run.wait(limit - (time.perf_counter() - run.started))
+        near = not at_once and _wait_while_near(run, clock.solver_limit(NEAR_SHARE * left) - limit)
+        if near:
+            found = run.bound(realize=True)
         if late is not None and run.running:
             run.in_background()
             late.run = run
         else:
             run.stop()
-    extra.set(presence=found.summary(), presence_solve_s=round(found.solve_s, 3))
+    extra.set(presence={**found.summary(), "waited_near": near}, presence_solve_s=round(found.solve_s, 3))
     source = "warm start"
     if found.schedule is not None:
         energy = feasible_energy(tight, found.schedule)
@@ -102,6 +120,17 @@ def presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, ext
         cover = dataclasses.replace(cover, energy_j=found.energy_j)
     # The guided stage opens the model's restores beside the cover's (presence._choice).
     return dataclasses.replace(cover, staged=found.choice), hint, source
+
+
+def _wait_while_near(run: PresenceRun, more_s: float) -> bool:
+    """Wait on for at most ``more_s`` while the search's best solution is within NEAR_GAP
+    of its bound and it has not ended; whether it waited at all."""
+    until = time.perf_counter() + more_s
+    waited = False
+    while run.running and time.perf_counter() < until and run.near(NEAR_GAP):
+        run.wait(min(NEAR_POLL_S, until - time.perf_counter()), realize=False)
+        waited = True
+    return waited
 
 
 @dataclass
@@ -162,5 +191,6 @@ class LateBound:
         found = self.stop()
         if found is None or found.energy_j is None:
             return bound
-        extra.set(presence={**found.summary(), "background": True}, presence_solve_s=round(found.solve_s, 3))
+        extra.set(presence={**(extra.presence or {}), **found.summary(), "background": True},
+                  presence_solve_s=round(found.solve_s, 3))
         return found.energy_j if bound is None else max(bound, found.energy_j)

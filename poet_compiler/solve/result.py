@@ -116,7 +116,9 @@ class ResultExtra:
     presence: dict[str, Any] | None = None
     """The presence bound (solve/presence.py): ``bound_j`` (valid at this budget),
     ``closed`` (solved to optimality or within the gap of its best solution), ``pairs``
-    (its size: (tensor, point) pairs), ``message``; or ``skipped`` and why."""
+    (its size: (tensor, point) pairs), ``message``, ``waited_near`` (the stage waited past
+    its share for a search near its own optimum: presence_stage.NEAR_GAP); or ``skipped``
+    and why."""
     presence_solve_s: float | None = field(default=None, metadata=MEASURED)
     full_model_skipped: bool | None = None
     """The full model was not solved (too little time left after the guided stage)."""

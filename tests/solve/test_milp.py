@@ -364,6 +364,47 @@ def test_with_no_schedule_in_hand_the_presence_search_goes_to_the_background_at_
         late.stop()
 
 
+@pytest.mark.parametrize("near", [False, True])
+def test_a_presence_search_near_its_optimum_is_waited_on_past_its_share(monkeypatch, near: bool) -> None:
+    """DAG 100 at 80 % with the offline-eviction schedule in hand: its presence search is
+    about 2 % from its own optimum after seconds, and the stage returns at its share. Where
+    the search counts as near (NEAR_GAP raised to 100 %), the stage waits on, up to
+    NEAR_SHARE of the time left (the search does not close in that time), and the bound
+    it hands on is no lower."""
+    import time
+
+    import poet_compiler.solve.presence_stage as stage
+    from poet_compiler.devices.cost_model import costs_for
+    from poet_compiler.solve.budgets import reference, resolve_ram
+    from poet_compiler.solve.clock import Clock
+    from poet_compiler.solve.cover import cover_bound
+    from poet_compiler.solve.problem import Problem
+    from poet_compiler.solve.result import ResultExtra
+    from poet_compiler.solve.warm_start import warm_start_candidates
+    from tests.support.layered import layered_graph
+
+    graph = layered_graph(100)
+    costs = costs_for(graph, None)
+    problem = Problem(graph, costs, resolve_ram("80%", reference(graph, costs), costs), mode="remat")
+    cover = cover_bound(problem, time_limit_s=5.0)
+    hint = warm_start_candidates(problem, only=["belady"])[0][2]
+    if near:
+        monkeypatch.setattr(stage, "NEAR_GAP", 1.0)
+    clock, late, extra = Clock(12.0), stage.LateBound(), ResultExtra()
+    left = clock.left()
+    t0 = time.perf_counter()
+    try:
+        raised, _, _ = stage.presence_stage(problem, cover, hint, extra, clock=clock, gap=1e-3, late=late)
+        waited = time.perf_counter() - t0
+        assert late.running and raised.energy_j is not None and raised.energy_j >= cover.energy_j
+        if near:
+            assert 0.9 * stage.NEAR_SHARE * left <= waited <= stage.NEAR_SHARE * left + 1.0, waited
+        else:
+            assert waited < stage.PRESENCE_SHARE * left + 1.0, waited
+    finally:
+        late.stop()
+
+
 def test_a_full_model_bound_under_the_cover_does_not_lower_the_reported_bound(monkeypatch) -> None:
     """The full model stopped without a solution and reported its own bound, under the
     cover's (the ``auto`` portfolio's timeout: CP-SAT's bound without the floor; on
