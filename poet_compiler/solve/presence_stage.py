@@ -101,10 +101,9 @@ def presence_stage(tight: Problem, cover: CoverBound, hint: Schedule | None, ext
         # only, it had ended by itself before the idle time after the guided stage.
         run = start_presence(tight, time_limit_s=HELD_ROOM * clock.left() if late is not None else limit,
                              hint=program)
-        found = run.wait(limit - (time.perf_counter() - run.started))
+        run.wait(limit - (time.perf_counter() - run.started), realize=False)
         near = not at_once and _wait_while_near(run, clock.solver_limit(NEAR_SHARE * left) - limit)
-        if near:
-            found = run.bound(realize=True)
+        found = run.bound(realize=True)     # realized once, at the end of the wait
         if late is not None and run.running:
             run.in_background()
             late.run = run

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from tests.support.oracle import brute_force
 from poet_compiler.solve.milp import solve_milp
 from tests.support.graphs import random_problem, training_problem
+from tests.support.oracle import brute_force
 
 MODES = ("poet", "remat", "paging", "none")
 
@@ -126,8 +126,8 @@ def test_canonical_warm_start_is_a_complete_feasible_assignment(seed: int, mode:
     """The heuristic schedule, made canonical, fills every variable (aux ones included)
     and satisfies every row of the fast model: the solver starts from a real incumbent."""
     from poet_compiler.solve.formulation.fast import build_fast, canonical
-    from poet_compiler.solve.warm_start import warm_start_candidates
     from poet_compiler.solve.problem import feasible_energy as _fits
+    from poet_compiler.solve.warm_start import warm_start_candidates
 
     problem = random_problem(seed, 12, mode, deadline_prob=0.5, dma=seed % 2 == 0, static_w=0.05)
     candidates = warm_start_candidates(problem)
@@ -233,13 +233,12 @@ def test_the_guided_stage_keeps_the_fenced_schedule_only_when_cheaper(monkeypatc
     import dataclasses
 
     import poet_compiler.solve.finalize as finalize_mod
+    from poet_compiler.schedule import compact
     from poet_compiler.solve.finalize import finalize
     from poet_compiler.solve.milp import _cheaper_of_fenced, _fenced
     from poet_compiler.solve.problem import Problem
     from poet_compiler.solve.result import ResultExtra
     from tests.schedule.test_compact import _in_flight_blocks_the_room, _layout_leaving_no_room
-
-    from poet_compiler.schedule import compact
 
     graph, costs, program = _in_flight_blocks_the_room()
     static = _layout_leaving_no_room()
@@ -270,7 +269,6 @@ def test_a_presence_search_not_closed_by_its_share_raises_the_bound_at_the_end(m
     import multiprocessing
 
     import poet_compiler.solve.cover as cover_mod
-
     from poet_compiler.devices.cost_model import costs_for
     from poet_compiler.solve.budgets import reference, resolve_ram
     from poet_compiler.solve.problem import Problem, feasible_energy
@@ -326,20 +324,14 @@ def test_recompute_only_runs_the_interval_search_before_the_full_model(monkeypat
         assert not before_full
 
 
-@pytest.mark.parametrize("in_hand", [False, True])
-def test_with_no_schedule_in_hand_the_presence_search_goes_to_the_background_at_once(in_hand: bool) -> None:
-    """Recompute only, DAG 100 at 80 % (the presence search does not close in seconds):
-    with no schedule in hand the stage returns at once and leaves the search running
-    beside what follows; with the offline-eviction schedule in hand it waits its share."""
-    import time
-
+def _dag100_remat_at_80(in_hand: bool):  # noqa: ANN202
+    """The layered DAG of 100 nodes at 80 %, recompute only (its presence search does not
+    close in seconds): the problem, its cover bound, and the offline-eviction schedule
+    when ``in_hand`` (else None)."""
     from poet_compiler.devices.cost_model import costs_for
     from poet_compiler.solve.budgets import reference, resolve_ram
-    from poet_compiler.solve.clock import Clock
     from poet_compiler.solve.cover import cover_bound
-    from poet_compiler.solve.presence_stage import PRESENCE_SHARE, LateBound, presence_stage
     from poet_compiler.solve.problem import Problem
-    from poet_compiler.solve.result import ResultExtra
     from poet_compiler.solve.warm_start import warm_start_candidates
     from tests.support.layered import layered_graph
 
@@ -348,6 +340,21 @@ def test_with_no_schedule_in_hand_the_presence_search_goes_to_the_background_at_
     problem = Problem(graph, costs, resolve_ram("80%", reference(graph, costs), costs), mode="remat")
     cover = cover_bound(problem, time_limit_s=5.0)
     hint = warm_start_candidates(problem, only=["belady"])[0][2] if in_hand else None
+    return problem, cover, hint
+
+
+@pytest.mark.parametrize("in_hand", [False, True])
+def test_with_no_schedule_in_hand_the_presence_search_goes_to_the_background_at_once(in_hand: bool) -> None:
+    """Recompute only, DAG 100 at 80 % (the presence search does not close in seconds):
+    with no schedule in hand the stage returns at once and leaves the search running
+    beside what follows; with the offline-eviction schedule in hand it waits its share."""
+    import time
+
+    from poet_compiler.solve.clock import Clock
+    from poet_compiler.solve.presence_stage import PRESENCE_SHARE, LateBound, presence_stage
+    from poet_compiler.solve.result import ResultExtra
+
+    problem, cover, hint = _dag100_remat_at_80(in_hand)
     assert (hint is not None) == in_hand
     clock, late, extra = Clock(20.0), LateBound(), ResultExtra()
     share = PRESENCE_SHARE * clock.left()
@@ -374,20 +381,10 @@ def test_a_presence_search_near_its_optimum_is_waited_on_past_its_share(monkeypa
     import time
 
     import poet_compiler.solve.presence_stage as stage
-    from poet_compiler.devices.cost_model import costs_for
-    from poet_compiler.solve.budgets import reference, resolve_ram
     from poet_compiler.solve.clock import Clock
-    from poet_compiler.solve.cover import cover_bound
-    from poet_compiler.solve.problem import Problem
     from poet_compiler.solve.result import ResultExtra
-    from poet_compiler.solve.warm_start import warm_start_candidates
-    from tests.support.layered import layered_graph
 
-    graph = layered_graph(100)
-    costs = costs_for(graph, None)
-    problem = Problem(graph, costs, resolve_ram("80%", reference(graph, costs), costs), mode="remat")
-    cover = cover_bound(problem, time_limit_s=5.0)
-    hint = warm_start_candidates(problem, only=["belady"])[0][2]
+    problem, cover, hint = _dag100_remat_at_80(in_hand=True)
     if near:
         monkeypatch.setattr(stage, "NEAR_GAP", 1.0)
     clock, late, extra = Clock(12.0), stage.LateBound(), ResultExtra()
