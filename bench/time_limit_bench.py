@@ -44,6 +44,7 @@ CELLS = {
     "kws_m4_256k": (["models/kws_dscnn.onnx", "--device", "m4", "--ram", "256k"], 60.0),
     "mobilenetv2_a72_50": (["mobilenetv2", "--device", "a72", "--ram", "50%"], 120.0),
     "bert_base_a72_70": (["bert_base", "--device", "a72", "--ram", "70%"], 120.0),
+    "bert_base_a72_50": (["bert_base", "--device", "a72", "--ram", "50%"], 120.0),
     "gpt2_a72_50": (["gpt2", "--device", "a72", "--ram", "50%"], 120.0),
     "gpt2_a72_70": (["gpt2", "--device", "a72", "--ram", "70%"], 120.0),
     "mobilenetv2_a72_70": (["mobilenetv2", "--device", "a72", "--ram", "70%"], 120.0),
