@@ -143,13 +143,11 @@ def _build(problem: Problem, budget: int) -> _Model:
             before, now = md.p[(k, r - 1)], md.p[(k, r)]
             if not _is_var(before) and not _is_var(now):
                 continue          # in RAM at both points by need: a restore between is waste
-            options = [x for x in (md.wr.get((k, r)), _usable_page_in(problem, md, k, r, now)) if x is not None]
+            options = [x for x in (md.wr.get((k, r)), md.wp.get((k, r))) if x is not None]
             # Absent at r - 1 and present at r: restored in stage r.
             m.add(sum(options) >= now - before)
     _input_rows(problem, md)
     _point_rows(problem, md, budget, size)
-    if not problem.synchronous:
-        _stage_long_time(problem, md)
     add_deadline_row(m, md.time_terms, slack, t_scale)
     m.minimize(sum(k * x for x, k in md.cost))
     return md
@@ -176,47 +174,17 @@ def _restore_options(problem: Problem, md: _Model, k: int, r: int, slack: float 
         m.add_implication(x, md.out[k])
 
 
-def _usable_page_in(problem: Problem, md: _Model, k: int, r: int, now: Any) -> Any:
-    """``wp[k, r]`` where a page-in in stage ``r`` can serve what point ``r`` needs: always
-    with synchronous transfers; with stage-long ones only where ``k`` is not read at
-    ``r`` (``now`` is not fixed), since such a page-in is readable from stage ``r + 1``."""
-    return md.wp.get((k, r)) if problem.synchronous or _is_var(now) else None
-
-
 def _input_rows(problem: Problem, md: _Model) -> None:
-    """A recompute in stage ``r`` reads each input: in RAM at ``r - 1`` or restored in ``r``
-    (with stage-long transfers: recomputed in ``r``)."""
+    """A recompute in stage ``r`` reads each input: in RAM at ``r - 1`` or restored in ``r``."""
     g = problem.graph
     for (k, r), x in md.wr.items():
         for j in sorted(set(g.nodes[k].inputs)):
             before = md.p.get((j, r - 1), 0)
             if not _is_var(before) and before == 1:
                 continue
-            paged = md.wp.get((j, r)) if problem.synchronous else None
-            either = [lit for lit in (before, md.wr.get((j, r)), paged)
+            either = [lit for lit in (before, md.wr.get((j, r)), md.wp.get((j, r)))
                       if lit is not None and _is_var(lit)]
             md.m.add_bool_or([x.Not(), *either])
-
-
-def _stage_long_time(problem: Problem, md: _Model) -> None:
-    """Stage-long transfers: stage ``r`` lasts ``max(compute, transfers)``, so its page-ins
-    beyond its computes cost static power for that long (page-outs left out)."""
-    c = problem.costs
-    if c.static_w <= 0:
-        return
-    unit = c.static_w * md.e_scale
-    ins: dict[int, list[tuple[Any, int]]] = {}
-    for (k, r), x in md.wp.items():
-        ins.setdefault(r, []).append((x, math.floor(c.page_in_s[k] * unit)))
-    for r, terms in ins.items():
-        busy = [(x, math.ceil(c.compute_s[k] * unit)) for (k, s), x in md.wr.items() if s == r]
-        own = math.ceil(c.compute_s[r] * unit)
-        top = sum(w for _, w in terms) - own
-        if top <= 0:
-            continue
-        extra = md.m.new_int_var(0, top, f"stretch[{r}]")
-        md.m.add(extra >= sum(w * x for x, w in terms) - own - sum(w * x for x, w in busy))
-        md.cost.append((extra, 1))
 
 
 def _point_rows(problem: Problem, md: _Model, budget: int, size: list[int]) -> None:
