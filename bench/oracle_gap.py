@@ -61,7 +61,10 @@ def main() -> None:
              ("DMA, time free (control)", 3, True, 0.0, False),
              ("DMA, static 0.3 W", 2, True, 0.3, False),
              ("DMA, deadline", 2, True, 0.0, True),
-             ("DMA, static 0.3 W and deadline", 2, True, 0.3, True)]
+             ("DMA, static 0.3 W and deadline", 2, True, 0.3, True),
+             # Little static power and three forward nodes: paging across stages pays off
+             # (the case of tests/solve/test_oracle.py's stage-long family test).
+             ("DMA, static 0.02 W and deadline", 3, True, 0.02, True)]
     lines = [f"# The DMA restriction against the program oracle ({time.strftime('%Y-%m-%d')}, {args.seeds} seeds x "
              f"{len(MODES)} modes per row)", "",
              "| case | nodes | with a program | equal | above | poetc infeasible | arena only (lost) | arena (kept) "

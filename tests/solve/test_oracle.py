@@ -98,6 +98,38 @@ def test_with_dma_static_power_and_a_deadline_poetc_is_never_below_the_oracle(se
         assert res.energy_j >= best.energy_j * (1 - REL)
 
 
+def test_with_dma_static_power_and_a_deadline_poetc_finds_the_stage_long_familys_best() -> None:
+    """The test above only bounds poetc from below. Here the stage-long family is said as
+    Programs (the oracle's ``stage_long``: a stage's transfers issued before its first
+    compute, its one FENCE after its last), not as the formulations' stage rules. poetc
+    searches that family (and, on graphs this small, the synchronous one), so it must
+    never end above the family's best Program, nor below the best of all Programs."""
+    from poet_compiler.schedule.simulate import simulate
+
+    paged = 0
+    for seed, mode in itertools.product(range(12), ("poet", "paging")):
+        # Little static power, so that paging across stages pays off: 5 of these 24 best
+        # Programs of the family page (with 0.3 W and two forward nodes, none did).
+        problem = training_problem(seed, 3, mode, dma=True, static_w=0.02, deadline=True)
+        family = oracle.search(problem, stage_long=True)
+        if family is None:
+            continue
+        best = oracle.search(problem)
+        assert best is not None and best.energy_j <= family.energy_j * (1 + REL)
+        sim = simulate(problem.graph, problem.costs, oracle.as_program(problem, family),
+                       ram_budget_bytes=problem.activation_budget, deadline_s=problem.deadline_s)
+        assert sim.energy_j == pytest.approx(family.energy_j, rel=1e-9)
+        res = solve_milp(problem, time_limit_s=60, gap_limit=0.0)
+        if res.status != "optimal" and "arena" in res.message:
+            assert _oracle_program_needs_a_bigger_arena(problem, family), res.message
+            continue
+        assert res.status == "optimal", (seed, mode, res.status, res.message)
+        assert res.energy_j <= family.energy_j * (1 + REL), (seed, mode, res.energy_j, family.program)
+        assert res.energy_j >= best.energy_j * (1 - REL)
+        paged += "PAGE_IN" in [op for op, _ in family.program]
+    assert paged >= 3, "too few cases where the family's best Program pages: the test would say little"
+
+
 def test_the_oracle_sees_what_stage_semantics_miss() -> None:
     """The control: a synchronous page-in read in its own stage and a page-out right after
     a tensor's last use are what make these budgets feasible; the oracle finds such

@@ -76,12 +76,20 @@ def _bits(mask: int, n: int):
     return (i for i in range(n) if mask >> i & 1)
 
 
-def search(problem: Problem, *, budget: int | None = None, objective: str = "energy") -> OracleResult | None:
+def search(problem: Problem, *, budget: int | None = None, objective: str = "energy",
+           stage_long: bool = False) -> OracleResult | None:
     """The best Program of ``problem`` (None if there is none).
 
     ``objective="energy"``: least energy. ``objective="ram"``: ignore the budget and find
     the least peak of live bytes (``energy_j`` then holds the peak in bytes), still under
     the deadline.
+
+    ``stage_long`` (DMA): only the Programs of the stage-long family (docs/model.md, "Which
+    transfers"), said in instructions. A stage ends with the first compute of a node. Its
+    transfers are issued before its first compute, and its one ``FENCE`` comes after its
+    last compute, with only ``FREE`` in between. So a page-in is readable from the next
+    stage on, a page-out's source stays until the stage ends, and a stage lasts
+    max(compute, transfers).
     """
     d = _Device(problem, budget if objective == "energy" else 1 << 62)
     n, c = d.n, d.c
@@ -91,7 +99,9 @@ def search(problem: Problem, *, budget: int | None = None, objective: str = "ene
     # State: ram, flash, nxt, arriving (page-ins in flight), leaving (page-outs in flight),
     # lag (how long the DMA channel stays busy after the CPU's clock). Label: (cost, CPU
     # clock, program link).
-    start = (0, 0, 0, 0, 0, 0.0)
+    # ... and phase (stage_long only): 0 before the stage's first compute, 1 after it,
+    # 2 after its last compute with transfers in flight (its FENCE is due).
+    start = (0, 0, 0, 0, 0, 0.0, 0)
     counter = itertools.count()
     heap: list = [(0.0, 0.0, next(counter), start, None)]
     settled: dict[tuple, list[float]] = {}
@@ -101,9 +111,9 @@ def search(problem: Problem, *, budget: int | None = None, objective: str = "ene
 
     while heap:
         cost, cpu, _, state, link = heapq.heappop(heap)
-        ram, flash, nxt, arriving, leaving, lag = state
+        ram, flash, nxt, arriving, leaving, lag, phase = state
         t_now = now(cpu, lag)
-        key = state if d.dma and track_time else state[:5]   # without time, the DMA lag is moot too
+        key = state if d.dma and track_time else state[:5] + state[6:]   # without time, the DMA lag is moot too
         times = settled.setdefault(key, [])
         if any(t <= t_now + _EPS for t in times) or (not track_time and times):
             continue
@@ -133,7 +143,7 @@ def search(problem: Problem, *, budget: int | None = None, objective: str = "ene
             return cost + j + d.sw * (now(ncpu, nlag) - now(cpu, lag)), ncpu, nlag
 
         # COMPUTE
-        for k in range(min(nxt + 1, n)):
+        for k in range(min(nxt + 1, n) if phase < 2 else 0):
             if ram >> k & 1 or (d.inputs[k] & ~ram) or (d.inputs[k] & arriving):
                 continue
             if k < nxt and (not d.remat or d.pinned[k]):
@@ -144,16 +154,20 @@ def search(problem: Problem, *, budget: int | None = None, objective: str = "ene
             new_cost, ncpu, nlag = energy_step(c.compute_j[k], c.compute_s[k], 0.0)
             if objective == "ram":
                 new_cost = max(cost, float(peak))
-            push(new_cost, ncpu, (ram | 1 << k, flash, max(nxt, k + 1), arriving, leaving, nlag), ("COMPUTE", k))
-        if d.paging:
+            after = phase
+            if stage_long:
+                after = 1 if k < nxt else (2 if arriving or leaving else 0)
+            push(new_cost, ncpu, (ram | 1 << k, flash, max(nxt, k + 1), arriving, leaving, nlag, after),
+                 ("COMPUTE", k))
+        if d.paging and not (stage_long and phase):
             for i in _bits(ram & ~flash & ~leaving & ~arriving, n):
                 if d.pinned[i]:
                     continue
                 new_cost, ncpu, nlag = energy_step(c.page_out_j[i], 0.0, c.page_out_s[i])
                 if d.dma:
-                    nstate = (ram, flash, nxt, arriving, leaving | 1 << i, nlag)
+                    nstate = (ram, flash, nxt, arriving, leaving | 1 << i, nlag, phase)
                 else:
-                    nstate = (ram, flash | 1 << i, nxt, arriving, leaving, nlag)
+                    nstate = (ram, flash | 1 << i, nxt, arriving, leaving, nlag, phase)
                 push(new_cost, ncpu, nstate, ("PAGE_OUT", i))
             for i in _bits(flash & ~ram, n):
                 peak = live + d.size[i]
@@ -162,12 +176,12 @@ def search(problem: Problem, *, budget: int | None = None, objective: str = "ene
                 new_cost, ncpu, nlag = energy_step(c.page_in_j[i], 0.0, c.page_in_s[i])
                 if objective == "ram":
                     new_cost = max(cost, float(peak))
-                push(new_cost, ncpu, (ram | 1 << i, flash, nxt, arriving | (1 << i if d.dma else 0), leaving, nlag),
-                     ("PAGE_IN", i))
+                push(new_cost, ncpu, (ram | 1 << i, flash, nxt, arriving | (1 << i if d.dma else 0), leaving, nlag,
+                                      phase), ("PAGE_IN", i))
         for i in _bits(ram & ~arriving & ~leaving, n):
-            push(cost, cpu, (ram & ~(1 << i), flash, nxt, arriving, leaving, lag), ("FREE", i))
-        if d.dma and (arriving or leaving):
-            push(cost, now(cpu, lag), (ram, flash | leaving, nxt, 0, 0, 0.0), ("FENCE", -1))
+            push(cost, cpu, (ram & ~(1 << i), flash, nxt, arriving, leaving, lag, phase), ("FREE", i))
+        if d.dma and (arriving or leaving) and (not stage_long or phase == 2):
+            push(cost, now(cpu, lag), (ram, flash | leaving, nxt, 0, 0, 0.0, 0), ("FENCE", -1))
     return None
 
 

@@ -171,13 +171,16 @@ def add_time_and_energy(b: Built, *, objective: str = "energy") -> None:
 
     ``objective``: "energy" (the problem's), "time" (minimize the step time: used by
     the infeasibility analysis) or "none" (feasibility only / set by the caller).
-    Static power ``static_w`` is folded into each compute's (and, without DMA, each
-    transfer's) energy; with DMA only the paging time that outlasts compute costs extra
-    static energy, carried by one variable ``Y_t >= static_w (P_t - C_t)`` per stage.
+    Static power ``static_w`` is folded into each compute's (and, with synchronous
+    transfers, each transfer's) energy; with stage-long transfers only the paging time
+    that outlasts compute costs extra static energy, carried by one variable
+    ``Y_t >= static_w (P_t - C_t)`` per stage. Which of the two is the program family's
+    (``problem.synchronous``), not the device's: the synchronous family on a DMA device
+    waits for each transfer, so its time adds up as without DMA.
     """
     p, m, n = b.problem, b.model, b.problem.n
     c = p.costs
-    sw, dma = c.static_w, c.dma
+    sw, overlap = c.static_w, not p.synchronous
     obj: Expr = {}
     total_time: Expr = {}
     for t in range(n):
@@ -195,12 +198,12 @@ def add_time_and_energy(b: Built, *, objective: str = "energy") -> None:
             for (tt, i), v in getattr(b, mat).items():
                 if tt == t:
                     P[v] = P.get(v, 0.0) + ps[i]
-                    E[v] = E.get(v, 0.0) + pj[i] + (0.0 if dma else sw * ps[i])
+                    E[v] = E.get(v, 0.0) + pj[i] + (0.0 if overlap else sw * ps[i])
         obj = add(obj, E)
-        if not P or not dma:
+        if not P or not overlap:
             total_time = add(total_time, C, P)
             continue
-        # DMA: stage time max(C, P) needs its own variable where paging can happen.
+        # Stage-long: stage time max(C, P) needs its own variable where paging can happen.
         need_T = p.deadline_s is not None or objective == "time"
         if need_T:
             ub = sum(C.values()) + sum(P.values())

@@ -144,13 +144,13 @@ def _create_variables(b: Built, useful: list[list[bool]], restriction: Restricti
     if not problem.allows_paging:
         return
     slack = _slack(problem)
-    # Most compute stage t can hold (with DMA, transfers hide behind it).
+    # Most compute stage t can hold (stage-long transfers hide behind it).
     cmax = [c.compute_s[t] + sum(c.compute_s[i] for i in range(t) if (t, i) in b.R) for t in range(n)]
 
     def fits(t: int, i: int, direction: str) -> bool:
         if slack is None:
             return True
-        if not c.dma:
+        if problem.synchronous:
             return c.page_out_s[i] + c.page_in_s[i] <= slack
         s = c.page_in_s[i] if direction == "in" else c.page_out_s[i]
         return s <= slack + cmax[t]
@@ -158,7 +158,7 @@ def _create_variables(b: Built, useful: list[list[bool]], restriction: Restricti
     for i in range(n):
         if restriction is not None and i not in restriction.paging:
             continue
-        if g.nodes[i].pinned or not cons[i] or (slack is not None and not c.dma
+        if g.nodes[i].pinned or not cons[i] or (slack is not None and problem.synchronous
                                                  and c.page_out_s[i] + c.page_in_s[i] > slack):
             continue
         if problem.synchronous:
