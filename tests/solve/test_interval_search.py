@@ -247,3 +247,53 @@ def test_the_least_ram_model_runs_the_interleaved_search(monkeypatch) -> None:
     seen.clear()
     out = search.interval_search(problem, [runs[0].schedule], time_limit_s=20, threads=2)   # type: ignore[list-item]
     assert out.schedule is not None and seen and not any(seen)
+
+
+def _first_solve_cut_short(monkeypatch, status: str) -> tuple[object, list[int]]:
+    """A 9-node problem whose interval optimum is 25.175 J, with the first solve replaced by
+    one that stopped early (at its share of the time) with a heuristic's dearer schedule,
+    ``status`` as CP-SAT would say; later solves are real. Returns the problem and the
+    list the solves are counted in."""
+    from poet_compiler.solve import interval_search as search
+    from poet_compiler.solve.warm_start import warm_start_candidates
+    from tests.support.graphs import training_problem
+
+    problem = training_problem(3, 4, "remat", slack=0.3)
+    dearest = warm_start_candidates(problem)[-1]
+    assert dearest[0] > 25.175 * 1.01
+    real, calls = search._solve, []
+
+    def solve(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            return search.IntervalOutcome(dearest[2], dearest[0], status=status, message="hinted")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(search, "_solve", solve)
+    return problem, calls
+
+
+def test_a_first_solve_stopped_at_its_share_is_searched_on(monkeypatch) -> None:
+    """The first solve gets half the time (the rest is kept for arena re-solves). When its
+    schedule's arena fits at once and no later stage needs the time (``search_on``), the
+    time kept is not left idle: the search goes on from that schedule, here to the model's
+    optimum."""
+    from poet_compiler.solve import interval_search as search
+
+    problem, calls = _first_solve_cut_short(monkeypatch, "feasible")
+    kept = search.interval_search(problem, [], time_limit_s=30, threads=1)
+    assert len(calls) == 1 and not kept.searched_on      # a later stage has the time
+    calls.clear()
+    out = search.interval_search(problem, [], time_limit_s=30, threads=1, search_on=True)
+    assert len(calls) == 2 and out.searched_on and out.arena_fits
+    assert out.energy_j == pytest.approx(25.175)
+    assert out.summary()["searched_on"] is True
+
+
+def test_a_first_solve_at_its_optimum_is_not_searched_on(monkeypatch) -> None:
+    from poet_compiler.solve import interval_search as search
+
+    problem, calls = _first_solve_cut_short(monkeypatch, "optimal")
+    out = search.interval_search(problem, [], time_limit_s=30, threads=1, search_on=True)
+    assert len(calls) == 1 and not out.searched_on
+    assert out.energy_j is not None and out.energy_j > 25.175 * 1.01
