@@ -250,10 +250,10 @@ def test_the_least_ram_model_runs_the_interleaved_search(monkeypatch) -> None:
 
 
 def _first_solve_cut_short(monkeypatch, status: str) -> tuple[object, list[int]]:
-    """A 9-node problem whose interval optimum is 25.175 J, with the first solve replaced by
-    one that stopped early (at its share of the time) with a heuristic's dearer schedule,
-    ``status`` as CP-SAT would say; later solves are real. Returns the problem and the
-    list the solves are counted in."""
+    """A 9-node problem whose interval optimum with 3 stays is 25.175 J, with the first
+    solve replaced by one that stopped with a heuristic's dearer schedule, ``status`` as
+    CP-SAT would say; later solves are real. Returns the problem and the stays per tensor
+    each solve was given."""
     from poet_compiler.solve import interval_search as search
     from poet_compiler.solve.warm_start import warm_start_candidates
     from tests.support.graphs import training_problem
@@ -263,11 +263,11 @@ def _first_solve_cut_short(monkeypatch, status: str) -> tuple[object, list[int]]
     assert dearest[0] > 25.175 * 1.01
     real, calls = search._solve, []
 
-    def solve(*args, **kwargs):
-        calls.append(1)
+    def solve(problem, sync, usable, copies, *args, **kwargs):
+        calls.append(copies)
         if len(calls) == 1:
-            return search.IntervalOutcome(dearest[2], dearest[0], status=status, message="hinted")
-        return real(*args, **kwargs)
+            return search.IntervalOutcome(dearest[2], dearest[0], copies=copies, status=status, message="hinted")
+        return real(problem, sync, usable, copies, *args, **kwargs)
 
     monkeypatch.setattr(search, "_solve", solve)
     return problem, calls
@@ -276,24 +276,34 @@ def _first_solve_cut_short(monkeypatch, status: str) -> tuple[object, list[int]]
 def test_a_first_solve_stopped_at_its_share_is_searched_on(monkeypatch) -> None:
     """The first solve gets half the time (the rest is kept for arena re-solves). When its
     schedule's arena fits at once and no later stage needs the time (``search_on``), the
-    time kept is not left idle: the search goes on from that schedule, here to the model's
-    optimum."""
+    time kept is not left idle: the search goes on from that schedule with as many stays
+    (here to the model's optimum; then with more stays, while time is left)."""
     from poet_compiler.solve import interval_search as search
+    from poet_compiler.solve.problem import feasible_energy
 
     problem, calls = _first_solve_cut_short(monkeypatch, "feasible")
     kept = search.interval_search(problem, [], time_limit_s=30, threads=1)
-    assert len(calls) == 1 and not kept.searched_on      # a later stage has the time
+    assert calls == [3] and not kept.searched_on      # a later stage has the time
     calls.clear()
     out = search.interval_search(problem, [], time_limit_s=30, threads=1, search_on=True)
-    assert len(calls) == 2 and out.searched_on and out.arena_fits
-    assert out.energy_j == pytest.approx(25.175)
+    assert calls[:2] == [3, 3] and out.searched_on and out.arena_fits
+    assert out.energy_j is not None and out.energy_j <= 25.175 * (1 + 1e-9)
+    assert feasible_energy(problem, out.schedule) == pytest.approx(out.energy_j)
     assert out.summary()["searched_on"] is True
 
 
-def test_a_first_solve_at_its_optimum_is_not_searched_on(monkeypatch) -> None:
+def test_a_first_solve_at_its_optimum_is_searched_on_with_one_stay_more(monkeypatch) -> None:
     from poet_compiler.solve import interval_search as search
 
     problem, calls = _first_solve_cut_short(monkeypatch, "optimal")
     out = search.interval_search(problem, [], time_limit_s=30, threads=1, search_on=True)
-    assert len(calls) == 1 and not out.searched_on
-    assert out.energy_j is not None and out.energy_j > 25.175 * 1.01
+    assert calls[:2] == [3, 4] and out.searched_on
+    assert out.energy_j is not None and out.energy_j <= 25.175 * (1 + 1e-9)
+
+
+def test_a_first_solve_at_its_target_is_not_searched_on(monkeypatch) -> None:
+    from poet_compiler.solve import interval_search as search
+
+    problem, calls = _first_solve_cut_short(monkeypatch, "feasible")
+    out = search.interval_search(problem, [], time_limit_s=30, threads=1, search_on=True, target_j=1e9)
+    assert calls == [3] and not out.searched_on
