@@ -164,11 +164,11 @@ def recompute_j(problem: Problem, k: int) -> float:
 
 
 def transfer_j(problem: Problem, k: int, direction: str) -> float:
-    """Energy of one page-in / page-out of ``k`` (static power only with synchronous
-    transfers: stage-long ones hide behind compute), as in the formulations' objective."""
+    """Energy of one page-in / page-out of ``k`` (static power only where transfers do not
+    overlap compute, ``Problem.overlaps``), as in the formulations' objective."""
     c = problem.costs
     j, s = (c.page_in_j[k], c.page_in_s[k]) if direction == "in" else (c.page_out_j[k], c.page_out_s[k])
-    return j + (c.static_w * s if problem.synchronous else 0.0)
+    return j + (0.0 if problem.overlaps else c.static_w * s)
 
 
 @dataclass(frozen=True)
@@ -269,7 +269,7 @@ def _build(problem: Problem, *, closure: bool, deadline: bool = True, absences: 
         if i not in page_out:
             y = page_out[i] = m.new_bool_var(f"o[{i}]")
             cost.append((y, math.floor(transfer_j(problem, i, "out") * e_scale)))
-            if problem.synchronous:
+            if not problem.overlaps:
                 time_terms.append((y, math.floor(c.page_out_s[i] * t_scale)))
         return page_out[i]
 
@@ -293,10 +293,10 @@ def _build(problem: Problem, *, closure: bool, deadline: bool = True, absences: 
                 busy.append((x, r_s))
                 gap.options[RECOMPUTE] = x
             pair_s = c.page_in_s[i] + c.page_out_s[i]
-            if problem.allows_paging and (slack is None or not problem.synchronous or pair_s <= slack):
+            if problem.allows_paging and (slack is None or problem.overlaps or pair_s <= slack):
                 x = m.new_bool_var(f"p[{i},{nxt}]")
                 cost.append((x, math.floor(transfer_j(problem, i, "in") * e_scale)))
-                if problem.synchronous:
+                if not problem.overlaps:
                     time_terms.append((x, math.floor(c.page_in_s[i] * t_scale)))
                 m.add_implication(x, page_out_of(i))
                 gap.options[PAGE] = x

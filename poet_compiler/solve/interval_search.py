@@ -109,7 +109,6 @@ class IntervalOutcome:
     least_ram_bytes: int | None = None
     least_ram_s: float | None = None
     above_budget: Schedule | None = None  # its least-RAM schedule while that is above the budget
-    searched_on: bool = False     # a second solve from the first's schedule found it (_search_on)
 
     def summary(self) -> dict:
         """The figures a Result reports (``extra.interval``)."""
@@ -117,8 +116,6 @@ class IntervalOutcome:
                "arena_fits": self.arena_fits, "arena_retries": self.arena_retries, "message": self.message}
         if self.least_ram_s is not None:
             out.update(least_ram_bytes=self.least_ram_bytes, least_ram_s=self.least_ram_s)
-        if self.searched_on:
-            out.update(searched_on=True)
         return out
 
 
@@ -134,12 +131,10 @@ def to_stage_long(schedule: Schedule) -> Schedule:
 
 
 def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: float, threads: int,
-                    target_j: float | None = None, search_on: bool = False) -> IntervalOutcome:
+                    target_j: float | None = None) -> IntervalOutcome:
     """Solve the interval model of ``problem`` (its synchronous family) within
     ``time_limit_s``, from the first of ``hints`` it can hold; stop early at a schedule of
-    at most ``target_j`` joules (e.g. within the gap limit of the cover bound).
-    ``search_on``: no stage follows that could use the time left, so a first solve whose
-    arena fits is searched on (:func:`_search_on`) instead of returned at its share."""
+    at most ``target_j`` joules (e.g. within the gap limit of the cover bound)."""
     started = time.perf_counter()
     until = started + time_limit_s
     sync = problem if problem.synchronous else dataclasses.replace(problem, transfers="sync")
@@ -165,7 +160,7 @@ def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: fl
             if least.schedule is None:
                 return least
             copies, usable = least.copies, [least.schedule]
-    out = _search(problem, sync, usable, copies, until, target_j, threads, least, solved, search_on)
+    out = _search(problem, sync, usable, copies, until, target_j, threads, least, solved)
     if least is not None:
         out.least_ram_bytes, out.least_ram_s = least.least_ram_bytes, least.least_ram_s
     return out
@@ -173,7 +168,7 @@ def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: fl
 
 def _search(problem: Problem, sync: Problem, usable: list[Schedule], copies: int, until: float,
             target_j: float | None, threads: int, least: IntervalOutcome | None,
-            solved: IntervalOutcome | None = None, search_on: bool = False) -> IntervalOutcome:
+            solved: IntervalOutcome | None = None) -> IntervalOutcome:
     """The energy model from ``usable``, solved again with arena reserves while its
     schedule's static arena does not fit; ``least`` (the least-RAM search's schedule) is
     the answer when the energy model finds nothing in time; ``solved``, a first solve
@@ -207,9 +202,7 @@ def _search(problem: Problem, sync: Problem, usable: list[Schedule], copies: int
         out.arena_retries = attempt
         if laid.program is None or laid.arena_bytes is None or laid.arena_bytes <= problem.activation_budget:
             out.arena_fits, out.layout = True, laid.program
-            if not search_on:
-                return out
-            return _search_on(problem, sync, out, usable, copies, until, target_j, threads, reserves)
+            return out
         # Live bytes fit, the static arena does not (fragmentation): keep free, where
         # the layout overflowed, what it overflowed by (added to earlier rounds', so a
         # place that overflows again holds back more), and solve again from this schedule.
@@ -220,44 +213,6 @@ def _search(problem: Problem, sync: Problem, usable: list[Schedule], copies: int
         if until - time.perf_counter() < MIN_RETRY_S:
             break
     return first or out
-
-
-def _search_on(problem: Problem, sync: Problem, found: IntervalOutcome, usable: list[Schedule], copies: int,
-               until: float, target_j: float | None, threads: int, reserves: list[Reserve]) -> IntervalOutcome:
-    """``found`` fits its arena and no later stage needs the time left: search on from it
-    while the time lasts, keeping the better schedule whose arena fits. A solve stopped at
-    its share of the time (the rest was kept for arena re-solves it turned out not to
-    need) goes on with as many stays per tensor; one that proved the model's optimum, with
-    one stay more (up to MAX_RETRY_COPIES), where cheaper schedules may lie. Not once
-    ``target_j`` is reached. Measured on the layered DAGs of 500 and 1,000 nodes at 80-90 %
-    (``--time-limit 300``): the solve ended at 152-157 s of 300 with the gap open, after
-    the model with 3 or 4 stays was solved or stopped at its share (BENCHMARKS.md,
-    session 23)."""
-    best = found
-    while best.schedule is not None and best.energy_j is not None \
-            and (target_j is None or best.energy_j > target_j):
-        left = until - time.perf_counter()
-        if left < MIN_SEARCH_ON_S:
-            break
-        if best.status == "optimal":
-            if copies >= MAX_RETRY_COPIES:
-                break
-            copies += 1
-        check_s = min(ARENA_CHECK_S, ARENA_CHECK_SHARE * left)
-        more = _solve(problem, sync, [best.schedule, *usable], copies, until - check_s, target_j, threads, reserves)
-        if more.schedule is None or more.energy_j is None or more.energy_j >= best.energy_j:
-            if more.status != "optimal":
-                break          # the time is up, or a child failed: keep what fits
-            best.status = "optimal"   # optimal with these stays too: one more next round
-            continue
-        laid = finalize(problem, more.schedule, strategy="optimal", arena_time_s=check_s, rescue_s=check_s)
-        if laid.program is not None and laid.arena_bytes is not None and laid.arena_bytes > problem.activation_budget:
-            break
-        more.arena_fits, more.layout, more.arena_retries = True, laid.program, found.arena_retries
-        more.build_s, more.solve_s = round(best.build_s + more.build_s, 3), round(best.solve_s + more.solve_s, 3)
-        more.searched_on = True
-        best = more
-    return best
 
 
 def _eviction_start(sync: Problem, until: float) -> Schedule | None:

@@ -771,9 +771,8 @@ def _interval_for_full_model(problem: Problem, tight: Problem, cover: CoverBound
         return kept
     hints = [s for s in (kept.schedule, guided.schedule if guided is not None else None) if s is not None]
     with clock.stage("interval"):
-        # With the whole time left (no full model follows), none of it is left idle.
         found = interval_search(tight, hints, time_limit_s=limit, threads=threads,
-                                target_j=cover.energy_j * (1 + gap), search_on=share >= 1.0)
+                                target_j=cover.energy_j * (1 + gap))
     extra.set(interval={**(extra.interval or {}), **found.summary()},
               interval_solve_s=round((extra.interval_solve_s or 0.0) + found.build_s + found.solve_s, 3))
     if found.schedule is None or not found.arena_fits or found.energy_j is None or found.energy_j >= kept.energy_j:

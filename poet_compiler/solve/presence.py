@@ -161,16 +161,16 @@ def _restore_options(problem: Problem, md: _Model, k: int, r: int, slack: float 
         x = md.wr[(k, r)] = m.new_bool_var(f"wr[{k},{r}]")
         md.cost.append((x, math.floor(recompute_j(problem, k) * md.e_scale)))
         md.time_terms.append((x, math.floor(c.compute_s[k] * t_scale)))
-    if problem.allows_paging and (slack is None or not problem.synchronous
+    if problem.allows_paging and (slack is None or problem.overlaps
                                   or c.page_in_s[k] + c.page_out_s[k] <= slack):
         x = md.wp[(k, r)] = m.new_bool_var(f"wp[{k},{r}]")
         md.cost.append((x, math.floor(transfer_j(problem, k, "in") * md.e_scale)))
-        if problem.synchronous:
+        if not problem.overlaps:
             md.time_terms.append((x, math.floor(c.page_in_s[k] * t_scale)))
         if k not in md.out:
             y = md.out[k] = m.new_bool_var(f"o[{k}]")
             md.cost.append((y, math.floor(transfer_j(problem, k, "out") * md.e_scale)))
-            if problem.synchronous:
+            if not problem.overlaps:
                 md.time_terms.append((y, math.floor(c.page_out_s[k] * t_scale)))
         m.add_implication(x, md.out[k])
 

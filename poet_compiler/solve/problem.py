@@ -40,6 +40,17 @@ class Problem:
         return self.graph.n
 
     @property
+    def overlaps(self) -> bool:
+        """The models may take a transfer's time as hidden behind compute: with DMA, except
+        in the synchronous family where time matters (the second family ``solve_milp``
+        searches on small graphs), whose Programs wait for each transfer, so that its time
+        adds up and costs static power. Where time is free the synchronous family is only
+        chosen because overlap buys nothing; bounds on the step time there (the least
+        deadline of the infeasibility analysis) still let transfers overlap."""
+        time_matters = self.deadline_s is not None or self.costs.static_w > 0
+        return self.costs.dma and not (self.synchronous and time_matters)
+
+    @property
     def activation_budget(self) -> int:
         """Bytes available to the schedule's tensors at every point."""
         return self.ram_budget_bytes - (self.graph.fixed_bytes if self.count_fixed else 0)

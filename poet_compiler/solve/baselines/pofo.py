@@ -148,7 +148,7 @@ def pofo(problem: Problem) -> Result:
     rec = [costs.compute_j[v] + sw * costs.compute_s[v] if not pinned[j] else _INF
            for j, v in enumerate(chain)]
     off = [costs.page_in_j[v] + costs.page_out_j[v]
-           + (sw * (costs.page_in_s[v] + costs.page_out_s[v]) if problem.synchronous else 0.0)
+           + (0.0 if problem.overlaps else sw * (costs.page_in_s[v] + costs.page_out_s[v]))
            if not pinned[j] else _INF for j, v in enumerate(chain)]
     unit = max(1.0, max(problem.activation_budget, 1) / _Q)
     caps = sorted({float(c) for c in np.geomspace(max(1, max(m)), max(1, sum(m)), 10).round()} | {0.0})

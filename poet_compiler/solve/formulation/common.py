@@ -174,13 +174,13 @@ def add_time_and_energy(b: Built, *, objective: str = "energy") -> None:
     Static power ``static_w`` is folded into each compute's (and, with synchronous
     transfers, each transfer's) energy; with stage-long transfers only the paging time
     that outlasts compute costs extra static energy, carried by one variable
-    ``Y_t >= static_w (P_t - C_t)`` per stage. Which of the two is the program family's
-    (``problem.synchronous``), not the device's: the synchronous family on a DMA device
+    ``Y_t >= static_w (P_t - C_t)`` per stage. Which of the two is ``Problem.overlaps``,
+    not the device's DMA alone: the synchronous family on a DMA device where time matters
     waits for each transfer, so its time adds up as without DMA.
     """
     p, m, n = b.problem, b.model, b.problem.n
     c = p.costs
-    sw, overlap = c.static_w, not p.synchronous
+    sw, overlap = c.static_w, p.overlaps
     obj: Expr = {}
     total_time: Expr = {}
     for t in range(n):

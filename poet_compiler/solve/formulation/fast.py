@@ -150,7 +150,7 @@ def _create_variables(b: Built, useful: list[list[bool]], restriction: Restricti
     def fits(t: int, i: int, direction: str) -> bool:
         if slack is None:
             return True
-        if problem.synchronous:
+        if not problem.overlaps:
             return c.page_out_s[i] + c.page_in_s[i] <= slack
         s = c.page_in_s[i] if direction == "in" else c.page_out_s[i]
         return s <= slack + cmax[t]
@@ -158,7 +158,7 @@ def _create_variables(b: Built, useful: list[list[bool]], restriction: Restricti
     for i in range(n):
         if restriction is not None and i not in restriction.paging:
             continue
-        if g.nodes[i].pinned or not cons[i] or (slack is not None and problem.synchronous
+        if g.nodes[i].pinned or not cons[i] or (slack is not None and not problem.overlaps
                                                  and c.page_out_s[i] + c.page_in_s[i] > slack):
             continue
         if problem.synchronous:
