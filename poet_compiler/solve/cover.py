@@ -587,7 +587,8 @@ def cover_min_time(problem: Problem, *, budget: int | None = None,
                    time_limit_s: float = 10.0) -> tuple[float, CoverBound] | None:
     """A lower bound on the step time of any schedule within ``budget`` (default: the
     activation budget), ignoring the deadline: the cover's rows with the restores' time
-    as the objective (paging time counts only without DMA, as in the deadline row).
+    as the objective (paging time counts only where transfers do not overlap compute,
+    ``Problem.overlaps``, as in the deadline row).
     Returns ``(seconds, choice)`` — the choice to realize as a fast schedule, its
     ``energy_j`` the choice's cover cost (not a bound) — or None when no schedule fits
     the budget at any deadline."""
