@@ -52,8 +52,7 @@ IMPOSSIBLE = "impossible"
 
 def applies(problem: Problem) -> bool:
     """Stage-long transfers whose time costs something (static power or a deadline)."""
-    return (problem.allows_paging and not problem.synchronous
-            and (problem.costs.static_w > 0 or problem.deadline_s is not None))
+    return problem.allows_paging and not problem.synchronous and problem.time_matters
 
 
 def _excess(x: float, c: float) -> float:

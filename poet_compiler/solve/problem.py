@@ -32,12 +32,16 @@ class Problem:
 
     def __post_init__(self) -> None:
         if self.transfers is None:
-            time_free = self.deadline_s is None and self.costs.static_w == 0
-            object.__setattr__(self, "transfers", "sync" if not self.costs.dma or time_free else "stage")
+            object.__setattr__(self, "transfers", "stage" if self.costs.dma and self.time_matters else "sync")
 
     @property
     def n(self) -> int:
         return self.graph.n
+
+    @property
+    def time_matters(self) -> bool:
+        """Time costs something: a deadline, or static power."""
+        return self.deadline_s is not None or self.costs.static_w > 0
 
     @property
     def overlaps(self) -> bool:
@@ -47,8 +51,7 @@ class Problem:
         adds up and costs static power. Where time is free the synchronous family is only
         chosen because overlap buys nothing; bounds on the step time there (the least
         deadline of the infeasibility analysis) still let transfers overlap."""
-        time_matters = self.deadline_s is not None or self.costs.static_w > 0
-        return self.costs.dma and not (self.synchronous and time_matters)
+        return self.costs.dma and not (self.synchronous and self.time_matters)
 
     @property
     def activation_budget(self) -> int:
