@@ -113,7 +113,7 @@ def build_tasks(
                        "checkpoint_all_runtime_s": ref.runtime_s,
                        "checkpoint_all_energy_j": ref.energy_j}
             for r in ram:
-                ram_bytes = resolve_ram(r, ref, costs)
+                ram_bytes = resolve_ram(r, ref, costs, graph.fixed_bytes if count_fixed or graph.has_updates else 0)
                 for d in deadline:
                     deadline_s = resolve_deadline(d, ref, costs)
                     for label, name, cell_mode in parsed:
