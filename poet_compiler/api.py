@@ -45,8 +45,8 @@ if TYPE_CHECKING:
     from torch import nn
 
     from poet_compiler.devices.profile import DeviceProfile
-    from poet_compiler.frontends.torch.traced import TracedModel
     from poet_compiler.frontends.torch.optimizer import OptimizerSpec
+    from poet_compiler.frontends.torch.traced import TracedModel
     from poet_compiler.training import TrainingStep
 
 #: The least a solve gets of ``--time-limit`` when tracing took the rest (seconds).

@@ -180,14 +180,14 @@ def lower(trace: JointTrace, name: str) -> Lowered:
 
     P, B = len(trace.param_names), len(trace.buffer_names)
     sid_of = {s["fx"]: sid for sid, s in enumerate(sched) if s["sel"] is None}
-    readers: dict[torch.fx.Node, set[int]] = {}
+    param_readers: dict[torch.fx.Node, set[int]] = {}
     for n in ops:
         if is_update(n):
             continue
         for a in n.all_input_nodes:
             r = root.get(a)
             if isinstance(r, torch.fx.Node) and r in placeholders[:P]:
-                readers.setdefault(r, set()).add(sid_of[n])
+                param_readers.setdefault(r, set()).add(sid_of[n])
 
     graph_nodes: list[Node] = []
     for sid, s in enumerate(sched):
@@ -206,8 +206,10 @@ def lower(trace: JointTrace, name: str) -> Lowered:
         if s["sel"] is None and is_update(fx):
             # In place on the parameter and its state: no arena bytes (docs/training.md).
             kind, s["bytes"], s["ws"] = "update", 0, 0
-            after = tuple(sorted(readers.get(fx.args[0], set())))
-            nm = f"update.{trace.param_names[placeholders.index(fx.args[0])]}"
+            param = fx.args[0]
+            assert isinstance(param, torch.fx.Node)
+            after = tuple(sorted(param_readers.get(param, set())))
+            nm = f"update.{trace.param_names[placeholders.index(param)]}"
         graph_nodes.append(Node(
             id=sid, name=nm, kind=kind, op=s["op"], op_class=s["class"], inputs=tuple(sorted(deps)),
             output_bytes=int(s["bytes"]), workspace_bytes=int(s["ws"]), flops=int(s["flops"]),
