@@ -155,4 +155,21 @@ def _classify_file(source: str) -> str:
     raise FrontendError(f"unknown model {source!r}: not a .json/.onnx file nor a zoo model ({', '.join(zoo_names())})")
 
 
-__all__ = ["GRANULARITIES", "check_model_file", "load_graph", "load_model", "trace_zoo", "zoo_names"]
+
+
+def training_options(optimizer: str | None, train: str | None,
+                     side: Mapping[str, Any] | None = None) -> tuple[OptimizerSpec | None, str | None]:
+    """``--optimizer``/``--train`` as given, else as recorded in a schedule's sidecar report,
+    so that a model is traced again into the graph its schedule was compiled for."""
+    side = side or {}
+    spec = optimizer if optimizer is not None else side.get("optimizer")
+    patterns = train if train is not None else side.get("train")
+    if spec is None:
+        return None, patterns
+    from poet_compiler.frontends.torch.optimizer import parse_optimizer
+
+    return parse_optimizer(spec), patterns
+
+
+__all__ = ["GRANULARITIES", "check_model_file", "load_graph", "load_model", "trace_zoo", "training_options",
+           "zoo_names"]
