@@ -13,6 +13,8 @@ from pathlib import Path
 
 import typer
 
+from poet_compiler.training_options import OPTIMIZER_HELP, TRAIN_HELP
+
 
 def register(app: typer.Typer) -> None:
     @app.command("emit-c")
@@ -20,11 +22,15 @@ def register(app: typer.Typer) -> None:
         model: str = typer.Argument(..., help="zoo model name or .onnx file the schedule was compiled for"),
         schedule: Path = typer.Option(..., "--schedule", "-s", help="the .poet schedule file (op granularity)"),
         out: Path = typer.Option(..., "--out", "-o", help="output directory (replaced atomically)"),
+        optimizer: str = typer.Option(
+            None, "--optimizer", help=OPTIMIZER_HELP
+        ),
+        train: str = typer.Option(None, "--train", help=TRAIN_HELP),
     ) -> None:
         """Generate C for one training step that follows the schedule, on the host or a Cortex-M."""
         from poet_compiler.codegen.emit_c import emit_c
 
-        res = emit_c(model, schedule, out)
+        res = emit_c(model, schedule, out, optimizer=optimizer, train=train)
         typer.echo(f"wrote {res.out_dir}/ ({len(res.files)} files): {res.n_nodes} nodes, arena {res.arena_bytes:,} B, "
                    f"pages out {res.page_out_bytes:,} B / in {res.page_in_bytes:,} B; "
                    f"run with make -C {res.out_dir} run-host (or run-qemu)")

@@ -18,7 +18,7 @@ RUNTIME = Path(__file__).resolve().parents[3] / "runtime" / "c"
 
 # Files copied from runtime/c into <out>/poet/, so the directory builds on its own.
 RUNTIME_FILES = ("poet_runtime.c", "poet_runtime.h")
-KERNEL_FILES = ("poet_kernels.h", "activation.c", "conv.c", "loss.c", "norm.c", "pool.c", "tensor.c")
+KERNEL_FILES = ("poet_kernels.h", "activation.c", "conv.c", "loss.c", "norm.c", "pool.c", "tensor.c", "optim.c")
 DEVICE_FILES = ("poet_platform.h", "poet_main.c", "platform_host.c", "platform_semihost.c", "startup_m4.c",
                 "mps2_an386.ld")
 

@@ -61,10 +61,11 @@ def _read_schedule(schedule: Path) -> tuple[bytes, Any]:
         raise EmitError(f"{schedule}: {exc}") from None
 
 
-def load_traced(model: str, schedule: Path) -> TracedModel:
-    """The model traced the way the schedule was compiled (batch and ONNX options from the
-    sidecar ``.json`` when there is one); op granularity, which the kernels need."""
-    from poet_compiler.frontends import load_model
+def load_traced(model: str, schedule: Path, optimizer: str | None = None, train: str | None = None) -> TracedModel:
+    """The model traced the way the schedule was compiled (batch, ONNX options, optimizer
+    and trained subset from the sidecar ``.json`` when there is one, unless given); op
+    granularity, which the kernels need."""
+    from poet_compiler.frontends import load_model, training_options
     from poet_compiler.reporting import read_sidecar
 
     side = read_sidecar(Path(schedule)) or {}
@@ -72,20 +73,24 @@ def load_traced(model: str, schedule: Path) -> TracedModel:
     if gran != "op":
         raise EmitError(f"{schedule}: compiled at granularity {gran!r}; emit-c needs an op-level schedule "
                         "(compile with --granularity op)")
+    opt, patterns = training_options(optimizer, train, side)
     tm = load_model(model, granularity="op", batch=side.get("batch"),
-                    onnx_loss=side.get("onnx_loss"), input_shapes=side.get("input_shapes"))
+                    onnx_loss=side.get("onnx_loss"), input_shapes=side.get("input_shapes"),
+                    optimizer=opt, train=patterns)
     if tm is None:
         raise EmitError(f"{model}: emit-c needs a zoo model or an ONNX file (a graph file has no weights)")
     return tm
 
 
-def emit_c(model: str, schedule: Path, out_dir: Path) -> EmitResult:
-    """Write the C sources of one training step of ``model`` following ``schedule``."""
+def emit_c(model: str, schedule: Path, out_dir: Path, *, optimizer: str | None = None,
+           train: str | None = None) -> EmitResult:
+    """Write the C sources of one training step of ``model`` following ``schedule``
+    (``optimizer``/``train``: as compiled, by default from the sidecar)."""
     if Path(out_dir).exists() and not Path(out_dir).is_dir():
         raise EmitError(f"{out_dir} exists and is not a directory")
     data, decoded = _read_schedule(schedule)
     program = decoded.program
-    tm = load_traced(model, schedule)
+    tm = load_traced(model, schedule, optimizer, train)
     tm.require_weights("emit-c")
     graph = tm.graph
     if program.n_nodes != graph.n:
@@ -122,9 +127,9 @@ def emit_c(model: str, schedule: Path, out_dir: Path) -> EmitResult:
         "n_compute": program.count(Op.COMPUTE),
         "inputs": [{"name": a.name, "ctype": a.ctype, "shape": list(a.shape), "bytes": a.numel * csize[a.ctype]}
                    for a in res.arrays if a.role in ("input", "target")],
-        "outputs": [{"name": a.name, "fx": a.fx, "role": _output_role(k, len(tm.grad_names)), "ctype": a.ctype,
-                     "shape": list(a.shape), "bytes": a.numel * csize[a.ctype]}
-                    for k, a in enumerate(a for a in res.arrays if a.role == "output")],
+        "outputs": [{"name": a.name, "fx": a.fx, "role": _output_role(k, len(tm.grad_names)) if a.role == "output"
+                     else a.role, "ctype": a.ctype, "shape": list(a.shape), "bytes": a.numel * csize[a.ctype]}
+                    for k, a in enumerate(res.outputs)],
         "nodes": [{"id": n.id, "name": n.name, "op": n.op, "op_class": n.op_class, "kind": n.kind,
                    "flops": n.flops, "output_bytes": n.output_bytes} for n in graph.nodes],
     }
