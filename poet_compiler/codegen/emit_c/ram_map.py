@@ -24,8 +24,8 @@ def ram_map(elf: Path, manifest_path: Path) -> dict[str, int]:
     grads = {f"out_{k}" for k, o in enumerate(manifest["outputs"]) if o["role"] == "grad"}
     out = subprocess.run(["arm-none-eabi-nm", "-S", "-t", "d", str(elf)], capture_output=True, text=True,
                          check=True).stdout
-    sizes = dict.fromkeys(("arena", "params", "grads", "outputs", "buffers", "batch", "runtime", "profiling",
-                           "other"), 0)
+    sizes = dict.fromkeys(("arena", "params", "grads", "optimizer", "outputs", "buffers", "batch", "runtime",
+                           "profiling", "other"), 0)
     for line in out.splitlines():
         parts = line.split()
         if len(parts) != 4:
@@ -40,6 +40,19 @@ def ram_map(elf: Path, manifest_path: Path) -> dict[str, int]:
         parts = line.split()
         if parts and parts[0] == ".stack":
             sizes["stack"] = int(parts[1])
+    return sizes
+
+
+def firmware_ram(elf: Path) -> dict[str, int]:
+    """The linked ELF's RAM sections (bytes): .data, .bss and .stack, and their sum."""
+    text = subprocess.run(["arm-none-eabi-size", "-A", "-d", str(elf)], capture_output=True, text=True,
+                          check=True).stdout
+    sizes = {".data": 0, ".bss": 0, ".stack": 0}
+    for line in text.splitlines():
+        parts = line.split()
+        if parts and parts[0] in sizes:
+            sizes[parts[0]] = int(parts[1])
+    sizes["total"] = sizes[".data"] + sizes[".bss"] + sizes[".stack"]
     return sizes
 
 
@@ -58,6 +71,8 @@ def _classify(name: str, grads: set[str]) -> str:
         return "batch"
     if name in ("model_where", "prog"):
         return "runtime"
+    if name.startswith("opt_"):
+        return "optimizer"
     if name in ("node_ticks", "node_runs"):
         return "profiling"
     return "other"
