@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from poet_compiler.devices.profile import DeviceProfile
+    from poet_compiler.frontends.torch.optimizer import OptimizerSpec
     from poet_compiler.frontends.torch.traced import TracedModel
     from poet_compiler.training import TrainingStep
 
@@ -77,6 +78,8 @@ class Compilation:
     batch: int | None = None
     onnx_loss: str | None = None
     input_shapes: dict[str, list[int]] | None = None
+    optimizer: str | None = None
+    train: str | None = None
     _traced: TracedModel | None = field(default=None, repr=False)
     _retrace: Callable[[], TracedModel] | None = field(default=None, repr=False)
 
@@ -96,7 +99,9 @@ class Compilation:
 
         It trains the compiled module itself (an ``nn.Module`` or zoo model): each call
         accumulates ``.grad`` on its parameters like ``loss.backward()`` and updates its
-        buffers, so ``opt.zero_grad(); step(x, y); opt.step()`` is an ordinary loop. The
+        buffers, so ``opt.zero_grad(); step(x, y); opt.step()`` is an ordinary loop.
+        Compiled with an ``optimizer``, the step applies the update itself (no ``.grad``,
+        no ``opt.step()``: the loop is ``step(x, y)``; the state is ``step.optimizer_state``). The
         batch must have the example's shapes and dtypes (else :class:`BatchError`).
         Paged tensors go to ``page_file`` (default: a temporary file in ``page_dir``).
         """
@@ -123,6 +128,8 @@ class Compilation:
             batch=self.batch,
             onnx_loss=self.onnx_loss,
             input_shapes=self.input_shapes,
+            optimizer=self.optimizer,
+            train=self.train,
         )
         return out
 
@@ -193,7 +200,8 @@ def _is_module(model: object) -> bool:
 
 
 def trace_user_module(model: nn.Module, example_inputs: Any, target: Any, loss_fn: Any, *,
-                      name: str | None, granularity: str) -> TracedModel:
+                      name: str | None, granularity: str, optimizer: OptimizerSpec | None = None,
+                      train: str | None = None) -> TracedModel:
     """Trace the user's module (the torch frontend's ``trace_module``) after checking the
     arguments a PyTorch user is most likely to forget."""
     import torch
@@ -211,7 +219,8 @@ def trace_user_module(model: nn.Module, example_inputs: Any, target: Any, loss_f
     if not callable(loss_fn):
         raise FrontendError(f"{label}: loss_fn must be callable (output, target) -> scalar loss")
     inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
-    return trace_module(model, inputs, target, loss_fn, name=label, granularity=granularity)
+    return trace_module(model, inputs, target, loss_fn, name=label, granularity=granularity, optimizer=optimizer,
+                        train=train)
 
 
 def resolve_graph(
@@ -221,12 +230,24 @@ def resolve_graph(
     *,
     onnx_loss: str | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    optimizer: OptimizerSpec | None = None,
+    train: str | None = None,
 ) -> TrainingGraph:
     if isinstance(model, TrainingGraph):
         return model
     from poet_compiler.frontends import load_graph
 
-    return load_graph(str(model), granularity=granularity, batch=batch, input_shapes=input_shapes, onnx_loss=onnx_loss)
+    return load_graph(str(model), granularity=granularity, batch=batch, input_shapes=input_shapes, onnx_loss=onnx_loss,
+                      optimizer=optimizer, train=train)
+
+
+def _optimizer_spec(optimizer: Any) -> OptimizerSpec | None:
+    """The ``optimizer`` argument read into a spec (torch imported only when one is given)."""
+    if optimizer is None:
+        return None
+    from poet_compiler.frontends.torch.optimizer import as_optimizer
+
+    return as_optimizer(optimizer)
 
 
 def compile(  # noqa: A001 - the product's verb
@@ -254,6 +275,8 @@ def compile(  # noqa: A001 - the product's verb
     name: str | None = None,
     memory_limit: str | int | None = None,
     started: float | None = None,
+    optimizer: Any = None,
+    train: str | None = None,
 ) -> Compilation:
     """Compile ``model`` (zoo name, .json, .onnx, a TrainingGraph or an nn.Module) for ``device``.
 
@@ -271,7 +294,11 @@ def compile(  # noqa: A001 - the product's verb
     and its solver processes) at which a solver process is stopped, its latest solution
     kept: ``"4G"``, bytes, or ``"none"`` (default: 3.6 GiB). ``started``: the
     ``time.perf_counter()`` instant the time limit counts from (default: the call; ``poetc
-    compile`` passes its process's start). Returns a :class:`Compilation`; an
+    compile`` passes its process's start). ``optimizer``: a ``torch.optim`` SGD/Adam/AdamW
+    instance (read for its class and hyper-parameters) or a spec (``"sgd:lr=0.05,momentum=0.9"``,
+    ``"adam:lr=1e-3"``): the update becomes part of the step (docs/training.md) and the
+    parameters and optimizer state count against ``ram``. ``train``: comma-separated
+    parameter-name globs (``"classifier.*,*.bias"``); the others are frozen. Returns a :class:`Compilation`; an
     infeasible budget is a Result with status ``infeasible`` and a message giving the
     smallest budget that works.
     """
@@ -282,11 +309,12 @@ def compile(  # noqa: A001 - the product's verb
     memory_limit_bytes = parse_memory_limit(memory_limit, DEFAULT_MEMORY_LIMIT)
     _check_onnx_options(model, onnx_loss, input_shapes)
     profile = _profile_for(model, device)
+    opt_spec = _optimizer_spec(optimizer)
     t_start = time.perf_counter()
     origin = t_start if started is None else min(started, t_start)
     with live_status(progress):
         traced, retrace, graph = _load(model, granularity, batch, onnx_loss, input_shapes,
-                                       example_inputs, target, loss_fn, name)
+                                       example_inputs, target, loss_fn, name, opt_spec, train)
         t_traced = time.perf_counter()
         stage(f"costing {graph.n} nodes")
         costs = load_costs(graph, profile)
@@ -295,7 +323,7 @@ def compile(  # noqa: A001 - the product's verb
         problem = Problem(
             graph=graph,
             costs=costs,
-            ram_budget_bytes=resolve_ram(ram, ref, costs),
+            ram_budget_bytes=resolve_ram(ram, ref, costs, graph.fixed_bytes if count_fixed or graph.has_updates else 0),
             deadline_s=resolve_deadline(deadline, ref, costs),
             mode=mode,  # type: ignore[arg-type]
             count_fixed=count_fixed,
@@ -324,6 +352,7 @@ def compile(  # noqa: A001 - the product's verb
                        problem=problem, reference=ref, result=result,
                        granularity=granularity, batch=batch, onnx_loss=onnx_loss,
                        input_shapes={k: list(v) for k, v in input_shapes.items()} if input_shapes else None,
+                       optimizer=opt_spec.describe() if opt_spec is not None else None, train=train,
                        _traced=traced, _retrace=retrace)
 
 
@@ -332,7 +361,8 @@ Retrace = Callable[[], "TracedModel"]
 
 def _load(model: Any, granularity: str, batch: int | None, onnx_loss: str | None,
           input_shapes: Mapping[str, Sequence[int]] | None, example_inputs: Any, target: Any, loss_fn: Any,
-          name: str | None) -> tuple[TracedModel | None, Retrace | None, TrainingGraph]:
+          name: str | None, optimizer: OptimizerSpec | None = None, train: str | None = None,
+          ) -> tuple[TracedModel | None, Retrace | None, TrainingGraph]:
     """The graph of ``model``, with the TracedModel behind an nn.Module, or for a zoo
     model the means to trace it again (see :class:`Compilation`)."""
     if _is_module(model):
@@ -341,7 +371,8 @@ def _load(model: Any, granularity: str, batch: int | None, onnx_loss: str | None
                 "batch applies to zoo models; an nn.Module's batch is the first dimension of example_inputs"
             )
         stage(f"tracing {name or type(model).__name__}")
-        traced = trace_user_module(model, example_inputs, target, loss_fn, name=name, granularity=granularity)
+        traced = trace_user_module(model, example_inputs, target, loss_fn, name=name, granularity=granularity,
+                                   optimizer=optimizer, train=train)
         return traced, None, traced.graph
     if example_inputs is not None or target is not None or loss_fn is not None:
         raise PoetError("example_inputs, target and loss_fn apply to an nn.Module; "
@@ -350,19 +381,23 @@ def _load(model: Any, granularity: str, batch: int | None, onnx_loss: str | None
         from poet_compiler.frontends import trace_zoo
 
         stage(f"tracing {model}")
-        graph = trace_zoo(model, granularity=granularity, batch=batch).graph
+        graph = trace_zoo(model, granularity=granularity, batch=batch, optimizer=optimizer, train=train).graph
         gc.collect()  # the fx graph holds cycles: free the module's weights before the solve
-        return None, lambda: _retrace_zoo(model, granularity, batch, graph), graph
+        return None, lambda: _retrace_zoo(model, granularity, batch, graph, optimizer, train), graph
     stage(f"loading {model if isinstance(model, str) else 'graph'}")
-    return None, None, resolve_graph(model, granularity, batch, onnx_loss=onnx_loss, input_shapes=input_shapes)
+    if isinstance(model, TrainingGraph) and (optimizer is not None or train is not None):
+        raise PoetError("optimizer and train apply to traced models (zoo, .onnx, nn.Module), not a TrainingGraph")
+    return None, None, resolve_graph(model, granularity, batch, onnx_loss=onnx_loss, input_shapes=input_shapes,
+                                     optimizer=optimizer, train=train)
 
 
-def _retrace_zoo(name: str, granularity: str, batch: int | None, graph: TrainingGraph) -> TracedModel:
+def _retrace_zoo(name: str, granularity: str, batch: int | None, graph: TrainingGraph,
+                 optimizer: OptimizerSpec | None = None, train: str | None = None) -> TracedModel:
     """Zoo model ``name`` traced again; refused if its graph is not the compiled one."""
     from poet_compiler.frontends import trace_zoo
     from poet_compiler.graph.io import graph_to_dict
 
-    traced = trace_zoo(name, granularity=granularity, batch=batch)
+    traced = trace_zoo(name, granularity=granularity, batch=batch, optimizer=optimizer, train=train)
     if graph_to_dict(traced.graph) != graph_to_dict(graph):
         raise PoetError(f"{name}: traced again, the zoo model gives another graph than the one compiled")
     return traced

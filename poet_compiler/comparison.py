@@ -112,8 +112,9 @@ def build_tasks(
             ref_row = {"checkpoint_all_peak_bytes": ref.peak_bytes,
                        "checkpoint_all_runtime_s": ref.runtime_s,
                        "checkpoint_all_energy_j": ref.energy_j}
+            fixed = graph.fixed_bytes if spec.count_fixed or graph.has_updates else 0
             for r in ram:
-                ram_bytes = resolve_ram(r, ref, costs)
+                ram_bytes = resolve_ram(r, ref, costs, fixed)
                 for d in deadline:
                     deadline_s = resolve_deadline(d, ref, costs)
                     for label, name, cell_mode in parsed:

@@ -45,6 +45,12 @@ class ScheduleError(PoetError):
     """A Program failed the simulator (missing input, use after free, overflow...)."""
 
 
+class UpdateOrderError(ScheduleError):
+    """A Program breaks the rule of an optimizer update (docs/training.md): it runs an
+    update twice or before a read of the old parameter, or recomputes such a read after
+    it. The heuristics that know nothing of updates meet it on a graph with updates."""
+
+
 class OverBudgetError(ScheduleError):
     """A valid Program needs more RAM than the budget, or more time than the deadline."""
 

@@ -157,12 +157,13 @@ class ScheduledStep:
 
     def step(self, inputs: Any = None, target: torch.Tensor | None = None) -> torch.Tensor:
         """A drop-in for ``loss.backward()``: accumulate ``.grad`` on the parameters,
-        apply the buffer updates, return the (detached) loss."""
+        apply the buffer updates, return the (detached) loss. With an optimizer in the
+        graph it is ``loss.backward(); opt.step()``: the parameters and the optimizer
+        state (``traced.opt_state``) take their new values, no ``.grad`` is set."""
         tm = self.traced
         outs = self._execute(_as_tuple(inputs), target)
         g = len(tm.grad_names)
         params = dict(tm.module.named_parameters())
-        buffers = {**dict(tm.module.named_buffers()), **params}
         with torch.no_grad():
             for name, grad in zip(tm.grad_names, outs[1:1 + g]):
                 p = params[name]
@@ -170,8 +171,7 @@ class ScheduledStep:
                     p.grad = grad.detach()
                 else:
                     p.grad += grad  # what autograd's AccumulateGrad does outside grad mode
-            for name, value in zip(tm.update_names, outs[1 + g:]):
-                buffers[name].copy_(value)
+        tm.apply_updates(dict(zip(tm.update_names, outs[1 + g:])))
         return outs[0].detach()
 
     __call__ = step
@@ -283,15 +283,19 @@ class _StepWalk(ProgramInterpreter):
             self.fail(f"node {i} is already in RAM")
         npl = self.plan.nodes[i]
         point = live.bytes
+        in_place = self.graph.nodes[i].kind == "update"  # writes parameters: no activation bytes
         for name, drops in zip(npl.fx, npl.drop_after):
             value = self.run_fx(name)
             env[name] = value
-            live.add(value)
+            if not in_place:
+                live.add(value)
             point = max(point, live.bytes)
             for k in self.out_pos.get(name, ()):
                 self.outputs[k] = value
             for dead in drops:
-                live.remove(env.pop(dead))
+                gone = env.pop(dead)
+                if not in_place:
+                    live.remove(gone)
         for name, keep in npl.trim:
             value = env[name]
             live.remove(value)

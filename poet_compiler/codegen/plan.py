@@ -17,6 +17,8 @@ tensors the executor really holds match the graph's ``output_bytes``/``workspace
   statistics that only leave the graph, members of a coarsened group read only inside
   it): it is dropped right after its last use inside the node's COMPUTE.
 * Graph outputs (loss, gradients, buffer updates) are taken when their FX node runs.
+* An update node (docs/training.md) keeps nothing: its new parameter and state are
+  graph outputs, taken when it runs, and written in place by the C runtime.
 """
 
 from __future__ import annotations
@@ -117,6 +119,8 @@ def build_plan(tm: TracedModel) -> StepPlan:
                 continue
             if not multi and isinstance(val, torch.Tensor) and not op_read.get(name, False):
                 kept.append(name)  # a sink: its value only leaves the graph
+        if tm.graph.nodes[i].kind == "update":
+            kept, trim = [], []
         keep = set(kept)
         # Last use of each value inside the node (index of the step after which it dies).
         last: dict[str, int] = {name: p for p, name in enumerate(names)}

@@ -8,11 +8,18 @@ measured peak of live activation bytes against the simulator's prediction and th
 budget, whether the loss and the buffer updates are bitwise equal too, and the page
 file's traffic against what the schedule's page-outs and page-ins must move.
 :attr:`Verification.ok` is false when any of these differ.
+
+With an optimizer in the step (docs/training.md) the reference is ``steps`` iterations of
+``loss.backward(); opt.step()`` with the same optimizer in torch.optim, on its
+single-tensor path (``foreach=False``), and the figures are the parameters (frozen ones
+included) and the optimizer state after them, against as many scheduled steps. The
+update ops run the aten ops of that path in its order, so they are compared bitwise.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -55,6 +62,13 @@ class Verification:
     expected_page_in_bytes: int
     scheduled_wall_s: float
     autograd_wall_s: float
+    optimizer: str | None = None       # the update in the step, as a spec
+    steps: int = 1
+    n_params: int = 0
+    params_bitwise: bool = True        # every parameter after ``steps`` steps
+    max_abs_param_diff: float = 0.0
+    state_bitwise: bool = True         # the optimizer state after ``steps`` steps
+    max_abs_state_diff: float = 0.0
 
     @property
     def within_budget(self) -> bool:
@@ -72,6 +86,8 @@ class Verification:
         """What differs from plain autograd or from the schedule, one phrase each."""
         checks = [
             (self.grads_bitwise, "gradients differ from autograd"),
+            (self.params_bitwise, "parameters after the steps differ from torch.optim's"),
+            (self.state_bitwise, "optimizer state after the steps differs from torch.optim's"),
             (self.loss_bitwise, "loss differs from autograd"),
             (self.buffers_bitwise, "buffer updates differ from autograd"),
             (self.within_budget, "measured peak exceeds the budget"),
@@ -151,16 +167,89 @@ def autograd_step(traced: TracedModel, inputs: tuple[torch.Tensor, ...] | None =
     return loss.detach(), grads, {n: b.detach() for n, b in model.named_buffers()}, wall
 
 
+def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    if a.shape != b.shape:
+        return float("inf")
+    return float((a.double() - b.double()).abs().max()) if a.numel() else 0.0
+
+
+def torch_optim_steps(traced: TracedModel, steps: int, seed: int = 0
+                      ) -> tuple[list[torch.Tensor], torch.nn.Module, torch.optim.Optimizer, float]:
+    """``steps`` iterations of plain autograd and torch.optim (single-tensor path) on a copy
+    of the module: (losses, module, optimizer, wall s)."""
+    assert traced.optimizer is not None
+    model = copy.deepcopy(traced.module)
+    opt = traced.optimizer.to_torch([p for p in model.parameters() if p.requires_grad])
+    losses = []
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        torch.manual_seed(seed)
+        loss = traced.loss_fn(model(*traced.example_inputs), traced.target)
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    return losses, model, opt, time.perf_counter() - t0
+
+
+def _verify_training(traced: TracedModel, program: Program, sim: Any, *, ram_budget_bytes: int | None,
+                     count_fixed: bool, page_file: str | Path | None, seed: int, steps: int) -> Verification:
+    spec = traced.optimizer
+    assert spec is not None
+    ref_losses, ref_model, opt, auto_wall = torch_optim_steps(traced, steps, seed)
+    mine = dataclasses.replace(traced, module=copy.deepcopy(traced.module), opt_state={})
+    losses, peak, out_b, in_b, wall = [], 0, 0, 0, 0.0
+    with ScheduledStep(mine, program, page_file=page_file) as step:
+        for _ in range(steps):
+            torch.manual_seed(seed)
+            losses.append(step.step())
+            assert step.last is not None
+            peak = max(peak, step.last.peak_bytes)
+            out_b, in_b, wall = step.last.page_out_bytes, step.last.page_in_bytes, wall + step.last.wall_s
+    ref_params = dict(ref_model.named_parameters())
+    params = dict(mine.module.named_parameters())
+    param_diff = max((_max_diff(p.detach(), ref_params[n].detach()) for n, p in params.items()), default=0.0)
+    params_ok = all(torch.equal(p, ref_params[n]) for n, p in params.items())
+    state_ok, state_diff = True, 0.0
+    for name in traced.param_names:
+        for s, want in spec.torch_state(opt, ref_params[name]).items():
+            got = mine.opt_state[f"{name}@{s}"]
+            state_ok = state_ok and bool(torch.equal(got, want))
+            state_diff = max(state_diff, _max_diff(got, want))
+    ref_buffers = dict(ref_model.named_buffers())
+    buffers = dict(mine.module.named_buffers())
+    buffers_ok = set(buffers) == set(ref_buffers) and all(torch.equal(v, ref_buffers[n]) for n, v in buffers.items())
+    exp_out, exp_in = expected_page_bytes(traced, program) if program.n_page_out or program.n_page_in else (0, 0)
+    graph = traced.graph
+    return Verification(
+        model=graph.name, n_nodes=graph.n, n_instructions=len(program), n_grads=0, grads_bitwise=True,
+        max_abs_grad_diff=0.0, loss_bitwise=all(torch.equal(a, b) for a, b in zip(losses, ref_losses)),
+        buffers_bitwise=buffers_ok, measured_peak_bytes=peak, simulated_peak_bytes=sim.peak_bytes,
+        arena_bytes=program.arena_bytes, ram_budget_bytes=ram_budget_bytes,
+        fixed_bytes_counted=graph.fixed_bytes if count_fixed else 0,
+        page_out_bytes=out_b, page_in_bytes=in_b,
+        schedule_page_out_bytes=sim.page_out_bytes, schedule_page_in_bytes=sim.page_in_bytes,
+        expected_page_out_bytes=exp_out, expected_page_in_bytes=exp_in,
+        scheduled_wall_s=wall, autograd_wall_s=auto_wall, optimizer=spec.describe(), steps=steps,
+        n_params=len(params), params_bitwise=params_ok, max_abs_param_diff=param_diff,
+        state_bitwise=state_ok, max_abs_state_diff=state_diff,
+    )
+
+
 def verify(traced: TracedModel, program: Program, costs: CostTable, *,
            ram_budget_bytes: int | None = None, count_fixed: bool = False,
-           page_file: str | Path | None = None, seed: int = 0) -> Verification:
-    """Run both steps and the simulator; raise ScheduleError if the program is invalid."""
+           page_file: str | Path | None = None, seed: int = 0, steps: int = 3) -> Verification:
+    """Run both steps and the simulator; raise ScheduleError if the program is invalid.
+    ``steps``: with an optimizer in the step, how many steps of each are compared."""
     traced.require_weights("verify")
     graph = traced.graph
     if program.n_nodes != graph.n:
         raise ScheduleError(f"the schedule is for a graph of {program.n_nodes} nodes but {graph.name!r} "
                             f"traces to {graph.n} nodes (another model, granularity or batch?)")
     sim = simulate(graph, costs, program)
+    if traced.optimizer is not None:
+        return _verify_training(traced, program, sim, ram_budget_bytes=ram_budget_bytes, count_fixed=count_fixed,
+                                page_file=page_file, seed=seed, steps=steps)
     ref_loss, ref_grads, ref_buffers, auto_wall = autograd_step(traced, seed=seed)
     with ScheduledStep(traced, program, page_file=page_file) as step:
         torch.manual_seed(seed)
@@ -197,4 +286,4 @@ def verify(traced: TracedModel, program: Program, costs: CostTable, *,
     )
 
 
-__all__ = ["Verification", "autograd_step", "verify"]
+__all__ = ["Verification", "autograd_step", "torch_optim_steps", "verify"]

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from poet_compiler.errors import PoetError
 from poet_compiler.reporting import SUMMARY_KEYS, fmt, time_split
+from poet_compiler.training_options import OPTIMIZER_HELP, TRAIN_HELP
 
 
 def print_summary(report: dict, console: Console | None = None) -> None:
@@ -67,8 +68,13 @@ def register(app: typer.Typer) -> None:
             [], "--input-shape", help="ONNX models: NAME=D0,D1,... for an input with symbolic dims (repeatable)"
         ),
         count_fixed: bool = typer.Option(
-            False, "--count-fixed", help="count params/grads/optimizer state/input in the RAM budget"
+            False, "--count-fixed",
+            help="count params/grads/optimizer state/input in the RAM budget (always with --optimizer)"
         ),
+        optimizer: str = typer.Option(
+            None, "--optimizer", help=OPTIMIZER_HELP
+        ),
+        train: str = typer.Option(None, "--train", help=TRAIN_HELP),
         as_json: bool = typer.Option(False, "--json", help="print the report as JSON on stdout"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress line"),
         report: Path = typer.Option(None, "--report", help="also write a self-contained report (.html or .md)"),
@@ -89,6 +95,7 @@ def register(app: typer.Typer) -> None:
             count_fixed=count_fixed, granularity=granularity, batch=batch,
             progress=not (quiet or as_json), onnx_loss=loss, input_shapes=shapes, memory_limit=memory_limit,
             started=command_started(),   # the command's wall time is what --time-limit bounds
+            optimizer=optimizer, train=train,
         )
         rep = c.report()
         if c.result.ok:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import typer
 
+from poet_compiler.training_options import OPTIMIZER_HELP, TRAIN_HELP
+
 
 def register(app: typer.Typer) -> None:
     @app.command("emit-c")
@@ -27,6 +29,10 @@ def register(app: typer.Typer) -> None:
         model: str = typer.Argument(..., help="zoo model name or .onnx file the schedule was compiled for"),
         schedule: Path = typer.Option(..., "--schedule", "-s", help="the .poet schedule file (op granularity)"),
         out: Path = typer.Option(..., "--out", "-o", help="output directory (replaced atomically)"),
+        optimizer: str = typer.Option(
+            None, "--optimizer", help=OPTIMIZER_HELP
+        ),
+        train: str = typer.Option(None, "--train", help=TRAIN_HELP),
         train_loop: bool = typer.Option(False, "--train-loop",
                                         help="a firmware that trains over data set files, not one step"),
         epochs: int = typer.Option(1, "--epochs", help="--train-loop: passes over train.bin"),
@@ -39,7 +45,7 @@ def register(app: typer.Typer) -> None:
         from poet_compiler.codegen.emit_c import TrainLoop, emit_c
 
         loop = TrainLoop(epochs=epochs, lr=lr, momentum=momentum, log_every=log_every) if train_loop else None
-        res = emit_c(model, schedule, out, loop)
+        res = emit_c(model, schedule, out, loop, optimizer=optimizer, train=train)
         typer.echo(f"wrote {res.out_dir}/ ({len(res.files)} files): {res.n_nodes} nodes, arena {res.arena_bytes:,} B, "
                    f"pages out {res.page_out_bytes:,} B / in {res.page_in_bytes:,} B; "
                    f"run with make -C {res.out_dir} run-host (or run-qemu)"

@@ -3,7 +3,9 @@
 Decodes the program from the ``.poet`` file, re-traces MODEL with the granularity and
 batch recorded in the sidecar report ``FILE.json`` (else ``--granularity``/``--batch``),
 runs one training step with plain autograd and one with the schedule (paging to a real
-page file), and prints the gradient difference, the measured peak of live activation
+page file), and prints the gradient difference (with an optimizer in the step: ``--steps``
+steps of each, plain autograd followed by torch.optim's single-tensor step, and the
+difference of the parameters and optimizer state after them), the measured peak of live activation
 bytes against the simulator's prediction, the arena and the budget, and the page file's
 traffic against the schedule's paging volume. Exit code 1 when the gradients, the loss or
 the buffer updates are not bitwise identical, the measured peak exceeds the budget or
@@ -19,6 +21,7 @@ import typer
 
 from poet_compiler.errors import BytecodeError, PoetError
 from poet_compiler.reporting import read_sidecar
+from poet_compiler.training_options import OPTIMIZER_HELP, TRAIN_HELP
 from poet_compiler.units import format_bytes
 
 
@@ -43,12 +46,17 @@ def register(app: typer.Typer) -> None:
             None, "--device", "-d", help="device profile for the simulator (default: sidecar's, else m4)"
         ),
         as_json: bool = typer.Option(False, "--json", help="print the figures as one JSON object"),
+        optimizer: str = typer.Option(None, "--optimizer", help=OPTIMIZER_HELP + " (default: the sidecar's)"),
+        train: str = typer.Option(None, "--train", help=TRAIN_HELP + " (default: the sidecar's)"),
+        steps: int = typer.Option(
+            3, "--steps", min=1, help="with an optimizer: training steps compared with torch.optim (default 3)"
+        ),
     ) -> None:
         """Check a schedule on the real model: same gradients as autograd, peak within budget."""
         from poet_compiler.api import load_costs
         from poet_compiler.codegen.bytecode import decode
         from poet_compiler.codegen.verification import verify
-        from poet_compiler.frontends import load_model
+        from poet_compiler.frontends import load_model, training_options
 
         try:
             data = schedule.read_bytes()
@@ -66,8 +74,10 @@ def register(app: typer.Typer) -> None:
             dev = "m4"  # only the peak is used; costs do not change it
         # The ONNX frontend's options travel in the sidecar too, so a model compiled with
         # --loss/--input-shape is re-traced into the same graph.
+        opt, patterns = training_options(optimizer, train, side)
         traced = load_model(model, granularity=gran, batch=bat,
-                            onnx_loss=side.get("onnx_loss"), input_shapes=side.get("input_shapes"))
+                            onnx_loss=side.get("onnx_loss"), input_shapes=side.get("input_shapes"),
+                            optimizer=opt, train=patterns)
         if traced is None:
             raise PoetError(f"{model}: verify needs a zoo model (a graph file has no weights to run)")
         graph = traced.graph
@@ -83,7 +93,7 @@ def register(app: typer.Typer) -> None:
                                 f"{graph.nodes[bad].output_bytes} in {model}: the schedule is for another graph")
         budget = side.get("ram_budget_bytes")
         res = verify(traced, program, load_costs(graph, dev), ram_budget_bytes=budget,
-                     count_fixed=bool(side.get("count_fixed", False)), page_file=page_file)
+                     count_fixed=bool(side.get("count_fixed", False)), page_file=page_file, steps=steps)
         if as_json:
             typer.echo(json.dumps(res.report(), indent=1, sort_keys=True))
         else:
@@ -99,6 +109,12 @@ def register(app: typer.Typer) -> None:
                     "gradients",
                     f"max |diff| = {res.max_abs_grad_diff:.3g} over {res.n_grads} tensors "
                     f"({'bitwise identical' if res.grads_bitwise else 'DIFFERENT'})",
+                ) if res.optimizer is None else (
+                    f"after {res.steps} steps",
+                    f"{res.optimizer} vs torch.optim (foreach=False): parameters max |diff| = "
+                    f"{res.max_abs_param_diff:.3g} over {res.n_params} tensors "
+                    f"({'bitwise identical' if res.params_bitwise else 'DIFFERENT'}), optimizer state max |diff| = "
+                    f"{res.max_abs_state_diff:.3g} ({'bitwise identical' if res.state_bitwise else 'DIFFERENT'})",
                 ),
                 (
                     "loss, buffers",

@@ -17,6 +17,7 @@ from poet_compiler.graph.ir import TrainingGraph
 
 if TYPE_CHECKING:
     from poet_compiler.frontends.torch import TracedModel
+    from poet_compiler.frontends.torch.optimizer import OptimizerSpec
 
 
 def zoo_names() -> list[str]:
@@ -25,8 +26,10 @@ def zoo_names() -> list[str]:
     return models.names()
 
 
-def trace_zoo(name: str, *, granularity: str = "op", batch: int | None = None) -> TracedModel:
-    """Build zoo model ``name`` and trace it at ``batch`` (default: the model's)."""
+def trace_zoo(name: str, *, granularity: str = "op", batch: int | None = None,
+              optimizer: OptimizerSpec | None = None, train: str | None = None) -> TracedModel:
+    """Build zoo model ``name`` and trace it at ``batch`` (default: the model's), with
+    ``optimizer``'s update and ``train``'s subset (docs/training.md)."""
     import models
     from poet_compiler.frontends.torch import trace_module
 
@@ -34,7 +37,8 @@ def trace_zoo(name: str, *, granularity: str = "op", batch: int | None = None) -
     if batch is not None and batch < 1:
         raise FrontendError(f"batch must be >= 1, got {batch}")
     _check_granularity(granularity)
-    tm = trace_module(spec.build(), spec.example_inputs(batch), spec.target(batch), spec.loss_fn, name=name)
+    tm = trace_module(spec.build(), spec.example_inputs(batch), spec.target(batch), spec.loss_fn, name=name,
+                      optimizer=optimizer, train=train)
     if granularity == "op":
         return tm
     from poet_compiler.graph.coarsen import coarsen_traced
@@ -49,6 +53,8 @@ def load_model(
     batch: int | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     onnx_loss: str | None = None,
+    optimizer: OptimizerSpec | None = None,
+    train: str | None = None,
 ) -> TracedModel | None:
     """A TracedModel for a zoo name or an .onnx file; None for graph-only .json files.
 
@@ -58,11 +64,13 @@ def load_model(
     _check_granularity(granularity)
     _check_onnx_options(source, input_shapes, onnx_loss)
     if source in zoo_names():
-        return trace_zoo(source, granularity=granularity, batch=batch)
+        return trace_zoo(source, granularity=granularity, batch=batch, optimizer=optimizer, train=train)
     if _classify_file(source) == "onnx":
         from poet_compiler.frontends.onnx import trace_onnx
 
-        return trace_onnx(source, granularity=granularity, batch=batch, input_shapes=input_shapes, loss=onnx_loss)
+        return trace_onnx(source, granularity=granularity, batch=batch, input_shapes=input_shapes, loss=onnx_loss,
+                          optimizer=optimizer, train=train)
+    _check_training_options(source, optimizer, train)
     return None
 
 
@@ -73,15 +81,19 @@ def load_graph(
     *,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     onnx_loss: str | None = None,
+    optimizer: OptimizerSpec | None = None,
+    train: str | None = None,
 ) -> TrainingGraph:
     """The TrainingGraph of a zoo model, a poet-graph/1 JSON file or an ONNX file
-    (``input_shapes``, ``onnx_loss``: ONNX only, as in :func:`load_model`)."""
+    (``input_shapes``, ``onnx_loss``: ONNX only; ``optimizer``, ``train``: traced models
+    only; as in :func:`load_model`)."""
     _check_granularity(granularity)
     _check_onnx_options(source, input_shapes, onnx_loss)
     if source in zoo_names():
-        return trace_zoo(source, granularity=granularity, batch=batch).graph
+        return trace_zoo(source, granularity=granularity, batch=batch, optimizer=optimizer, train=train).graph
     kind = _classify_file(source)
     if kind == "json":
+        _check_training_options(source, optimizer, train)
         from poet_compiler.graph.coarsen import coarsen_to
         from poet_compiler.graph.io import read_graph
 
@@ -95,7 +107,8 @@ def load_graph(
     # The ONNX frontend coarsens per module itself; layer grouping runs on its op graph.
     layered = granularity in ("layer", "auto")
     result: Any = onnx_frontend.trace_onnx(
-        source, input_shapes=input_shapes, loss=onnx_loss, granularity="op" if layered else granularity, batch=batch
+        source, input_shapes=input_shapes, loss=onnx_loss, granularity="op" if layered else granularity, batch=batch,
+        optimizer=optimizer, train=train,
     )
     graph = result if isinstance(result, TrainingGraph) else result.graph
     if layered:
@@ -120,6 +133,14 @@ def _check_onnx_options(source: str, input_shapes: Mapping[str, Sequence[int]] |
         )
 
 
+def _check_training_options(source: str, optimizer: OptimizerSpec | None, train: str | None) -> None:
+    """--optimizer and --train act on a traced model; a graph file has its nodes already."""
+    given = [opt for opt, v in (("--optimizer", optimizer), ("--train", train)) if v is not None]
+    if given:
+        raise FrontendError(f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to traced models "
+                            f"(zoo, .onnx, nn.Module), not the graph file {source!r}: its update nodes are in it")
+
+
 def check_model_file(source: str) -> None:
     """A ``.json``/``.onnx`` model that is not a file is refused (zoo names pass)."""
     if Path(source).suffix.lower() in (".json", ".onnx") and not Path(source).is_file():
@@ -134,4 +155,21 @@ def _classify_file(source: str) -> str:
     raise FrontendError(f"unknown model {source!r}: not a .json/.onnx file nor a zoo model ({', '.join(zoo_names())})")
 
 
-__all__ = ["GRANULARITIES", "check_model_file", "load_graph", "load_model", "trace_zoo", "zoo_names"]
+
+
+def training_options(optimizer: str | None, train: str | None,
+                     side: Mapping[str, Any] | None = None) -> tuple[OptimizerSpec | None, str | None]:
+    """``--optimizer``/``--train`` as given, else as recorded in a schedule's sidecar report,
+    so that a model is traced again into the graph its schedule was compiled for."""
+    side = side or {}
+    spec = optimizer if optimizer is not None else side.get("optimizer")
+    patterns = train if train is not None else side.get("train")
+    if spec is None:
+        return None, patterns
+    from poet_compiler.frontends.torch.optimizer import parse_optimizer
+
+    return parse_optimizer(spec), patterns
+
+
+__all__ = ["GRANULARITIES", "check_model_file", "load_graph", "load_model", "trace_zoo", "training_options",
+           "zoo_names"]

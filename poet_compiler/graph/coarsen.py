@@ -113,6 +113,7 @@ def coarsen(graph: TrainingGraph, groups: list[list[int]]) -> TrainingGraph:
             flops=sum(graph.nodes[i].flops for i in members),
             bytes_accessed=sum(graph.nodes[i].bytes_accessed for i in members),
             pinned=any(graph.nodes[i].pinned for i in members),
+            after=tuple(sorted({gid[r] for i in members for r in graph.nodes[i].after})),
             extra=extra if len(members) > 1 else dict(first.extra),
         ))
     return validate(replace(graph, nodes=tuple(nodes)))
@@ -299,7 +300,23 @@ def groups_for(graph: TrainingGraph, granularity: str, max_nodes: int | None = N
         max_nodes = AUTO_MAX_NODES
     if max_nodes is not None:
         groups = merge_groups(graph, groups, max_nodes)
-    return groups
+    return _split_updates(graph, groups)
+
+
+def _split_updates(graph: TrainingGraph, groups: list[list[int]]) -> list[list[int]]:
+    """Cut every group where it goes from update nodes to others or back: an update runs
+    once and writes in place (docs/training.md), so it never shares a node with ops that
+    may be recomputed or paged."""
+    out: list[list[int]] = []
+    for g in groups:
+        run: list[int] = []
+        for i in g:
+            if run and (graph.nodes[i].kind == "update") != (graph.nodes[run[-1]].kind == "update"):
+                out.append(run)
+                run = []
+            run.append(i)
+        out.append(run)
+    return out
 
 
 def coarsen_to(

@@ -47,6 +47,7 @@ class NodeModel(_Strict):
     flops: int = Field(default=0, ge=0)
     bytes_accessed: int = Field(default=0, ge=0)
     pinned: bool = False
+    after: list[int] = Field(default_factory=list)
     cost: CostModel | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
 
@@ -101,6 +102,7 @@ def graph_from_dict(data: Any, source: str = "graph") -> TrainingGraph:
             flops=n.flops,
             bytes_accessed=n.bytes_accessed,
             pinned=n.pinned,
+            after=tuple(n.after),
             cost=NodeCost(**n.cost.model_dump()) if n.cost is not None else None,
             extra=dict(n.extra),
         )
@@ -159,6 +161,8 @@ def graph_to_dict(graph: TrainingGraph) -> dict[str, Any]:
         }
         if n.pinned:
             d["pinned"] = True
+        if n.after:
+            d["after"] = list(n.after)
         if n.cost is not None:
             d["cost"] = n.cost.as_dict()
         if n.extra:

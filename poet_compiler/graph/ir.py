@@ -63,6 +63,9 @@ class Node:
     bytes_accessed: int = 0
     pinned: bool = False
     cost: NodeCost | None = None
+    # Update nodes only (docs/training.md): the nodes that read the value this node
+    # overwrites in place; every compute of them (recomputations too) comes before it.
+    after: tuple[int, ...] = ()
     # Where the node comes from (module path, ONNX node name, fused op list ...).
     # Serialized under the node's "extra" object, which the format reserves for this.
     extra: dict[str, Any] = field(default_factory=dict, compare=True, hash=False)
@@ -111,6 +114,27 @@ class TrainingGraph:
         """Nodes whose output nobody reads: the step's results (loss, gradients)."""
         return tuple(i for i, users in enumerate(self.consumers) if not users)
 
+    @property
+    def has_updates(self) -> bool:
+        """The step applies its optimizer update (docs/training.md)."""
+        return any(n.kind == "update" for n in self.nodes)
+
+    @cached_property
+    def last_compute_stage(self) -> tuple[int, ...]:
+        """``last_compute_stage[i]``: the last stage in which node ``i`` may be computed.
+
+        An update node runs once, in its own stage; a node that reads the old value of a
+        parameter (in an update's ``after``) may not be recomputed after that update's
+        stage (within the stage it runs first: computes go in id order). Others: the last.
+        """
+        last = [self.n - 1] * self.n
+        for node in self.nodes:
+            if node.kind == "update":
+                last[node.id] = node.id
+                for r in node.after:
+                    last[r] = min(last[r], node.id)
+        return tuple(last)
+
     def to_networkx(self) -> nx.DiGraph:
         g = nx.DiGraph()
         for node in self.nodes:
@@ -125,7 +149,8 @@ class TrainingGraph:
 
     @property
     def fixed_bytes(self) -> int:
-        """Bytes that stay in RAM for the whole step when the user asks to count them."""
+        """Bytes that stay in RAM for the whole step: counted when the user asks, and
+        always where the graph has update nodes (docs/training.md)."""
         return self.param_bytes + self.grad_bytes + self.optimizer_state_bytes + self.input_bytes
 
     def count(self, kind: str) -> int:

@@ -37,6 +37,7 @@ def validate(graph: TrainingGraph) -> TrainingGraph:
                 raise GraphError(
                     f"{where}: input {i} is not earlier in the list; nodes must be in topological order"
                 )
+        _check_update(graph, node.id, where)
         # An input may be listed more than once (x * x, POET's gradient layers): it is
         # one dependency and one resident buffer; everything downstream reads set(inputs).
         for attr in ("output_bytes", "workspace_bytes", "flops", "bytes_accessed"):
@@ -51,6 +52,28 @@ def validate(graph: TrainingGraph) -> TrainingGraph:
         if getattr(graph, attr) < 0:
             raise GraphError(f"graph {graph.name!r}: {attr} must be >= 0")
     return graph
+
+
+def _check_update(graph: TrainingGraph, i: int, where: str) -> None:
+    """The update-node rules of docs/training.md."""
+    node = graph.nodes[i]
+    if node.kind != "update":
+        if node.after:
+            raise GraphError(f"{where}: only update nodes have \"after\"")
+        for j in node.inputs:
+            if graph.nodes[j].kind == "update":
+                raise GraphError(f"{where}: reads update node {j}, which writes in place and has no output")
+        return
+    if node.output_bytes or node.workspace_bytes:
+        raise GraphError(f"{where}: an update writes its parameter in place: output_bytes and workspace_bytes "
+                         "must be 0")
+    if node.pinned:
+        raise GraphError(f"{where}: an update node cannot be pinned (it is computed once, never kept)")
+    for j in node.after:
+        if not 0 <= j < node.id:
+            raise GraphError(f"{where}: after {j} is not an earlier node")
+        if graph.nodes[j].kind == "update":
+            raise GraphError(f"{where}: after {j} is an update node")
 
 
 def _check_cycles(graph: TrainingGraph) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from poet_compiler.devices.costs import CostTable
-from poet_compiler.errors import OverBudgetError, ScheduleError
+from poet_compiler.errors import OverBudgetError, ScheduleError, UpdateOrderError
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.interpreter import ProgramInterpreter
 from poet_compiler.schedule.program import Instruction, Op, Program
@@ -97,6 +97,11 @@ class _Simulator(ProgramInterpreter):
         self.paging_out: set[int] = set()    # resident, being copied to flash until the next FENCE
         self.freed_at: dict[int, int] = {}
         self.computed = [0] * n
+        # Update nodes (docs/training.md): the updates whose ``after`` lists each node.
+        self.overwritten_by: list[list[int]] = [[] for _ in range(n)]
+        for node in graph.nodes:
+            for r in node.after if node.kind == "update" else ():
+                self.overwritten_by[r].append(node.id)
         self.live = 0
         self.point: int | None = None        # live bytes during the current COMPUTE (workspace included)
         self.peak, self.peak_at = 0, -1
@@ -169,6 +174,7 @@ class _Simulator(ProgramInterpreter):
                 self.fail(f"{label} is still being paged in (no FENCE since its PAGE_IN)")
         if i in ram:
             self.fail("the node's output is already in RAM (double compute of a resident tensor)")
+        self.check_update_order(i)
         ram.add(i)
         self.freed_at.pop(i, None)
         self.computed[i] += 1
@@ -182,8 +188,32 @@ class _Simulator(ProgramInterpreter):
             assert ins.offset is not None  # place() refuses a missing offset
             self.arena.regions[("node", i)] = (ins.offset, ins.offset + size[i])
 
+    def check_update_order(self, i: int) -> None:
+        """An update runs once, after every compute of the nodes that read the value it
+        overwrites; none of them is computed after it (docs/training.md)."""
+        try:
+            self._check_update_order(i)
+        except ScheduleError as exc:
+            raise UpdateOrderError(str(exc)) from None
+
+    def _check_update_order(self, i: int) -> None:
+        graph = self.graph
+        if graph.nodes[i].kind == "update":
+            if self.computed[i]:
+                self.fail("an update node is computed twice (it would apply the optimizer step twice)")
+            for r in graph.nodes[i].after:
+                if not self.computed[r]:
+                    self.fail(f"the update runs before node {r} {graph.nodes[r].name!r}, which reads the "
+                              "parameter's old value")
+        for u in self.overwritten_by[i]:
+            if self.computed[u]:
+                self.fail(f"reads the old value of a parameter that update node {u} {graph.nodes[u].name!r} "
+                          "has already overwritten")
+
     def page_out(self, ins: Instruction) -> None:
         i = ins.node
+        if self.graph.nodes[i].kind == "update":
+            self.fail("page-out of an update node (it writes in place and owns no buffer)")
         if i not in self.ram:
             self.fail(f"page-out of a tensor that is not in RAM{self.gone(i)}")
         if i in self.paging_in or i in self.paging_out:

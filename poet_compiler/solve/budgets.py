@@ -35,8 +35,10 @@ def reference(graph: TrainingGraph, costs: CostTable) -> Reference:
     return Reference(peak_bytes=sim.peak_bytes, runtime_s=sim.runtime_s, energy_j=sim.energy_j)
 
 
-def resolve_ram(text: str | int | float | None, ref: Reference, costs: CostTable) -> int:
-    """Bytes for ``--ram``; None means the device's RAM size."""
+def resolve_ram(text: str | int | float | None, ref: Reference, costs: CostTable, fixed: int = 0) -> int:
+    """Bytes for ``--ram``; None means the device's RAM size. A relative budget (``60%``)
+    is that share of checkpoint-all's activation peak, plus the ``fixed`` bytes counted
+    beside it (parameters, optimizer state, batch: docs/training.md)."""
     if text is None:
         if costs.ram_bytes is None:
             raise BudgetError("no --ram given and the graph's costs name no device RAM size")
@@ -44,7 +46,7 @@ def resolve_ram(text: str | int | float | None, ref: Reference, costs: CostTable
     if isinstance(text, str):
         frac = parse_relative(text, "%")
         if frac is not None:
-            return max(1, int(ref.peak_bytes * frac))
+            return max(1, fixed + int(ref.peak_bytes * frac))
     return parse_size(text, "RAM budget")
 
 

@@ -286,6 +286,9 @@ def _build(problem: Problem, *, closure: bool, deadline: bool = True, absences: 
                 continue
             ks = recompute_closure(problem, i, nxt) if closure else [i]
             r_s = sum(c.compute_s[k] for k in ks)
+            # A reader of a parameter may not be recomputed after its update (docs/training.md),
+            # but a recompute before it and kept till nxt is legal: the option stays, as the
+            # relaxation of both (a bound; realize() meets the rule or is dropped).
             if problem.allows_remat and (slack is None or r_s <= slack):
                 x = m.new_bool_var(f"r[{i},{nxt}]")
                 cost.append((x, math.floor(sum(recompute_j(problem, k) for k in ks) * e_scale)))

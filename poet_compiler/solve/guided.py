@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from poet_compiler.errors import InternalError, ScheduleError
+from poet_compiler.errors import InternalError, ScheduleError, UpdateOrderError
 from poet_compiler.schedule.build import assemble
 from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
@@ -199,6 +199,8 @@ def realize_within(problem: Problem, choice: CoverBound | None,
         try:
             schedule = realize(problem, choice)
             sim = simulate_schedule(problem, schedule)
+        except UpdateOrderError:  # a cascade recomputes a parameter's reader after its update
+            return None
         except ScheduleError as exc:  # realize builds valid schedules: a broken one is a bug
             raise InternalError(f"cover realization: {exc}") from exc
         if problem.deadline_s is not None and sim.runtime_s > problem.deadline_s * (1 + 1e-9):

@@ -157,7 +157,8 @@ def _restore_options(problem: Problem, md: _Model, k: int, r: int, slack: float 
                      t_scale: float) -> None:
     """``wr[k, r]`` and ``wp[k, r]`` where the mode and the deadline allow them."""
     c, m = problem.costs, md.m
-    if problem.allows_remat and (slack is None or c.compute_s[k] <= slack):
+    # A reader of a parameter is not recomputed after its update (docs/training.md).
+    if problem.allows_remat and (slack is None or c.compute_s[k] <= slack) and r <= problem.graph.last_compute_stage[k]:
         x = md.wr[(k, r)] = m.new_bool_var(f"wr[{k},{r}]")
         md.cost.append((x, math.floor(recompute_j(problem, k) * md.e_scale)))
         md.time_terms.append((x, math.floor(c.compute_s[k] * t_scale)))

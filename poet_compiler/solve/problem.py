@@ -31,6 +31,9 @@ class Problem:
     transfers: Literal["sync", "stage"] | None = None
 
     def __post_init__(self) -> None:
+        if self.graph.has_updates and not self.count_fixed:
+            # The step keeps parameters and optimizer state beside its arena (docs/training.md).
+            object.__setattr__(self, "count_fixed", True)
         if self.transfers is None:
             object.__setattr__(self, "transfers", "stage" if self.costs.dma and self.time_matters else "sync")
 

@@ -8,11 +8,13 @@ figures come from the simulator, so they can be compared side by side.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
-from poet_compiler.errors import PoetError
+from poet_compiler.errors import PoetError, UpdateOrderError
 from poet_compiler.solve import baselines, milp
 from poet_compiler.solve.backends.memory import memory_limit
+from poet_compiler.solve.baselines._common import infeasible
 from poet_compiler.solve.baselines.optimal import checkmate, paging_only
 from poet_compiler.solve.options import SolveOptions
 from poet_compiler.solve.problem import Problem
@@ -62,7 +64,12 @@ def get_strategy(name: str) -> Callable[[Problem, SolveOptions], Result]:
     fn = BASELINES[name]
 
     def run(problem: Problem, opts: SolveOptions) -> Result:
-        return fn(problem)   # a heuristic: no solver settings
+        started = time.perf_counter()
+        try:
+            return fn(problem)   # a heuristic: no solver settings
+        except UpdateOrderError as exc:
+            return infeasible(problem, name, f"{name} recomputes a node that reads a parameter after its optimizer "
+                              f"update, which it does not model ({exc})", started=started)
 
     return run
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection
 
-from poet_compiler.errors import InternalError, PoetError, ScheduleError
+from poet_compiler.errors import InternalError, PoetError, ScheduleError, UpdateOrderError
 from poet_compiler.schedule.from_program import schedule_from_program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.baselines import BASELINES, HEURISTICS
@@ -55,6 +55,8 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None, *,
             started = time.perf_counter()
             try:
                 res = BASELINES[name](problem)
+            except UpdateOrderError:  # a heuristic that recomputes a parameter's reader after its update
+                continue
             except ScheduleError as exc:  # a heuristic's own plan broke a rule: a bug, not "no warm start"
                 raise InternalError(f"{name}: {exc}") from exc
             except PoetError:  # not applicable here (e.g. a chain-only method on a DAG)

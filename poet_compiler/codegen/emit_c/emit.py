@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from poet_compiler.codegen.emit_c import train
+from poet_compiler.codegen.emit_c import train as loop_tables
 from poet_compiler.codegen.emit_c.bundle import manifest_bytes, render_static, write_atomically
 from poet_compiler.codegen.emit_c.csource import generate, input_bytes
 from poet_compiler.codegen.emit_c.errors import EmitError
@@ -63,10 +63,11 @@ def _read_schedule(schedule: Path) -> tuple[bytes, Any]:
         raise EmitError(f"{schedule}: {exc}") from None
 
 
-def load_traced(model: str, schedule: Path) -> TracedModel:
-    """The model traced the way the schedule was compiled (batch and ONNX options from the
-    sidecar ``.json`` when there is one); op granularity, which the kernels need."""
-    from poet_compiler.frontends import load_model
+def load_traced(model: str, schedule: Path, optimizer: str | None = None, train: str | None = None) -> TracedModel:
+    """The model traced the way the schedule was compiled (batch, ONNX options, optimizer
+    and trained subset from the sidecar ``.json`` when there is one, unless given); op
+    granularity, which the kernels need."""
+    from poet_compiler.frontends import load_model, training_options
     from poet_compiler.reporting import read_sidecar
 
     side = read_sidecar(Path(schedule)) or {}
@@ -74,21 +75,25 @@ def load_traced(model: str, schedule: Path) -> TracedModel:
     if gran != "op":
         raise EmitError(f"{schedule}: compiled at granularity {gran!r}; emit-c needs an op-level schedule "
                         "(compile with --granularity op)")
+    opt, patterns = training_options(optimizer, train, side)
     tm = load_model(model, granularity="op", batch=side.get("batch"),
-                    onnx_loss=side.get("onnx_loss"), input_shapes=side.get("input_shapes"))
+                    onnx_loss=side.get("onnx_loss"), input_shapes=side.get("input_shapes"),
+                    optimizer=opt, train=patterns)
     if tm is None:
         raise EmitError(f"{model}: emit-c needs a zoo model or an ONNX file (a graph file has no weights)")
     return tm
 
 
-def emit_c(model: str, schedule: Path, out_dir: Path, train_loop: TrainLoop | None = None) -> EmitResult:
+def emit_c(model: str, schedule: Path, out_dir: Path, train_loop: TrainLoop | None = None, *,
+           optimizer: str | None = None, train: str | None = None) -> EmitResult:
     """Write the C sources of one training step of ``model`` following ``schedule`` or, with
-    ``train_loop``, of a firmware that trains it over data set files (:mod:`.train`)."""
+    ``train_loop``, of a firmware that trains it over data set files (:mod:`.train`)
+    (``optimizer``/``train``: as compiled, by default from the sidecar)."""
     if Path(out_dir).exists() and not Path(out_dir).is_dir():
         raise EmitError(f"{out_dir} exists and is not a directory")
     data, decoded = _read_schedule(schedule)
     program = decoded.program
-    tm = load_traced(model, schedule)
+    tm = load_traced(model, schedule, optimizer, train)
     tm.require_weights("emit-c")
     graph = tm.graph
     if program.n_nodes != graph.n:
@@ -106,14 +111,14 @@ def emit_c(model: str, schedule: Path, out_dir: Path, train_loop: TrainLoop | No
 
     res = resolve(tm)
     slots, out_b, in_b = plan_for(program, sizes)
-    train_tables = train.tables(tm, res) if train_loop is not None else None
+    train_tables = loop_tables.tables(tm, res) if train_loop is not None else None
     src = generate(tm, res, data, arena_bytes=program.arena_bytes, flash_slots=slots, model_name=graph.name)
     files = render_static(graph.name, Path(schedule).name, program.arena_bytes, train=train_loop is not None)
     files.update({"model.h": src.model_h.encode(), "model.c": src.model_c.encode(),
                   "schedule.c": src.schedule_c.encode(),
                   "input.bin": input_bytes(tm, res, tm.example_inputs, tm.target)})
     if train_loop is not None and train_tables is not None:
-        files.update(train.sources(train_tables, train_loop))
+        files.update(loop_tables.sources(train_tables, train_loop))
     csize = {"float": 4, "int32_t": 4, "int64_t": 8}
     manifest = {
         "format": "poet-emit-c/1",
@@ -135,7 +140,7 @@ def emit_c(model: str, schedule: Path, out_dir: Path, train_loop: TrainLoop | No
                    "flops": n.flops, "output_bytes": n.output_bytes} for n in graph.nodes],
     }
     if train_loop is not None and train_tables is not None:
-        manifest["train"] = train.manifest_part(train_tables, train_loop)
+        manifest["train"] = loop_tables.manifest_part(train_tables, train_loop)
     files["manifest.json"] = manifest_bytes(manifest)
     write_atomically(Path(out_dir), files)
     return EmitResult(Path(out_dir), graph.n, program.arena_bytes, out_b, in_b, tuple(sorted(files)))

@@ -17,6 +17,7 @@ from .model import load_onnx_module
 
 if TYPE_CHECKING:
     from poet_compiler.frontends.torch import TracedModel
+    from poet_compiler.frontends.torch.optimizer import OptimizerSpec
 
 
 def trace_onnx(
@@ -26,6 +27,8 @@ def trace_onnx(
     batch: int | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     loss: str | None = None,
+    optimizer: OptimizerSpec | None = None,
+    train: str | None = None,
 ) -> TracedModel:
     """Convert ``path`` (see :func:`load_onnx_module`) and trace one training step.
 
@@ -40,4 +43,5 @@ def trace_onnx(
     from poet_compiler.frontends.torch import trace_module
 
     om = load_onnx_module(path, input_shapes=input_shapes, loss=loss)
-    return trace_module(om.module, om.example_inputs, om.target, om.loss_fn, name=om.name, granularity=granularity)
+    return trace_module(om.module, om.example_inputs, om.target, om.loss_fn, name=om.name, granularity=granularity,
+                        optimizer=optimizer, train=train)

@@ -20,6 +20,9 @@ Rules (see also TracedModel's docstring):
   to its own). Memory is
   then over-estimated by the selected outputs' bytes while both nodes are resident,
   never under-estimated.
+* An optimizer update op (``poet.*``, docs/training.md) is one node of kind ``update``
+  that writes its parameter and state in place: no output or workspace bytes; its
+  ``after`` lists the nodes whose ops read the parameter (through views too).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import torch.fx
 
 from poet_compiler.errors import FrontendError
 from poet_compiler.frontends.torch import opinfo
-from poet_compiler.frontends.torch.tracing import MODULE, PHASE, JointTrace
+from poet_compiler.frontends.torch.tracing import MODULE, PHASE, JointTrace, is_update
 from poet_compiler.graph.ir import Node, TrainingGraph
 from poet_compiler.graph.validate import validate
 
@@ -175,6 +178,17 @@ def lower(trace: JointTrace, name: str) -> Lowered:
         node_fx[owner].append(n.name)
         fx_owner[n.name] = owner
 
+    P, B = len(trace.param_names), len(trace.buffer_names)
+    sid_of = {s["fx"]: sid for sid, s in enumerate(sched) if s["sel"] is None}
+    param_readers: dict[torch.fx.Node, set[int]] = {}
+    for n in ops:
+        if is_update(n):
+            continue
+        for a in n.all_input_nodes:
+            r = root.get(a)
+            if isinstance(r, torch.fx.Node) and r in placeholders[:P]:
+                param_readers.setdefault(r, set()).add(sid_of[n])
+
     graph_nodes: list[Node] = []
     for sid, s in enumerate(sched):
         fx: torch.fx.Node = s["fx"]
@@ -188,17 +202,29 @@ def lower(trace: JointTrace, name: str) -> Lowered:
             deps = {s["src"]}
             nm = (f"{prov}/" if prov else "") + f"{fx.name}.out{'_'.join(map(str, s['sel']))}"
         deps.discard(sid)
+        after: tuple[int, ...] = ()
+        if s["sel"] is None and is_update(fx):
+            # In place on the parameter and its state: no arena bytes (docs/training.md).
+            kind, s["bytes"], s["ws"] = "update", 0, 0
+            param = fx.args[0]
+            assert isinstance(param, torch.fx.Node)
+            after = tuple(sorted(param_readers.get(param, set())))
+            nm = f"update.{trace.param_names[placeholders.index(param)]}"
         graph_nodes.append(Node(
             id=sid, name=nm, kind=kind, op=s["op"], op_class=s["class"], inputs=tuple(sorted(deps)),
             output_bytes=int(s["bytes"]), workspace_bytes=int(s["ws"]), flops=int(s["flops"]),
-            bytes_accessed=int(s["accessed"]),
+            bytes_accessed=int(s["accessed"]), after=after,
             extra={"provenance": prov, "signature": s["sig"], "fx": list(node_fx[sid])},
         ))
-    P, B = len(trace.param_names), len(trace.buffer_names)
     ph_bytes = [sum(opinfo.tensor_bytes(t) for t in opinfo.tensors_in(p.meta.get("val"))) for p in placeholders]
+    S = len(trace.state_names)
+    updates = any(n.kind == "update" for n in graph_nodes)
     graph = TrainingGraph(
         name=name, nodes=tuple(graph_nodes),
-        param_bytes=sum(ph_bytes[:P + B]), grad_bytes=sum(ph_bytes[:P]),
+        param_bytes=sum(ph_bytes[:P + B - S]),
+        # With updates the gradients are scheduled nodes (in the arena), freed by their update.
+        grad_bytes=0 if updates else sum(ph_bytes[:P]),
+        optimizer_state_bytes=sum(ph_bytes[P + B - S:P + B]),
         input_bytes=sum(ph_bytes[P + B:]),
     )
     _ = output

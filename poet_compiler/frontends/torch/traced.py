@@ -21,12 +21,17 @@ How to execute a schedule against a TracedModel ``tm``:
   the folded views must be re-run on the restored buffer.
 * Graph outputs (loss, gradients, buffer updates) are FX nodes owned by some node: take
   them when that node is computed (``tm.output_owner``).
+* With an optimizer (``tm.optimizer``, docs/training.md) there are no gradient outputs:
+  ``tm.update_names`` names the new parameters and optimizer state, then the buffers.
+  The state's current values live in ``tm.opt_state`` (placeholders ``tm.state_names``,
+  the tail of ``tm.buffer_names``); :meth:`TracedModel.apply_updates` writes a step's
+  new values back into the module and ``tm.opt_state``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -34,6 +39,7 @@ import torch.fx
 from torch import nn
 
 from poet_compiler.errors import FrontendError
+from poet_compiler.frontends.torch.optimizer import OptimizerSpec
 from poet_compiler.graph.ir import TrainingGraph
 
 
@@ -54,6 +60,23 @@ class TracedModel:
     prelude_fx: tuple[str, ...]
     fx_owner: dict[str, int]
     granularity: str = "op"
+    state_names: tuple[str, ...] = ()
+    optimizer: OptimizerSpec | None = None
+    opt_state: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.optimizer is not None and not self.opt_state:
+            self.reset_state()
+
+    def reset_state(self) -> None:
+        """Optimizer state as before the first step (zeros; ``step`` 0)."""
+        params = dict(self.module.named_parameters())
+        self.opt_state = {}
+        if self.optimizer is None:
+            return
+        for name in self.state_names:
+            pname, _, s = name.rpartition("@")
+            self.opt_state[name] = self.optimizer.initial_state(params[pname].detach())[s]
 
     @property
     def placeholder_names(self) -> tuple[str, ...]:
@@ -85,7 +108,7 @@ class TracedModel:
         """Placeholder values in order, from the module's current state (copies of buffers,
         so running the graph never touches the module)."""
         params = dict(self.module.named_parameters())
-        buffers = {**dict(self.module.named_buffers()), **params}
+        buffers = {**dict(self.module.named_buffers()), **params, **self.opt_state}
         args = [params[n].detach() for n in self.param_names]
         args += [buffers[n].detach().clone() for n in self.buffer_names]
         args += [t.detach() for t in (self.example_inputs if inputs is None else inputs)]
@@ -99,6 +122,18 @@ class TracedModel:
             outs = self.gm(*self.flat_args(inputs, target))
         g = len(self.grad_names)
         return outs[0], dict(zip(self.grad_names, outs[1:1 + g]))
+
+    def apply_updates(self, values: dict[str, torch.Tensor]) -> None:
+        """Write new values (``{update name: tensor}``) into the module's parameters and
+        buffers and into ``opt_state``."""
+        params = dict(self.module.named_parameters())
+        targets = {**dict(self.module.named_buffers()), **params}
+        with torch.no_grad():
+            for name, value in values.items():
+                if name in self.opt_state:
+                    self.opt_state[name] = value.detach().clone()
+                else:
+                    targets[name].copy_(value)
 
     def buffer_updates(self) -> dict[str, torch.Tensor]:
         with torch.no_grad():

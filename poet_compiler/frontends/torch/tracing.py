@@ -13,6 +13,10 @@ Two passes, both with fake tensors (no real compute):
    running statistics) become explicit graph outputs.
 
 The result is a GraphModule whose outputs are ``(loss, *grads, *buffer_updates)``.
+With an optimizer (docs/training.md) the gradients stay inside: each one feeds its
+parameter's ``poet.*`` update op (placed right after the last op that reads the
+parameter's old value), and the outputs are ``(loss, *new params and optimizer state,
+*buffer_updates)``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from torch.func import functional_call, functionalize
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from poet_compiler.errors import FrontendError
+from poet_compiler.frontends.torch import opinfo
+from poet_compiler.frontends.torch.optimizer import OptimizerSpec
 
 aten = torch.ops.aten
 
@@ -46,7 +52,8 @@ class JointTrace:
     buffer_names: tuple[str, ...]   # placeholders [P, P+B): buffers (and frozen params)
     n_inputs: int                   # placeholders [P+B, P+B+I): the model's inputs; last: target
     grad_names: tuple[str, ...]     # outputs[1 : 1+G] are the gradients of these params
-    update_names: tuple[str, ...]   # outputs[1+G :] are the new values of these buffers
+    update_names: tuple[str, ...]   # outputs[1+G :] are the new values of these params/state/buffers
+    state_names: tuple[str, ...] = ()  # the optimizer state among buffer_names (their tail)
 
 
 def _bn_functional(input, weight, bias, running_mean, running_var, training, momentum, eps):
@@ -89,11 +96,16 @@ def trace_joint(
     example_inputs: Sequence[torch.Tensor],
     target: torch.Tensor,
     loss_fn: Callable[[Any, torch.Tensor], torch.Tensor],
+    optimizer: OptimizerSpec | None = None,
 ) -> JointTrace:
-    """Trace forward + loss + backward of ``module``; raise FrontendError on failure."""
+    """Trace forward + loss + backward (+ the optimizer's update) of ``module``; raise
+    FrontendError on failure."""
     params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
     frozen = [(n, p) for n, p in module.named_parameters() if not p.requires_grad]
-    buffers = [(n, b) for n, b in module.named_buffers()] + frozen
+    opt_state = [(f"{n}@{s}", v) for n, p in params if optimizer is not None
+                 for s, v in optimizer.initial_state(p).items()]
+    buffers = [(n, b) for n, b in module.named_buffers()] + frozen + opt_state
+    n_state = len(optimizer.state_names) if optimizer is not None else 0
     if not params:
         raise FrontendError(f"{type(module).__name__}: the module has no trainable parameters")
     inputs = tuple(example_inputs)
@@ -104,6 +116,7 @@ def trace_joint(
     stack: list[str] = []
     phase = ["forward"]
     grad_names: list[str] = []
+    out_names: list[str] = []
 
     def pre_hook(mod: nn.Module, args: Any) -> None:
         if id(mod) in paths:
@@ -137,8 +150,20 @@ def trace_joint(
             fn.register_prehook(lambda g, s=seq: _set_meta("backward", "", s))
         grads = torch.autograd.grad(loss, list(flat[:P]), allow_unused=True)
         grad_names.clear()
-        grad_names.extend(n for n, g in zip(pnames, grads) if g is not None)
-        return (loss.reshape(()), *(g for g in grads if g is not None))
+        out_names.clear()
+        if optimizer is None:
+            grad_names.extend(n for n, g in zip(pnames, grads) if g is not None)
+            return (loss.reshape(()), *(g for g in grads if g is not None))
+        new: list[torch.Tensor] = []
+        first_state = P + B - len(opt_state)
+        for k, (pname, g) in enumerate(zip(pnames, grads)):
+            if g is None:  # as torch.optim: a parameter without a gradient is not updated
+                continue
+            _set_meta("update", pname.rpartition(".")[0])
+            st = list(flat[first_state + k * n_state:first_state + (k + 1) * n_state])
+            new.extend(optimizer.apply(flat[k], g, st))
+            out_names.extend([pname, *(f"{pname}@{s}" for s in optimizer.state_names)])
+        return (loss.reshape(()), *new)
 
     flat_args = [p.detach().requires_grad_() for _, p in params] + [b.detach() for _, b in buffers]
     flat_args += [t.detach() for t in inputs] + [target.detach()]
@@ -167,8 +192,37 @@ def trace_joint(
             f"{type(module).__name__}: functionalization failed ({type(exc).__name__}: {_first_line(exc)})"
         ) from None
     update_names = _mutations_to_outputs(gm2, bnames, P)
+    if optimizer is not None:
+        _place_updates(gm2)
     return JointTrace(gm=gm2, param_names=pnames, buffer_names=bnames, n_inputs=I,
-                      grad_names=tuple(grad_names), update_names=update_names)
+                      grad_names=tuple(grad_names), update_names=tuple(out_names) + update_names,
+                      state_names=tuple(n for n, _ in opt_state))
+
+
+def _place_updates(gm: torch.fx.GraphModule) -> None:
+    """Move each update op right after the last op that reads its parameter's old value
+    (through views such as ``t(weight)``) or its inputs: as early as it can run, which is
+    where it frees its gradient soonest (docs/training.md)."""
+    g = gm.graph
+    order = {n: k for k, n in enumerate(g.nodes)}
+    for upd in [n for n in g.nodes if is_update(n)]:
+        param = upd.args[0]
+        aliases, stack = set(), [param]
+        while stack:
+            a = stack.pop()
+            aliases.add(a)
+            stack.extend(u for u in a.users if u.op == "call_function" and opinfo.is_view(u) and u not in aliases)
+        readers = {u for a in aliases for u in a.users if u is not upd and u not in aliases}
+        latest = max([*readers, *upd.all_input_nodes], key=order.__getitem__)
+        latest.append(upd)
+        order = {n: k for k, n in enumerate(g.nodes)}
+    g.lint()
+    gm.recompile()
+
+
+def is_update(n: torch.fx.Node) -> bool:
+    """An optimizer update op (``poet.*``) of the traced step."""
+    return n.op == "call_function" and getattr(n.target, "namespace", "") == "poet"
 
 
 def _first_line(exc: BaseException) -> str:

@@ -47,7 +47,8 @@ def build_dense(problem: Problem, *, objective: str = "energy", budget: int | No
     for t in range(n):
         for i in range(n):
             pinned = g.nodes[i].pinned
-            r_ub = 1.0 if (i == t or (i < t and remat and not pinned)) else 0.0
+            # A reader of a parameter is not recomputed after its update (docs/training.md).
+            r_ub = 1.0 if (i == t or (i < t and remat and not pinned and t <= g.last_compute_stage[i])) else 0.0
             b.R[(t, i)] = model.var(f"R[{t},{i}]", "bin", 1.0 if i == t else 0.0, r_ub)
             b.S_RAM[(t, i)] = model.var(f"S[{t},{i}]", "bin", 0.0, 1.0 if i < t else 0.0)
             page_ub = 1.0 if (i < t and paging and not pinned) else 0.0

@@ -133,13 +133,14 @@ def _create_variables(b: Built, useful: list[list[bool]], restriction: Restricti
     g, n, c = problem.graph, problem.n, problem.costs
     cons = g.consumers
     recomputable = _recomputable(problem)
+    last = g.last_compute_stage  # a reader of a parameter is not recomputed after its update
     for t in range(n):
         check_build_deadline()
         for i in range(t):
             if not useful[t][i]:
                 continue
             b.S_RAM[(t, i)] = model.var(f"S[{t},{i}]")
-            if recomputable[i] and (restriction is None or (t, i) in restriction.recompute):
+            if recomputable[i] and t <= last[i] and (restriction is None or (t, i) in restriction.recompute):
                 b.R[(t, i)] = model.var(f"R[{t},{i}]")
     if not problem.allows_paging:
         return

@@ -226,6 +226,9 @@ class _Builder:
                 m.add(tau >= i + 2).only_enforce_if(pi)
                 self._charge(pi, i, c.page_in_j[i], c.page_in_s[i])
             if comp is not None:
+                if self.problem.graph.last_compute_stage[i] < n - 1:
+                    # A reader of a parameter is not recomputed after its update (docs/training.md).
+                    m.add(tau <= self.problem.graph.last_compute_stage[i]).only_enforce_if(comp)
                 self._charge(comp, i, c.compute_j[i], c.compute_s[i])
             own.append(Copy(i, k, s, tau, e, p, pi, comp, length))
         if any(cp_.pagein is not None for cp_ in own):
