@@ -72,6 +72,7 @@ class TrainParam:
 @dataclass(frozen=True)
 class TrainTables:
     params: tuple[TrainParam, ...]
+    state: tuple[str, ...]   # symbols of the optimizer state arrays the schedule updates (``<param>@<state>``)
     buffer_updates: tuple[tuple[StaticArray, StaticArray], ...]  # (buffer, its new value)
     batch: int
     classes: int
@@ -121,7 +122,9 @@ def tables(tm: TracedModel, res: Resolved) -> TrainTables:
     buffers = {a.name: a for a in res.arrays if a.role == "buffer"}
     outs = [a for a in res.arrays if a.role == "output"]
     updates = tuple((buffers[o.name], o) for o in outs[1 + len(tm.grad_names):] if o.name in buffers)
-    return TrainTables(tuple(params), updates, batch, ref.sizes[1], ins[0], tgt[0], ref.node, ref.ptr(), in_schedule)
+    state = tuple(a.symbol for a in res.arrays if a.role == "buffer" and "@" in a.name)
+    return TrainTables(tuple(params), state, updates, batch, ref.sizes[1], ins[0], tgt[0], ref.node, ref.ptr(),
+                       in_schedule)
 
 
 def sources(t: TrainTables, loop: TrainLoop) -> dict[str, bytes]:
@@ -178,4 +181,17 @@ def manifest_part(t: TrainTables, loop: TrainLoop) -> dict:
             "sample_bytes": t.input.numel * 4 // t.batch, "label_bytes": 4,
             "input_shape": list(t.input.shape[1:]),
             "params": [{"name": p.name, "shape": list(p.shape), "bytes": p.numel * 4, "trained": p.trained}
-                       for p in t.params]}
+                       for p in t.params],
+            "ram_classes": ram_classes(t, loop)}
+
+
+def ram_classes(t: TrainTables, loop: TrainLoop) -> dict[str, str]:
+    """C symbol -> RAM class for the firmware's RAM map: every parameter (frozen ones are
+    buffers of the traced step) under params, the gradients the driver applies under
+    grads, momentum buffers and the schedule's optimizer state under optimizer."""
+    out = {p.symbol: "params" for p in t.params}
+    out.update({p.grad: "grads" for p in t.params if p.grad})
+    if loop.momentum and not t.update_in_schedule:
+        out.update({f"opt_{p.symbol}": "optimizer" for p in t.params if p.grad})
+    out.update(dict.fromkeys(t.state, "optimizer"))
+    return out

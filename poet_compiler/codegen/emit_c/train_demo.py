@@ -50,7 +50,11 @@ def _classes(text: str) -> list[int]:
 
 
 def pretrain(module: torch.nn.Module, split: dataset.Split, epochs: int, lr: float, batch: int) -> None:
-    """Train every parameter on the host (SGD, momentum 0.9), in place."""
+    """Train every parameter on the host (SGD, momentum 0.9), in place; the parameters the
+    schedule freezes (``requires_grad=False`` in the traced module) are trained here too."""
+    frozen = [p for p in module.parameters() if not p.requires_grad]
+    for p in frozen:
+        p.requires_grad_(True)
     opt = torch.optim.SGD(module.parameters(), lr=lr, momentum=0.9)
     x, y = torch.from_numpy(split.x_train), torch.from_numpy(split.y_train)
     for _ in range(epochs):
@@ -59,6 +63,9 @@ def pretrain(module: torch.nn.Module, split: dataset.Split, epochs: int, lr: flo
             rows = slice(b * batch, (b + 1) * batch)
             torch.nn.functional.cross_entropy(module(x[rows]), y[rows]).backward()
             opt.step()
+    for p in frozen:
+        p.requires_grad_(False)
+        p.grad = None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--classes", type=_classes, default=list(range(10)), help="digits to train on (e.g. 5-9)")
     ap.add_argument("--pretrain-classes", type=_classes, default=None,
                     help="first train on the host on these digits, then fine-tune on the device")
-    ap.add_argument("--pretrain-epochs", type=int, default=5)
+    ap.add_argument("--pretrain-epochs", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0, help="seed of the 80/20 split")
     ap.add_argument("--compare-steps", type=int, default=100)
     ap.add_argument("--tolerance", type=float, default=1e-3)
