@@ -103,3 +103,53 @@ def test_a_dataset_of_another_shape_is_refused_by_the_firmware(schedule: Path, t
     dataset.write(tmp_path / "run" / "test.bin", np.zeros((4, 1, 4, 4), np.float32), np.zeros(4, np.int64))
     with pytest.raises(RuntimeError, match="FAILED accuracy on test.bin"):
         train_run.run_firmware(emitted.out_dir, tmp_path / "run", qemu=False)
+
+
+FINETUNE = "classifier.*,*.bias"
+
+
+@pytest.fixture(scope="module")
+def finetune_schedule(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    comp = pc.compile("digits_cnn", "m4", "104k", deadline="1.03x", time_limit_s=30, train=FINETUNE)
+    program = comp.program
+    assert program is not None
+    assert program.count(Op.PAGE_OUT) > 0 and program.count(Op.COMPUTE) > comp.graph.n
+    path, _ = comp.save(tmp_path_factory.mktemp("sched") / "finetune.poet")
+    return path
+
+
+def _finetune(schedule: Path, tmp_path: Path, qemu: bool) -> None:
+    """From a start in params.bin (not the compiled-in values), a few fine-tuning steps:
+    the frozen parameters come back bit-identical, the trained ones as torch.optim has them."""
+    loop = TrainLoop(epochs=1, lr=0.1, momentum=0.5)
+    emitted = emit_c("digits_cnn", schedule, tmp_path / "emit", loop)
+    manifest = json.loads((emitted.out_dir / "manifest.json").read_text())
+    trained = {p["name"] for p in manifest["train"]["params"] if p["trained"]}
+    assert trained == {"classifier.weight", "classifier.bias", "features.0.bias", "features.2.bias",
+                       "features.5.bias"}
+    module = load_traced("digits_cnn", schedule).module
+    gen = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for p in module.parameters():  # a start unlike the compiled-in initialisation
+            p.add_(0.05 * torch.randn(p.shape, generator=gen))
+    start = train_run.initial_params(module)
+    split = _split().only(range(5, 10))
+    train_run.prepare(tmp_path / "run", split, start, manifest)
+    run = train_run.run_firmware(emitted.out_dir, tmp_path / "run", qemu=qemu)
+    for name, value in start.items():
+        if name not in trained:
+            assert run.params_out[name].tobytes() == value.tobytes(), f"frozen {name} changed"
+        else:
+            assert not np.array_equal(run.params_out[name], value), f"trained {name} did not move"
+    torch.set_num_threads(1)
+    ref = train_run.reference_losses(module, split, manifest, len(run.losses))
+    assert train_run.max_rel_loss_diff(run.losses, ref) <= 1e-5
+
+
+def test_host_finetuning_keeps_frozen_parameters_bit_identical(finetune_schedule: Path, tmp_path: Path) -> None:
+    _finetune(finetune_schedule, tmp_path, qemu=False)
+
+
+@pytest.mark.skipif(not runner.tools_for_m4(), reason="needs arm-none-eabi-gcc and qemu-system-arm")
+def test_qemu_finetuning_keeps_frozen_parameters_bit_identical(finetune_schedule: Path, tmp_path: Path) -> None:
+    _finetune(finetune_schedule, tmp_path, qemu=True)
