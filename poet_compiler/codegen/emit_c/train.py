@@ -74,6 +74,7 @@ class TrainTables:
     params: tuple[TrainParam, ...]
     state: tuple[str, ...]   # symbols of the optimizer state arrays the schedule updates (``<param>@<state>``)
     buffer_updates: tuple[tuple[StaticArray, StaticArray], ...]  # (buffer, its new value)
+    optimizer: str | None    # the schedule's optimizer (a --optimizer spec) when it has update nodes
     batch: int
     classes: int
     input: StaticArray
@@ -119,11 +120,15 @@ def tables(tm: TracedModel, res: Resolved) -> TrainTables:
         trained = name in tm.grad_names or (in_schedule and name in tm.param_names)
         params.append(TrainParam(name, symbols[name], tuple(p.shape), None if in_schedule else grads.get(name),
                                  trained))
-    buffers = {a.name: a for a in res.arrays if a.role == "buffer"}
+    # New values the graph hands out instead of writing them in place: buffer updates
+    # (BatchNorm statistics) and, with update nodes, any parameter or state not updated in place.
+    targets = {a.name: a for a in res.arrays if a.role in ("param", "buffer")}
     outs = [a for a in res.arrays if a.role == "output"]
-    updates = tuple((buffers[o.name], o) for o in outs[1 + len(tm.grad_names):] if o.name in buffers)
+    updates = tuple((targets[o.name], o) for o in outs[1 + len(tm.grad_names):]
+                    if o.name in targets and targets[o.name].symbol != o.symbol)
     state = tuple(a.symbol for a in res.arrays if a.role == "buffer" and "@" in a.name)
-    return TrainTables(tuple(params), state, updates, batch, ref.sizes[1], ins[0], tgt[0], ref.node, ref.ptr(),
+    optimizer = tm.optimizer.describe() if in_schedule and tm.optimizer is not None else None
+    return TrainTables(tuple(params), state, updates, optimizer, batch, ref.sizes[1], ins[0], tgt[0], ref.node, ref.ptr(),
                        in_schedule)
 
 
@@ -175,7 +180,8 @@ def sources(t: TrainTables, loop: TrainLoop) -> dict[str, bytes]:
 
 
 def manifest_part(t: TrainTables, loop: TrainLoop) -> dict:
-    return {"epochs": loop.epochs, "lr": loop.lr, "momentum": loop.momentum, "log_every": loop.log_every,
+    optimizer = t.optimizer or (f"sgd:lr={loop.lr:g}" + (f",momentum={loop.momentum:g}" if loop.momentum else ""))
+    return {"epochs": loop.epochs, "optimizer": optimizer, "log_every": loop.log_every,
             "batch": t.batch,
             "classes": t.classes, "logits_node": t.logits_node, "update_in_schedule": t.update_in_schedule,
             "sample_bytes": t.input.numel * 4 // t.batch, "label_bytes": 4,

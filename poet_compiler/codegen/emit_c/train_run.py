@@ -4,7 +4,8 @@
 directory holding ``train.bin``/``test.bin`` (and ``params.bin`` for a pretrained start)
 and collects its losses, final parameters and summary figures. :func:`reference_losses`
 is the independent oracle: the module built and initialised the same way, its frozen
-parameters ``requires_grad=False``, ``torch.optim.SGD`` over the trained ones, the same
+parameters ``requires_grad=False``, the firmware's optimizer as a ``torch.optim`` instance
+(``torch.optim.SGD``, single-tensor path) over the trained ones, the same
 batches in the same order (file order, the last partial batch dropped), float32 on the
 CPU; it shares no code with the emitted C or the schedule.
 """
@@ -23,6 +24,7 @@ from torch import nn
 
 from poet_compiler.codegen.emit_c import dataset
 from poet_compiler.codegen.emit_c.run import build, qemu_command
+from poet_compiler.frontends.torch.optimizer import parse_optimizer
 
 
 @dataclass
@@ -97,8 +99,7 @@ def reference_losses(module: nn.Module, split: dataset.Split, manifest: dict, st
     trained = {p["name"] for p in train["params"] if p["trained"]}
     for name, p in module.named_parameters():
         p.requires_grad_(name in trained)
-    opt = torch.optim.SGD([p for p in module.parameters() if p.requires_grad], lr=train["lr"],
-                          momentum=train["momentum"])
+    opt = parse_optimizer(train["optimizer"]).to_torch([p for p in module.parameters() if p.requires_grad])
     x, y = torch.from_numpy(split.x_train), torch.from_numpy(split.y_train)
     batch: int = train["batch"]
     out: list[float] = []
