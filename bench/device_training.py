@@ -155,7 +155,7 @@ def render(rows: dict[str, dict], least: dict[str, int], argv: list[str], wall: 
     out += line("RAM: arena", [b(r[k]["arena"]) for k in keys])
     out += line("RAM: parameters (frozen included)", [b(r[k]["params"]) for k in keys])
     out += line("RAM: gradients (outside the arena)", [b(r[k]["grads"]) for k in keys])
-    out += line("RAM: optimizer state", [b(r[k]["optimizer"]) for k in keys])
+    out += line("RAM: optimizer state", [b(r[k]["optimizer_state"]) for k in keys])
     out += line("RAM: batch", [b(r[k]["batch"]) for k in keys])
     out += line("RAM: runtime, loss, libc", [b(r[k]["runtime"] + r[k]["outputs"] + r[k]["other"] + r[k]["buffers"]
                                               + r[k]["profiling"]) for k in keys])

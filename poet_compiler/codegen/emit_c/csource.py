@@ -99,6 +99,8 @@ def generate(tm: TracedModel, res: Resolved, schedule: bytes, *, arena_bytes: in
             init[arr.symbol] = params[arr.name]
         elif arr.role == "buffer":
             init[arr.symbol] = named[arr.name]
+        elif arr.role == "state":
+            init[arr.symbol] = tm.opt_state[arr.name]
 
     names_of = {a.symbol: (k, _describe(a, len(tm.grad_names))) for k, a in enumerate(res.arrays)}
     structs: list[str] = []
@@ -133,7 +135,7 @@ def generate(tm: TracedModel, res: Resolved, schedule: bytes, *, arena_bytes: in
 
     decls = [_decl(arr, init.get(arr.symbol)) for arr in res.arrays]
     in_arrays = [a for a in res.arrays if a.role in ("input", "target")]
-    out_arrays = [a for a in res.arrays if a.role == "output"]
+    out_arrays = res.outputs
     n = graph.n
 
     def io_table(name: str, arrs: list[StaticArray]) -> str:

@@ -133,9 +133,9 @@ def emit_c(model: str, schedule: Path, out_dir: Path, train_loop: TrainLoop | No
         "n_compute": program.count(Op.COMPUTE),
         "inputs": [{"name": a.name, "ctype": a.ctype, "shape": list(a.shape), "bytes": a.numel * csize[a.ctype]}
                    for a in res.arrays if a.role in ("input", "target")],
-        "outputs": [{"name": a.name, "fx": a.fx, "role": _output_role(k, len(tm.grad_names)), "ctype": a.ctype,
-                     "shape": list(a.shape), "bytes": a.numel * csize[a.ctype]}
-                    for k, a in enumerate(a for a in res.arrays if a.role == "output")],
+        "outputs": [{"name": a.name, "fx": a.fx, "role": _output_role(k, len(tm.grad_names)) if a.role == "output"
+                     else a.role, "ctype": a.ctype, "shape": list(a.shape), "bytes": a.numel * csize[a.ctype]}
+                    for k, a in enumerate(res.outputs)],
         "nodes": [{"id": n.id, "name": n.name, "op": n.op, "op_class": n.op_class, "kind": n.kind,
                    "flops": n.flops, "output_bytes": n.output_bytes} for n in graph.nodes],
     }

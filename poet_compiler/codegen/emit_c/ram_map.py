@@ -1,10 +1,10 @@
 """The firmware's RAM map, from the symbols of the linked ELF (``arm-none-eabi-nm``).
 
 Every data/bss symbol is put in one class by its name (the generator's naming scheme:
-``model_arena``, ``p_*`` parameters, ``b_*`` buffers, ``out_*`` outputs, ``in_*`` and
-``target`` the batch, ``model_where``/``prog`` the runtime's state; a training loop's
-manifest names its parameters, gradients and optimizer state in ``train.ram_classes``,
-frozen parameters included), the stack is the
+``model_arena``, ``p_*`` parameters, ``b_*`` buffers, ``s_*`` optimizer state, ``out_*``
+outputs, ``in_*`` and ``target`` the batch, ``model_where``/``prog`` the runtime's state;
+a training loop's manifest names its parameters, gradients and optimizer state in
+``train.ram_classes``, frozen parameters included), the stack is the
 ``.stack`` section the linker script reserves, with the high-water mark the firmware
 measured beside it.
 """
@@ -27,7 +27,7 @@ def ram_map(elf: Path, manifest_path: Path) -> dict[str, int]:
     classes = manifest.get("train", {}).get("ram_classes", {})
     out = subprocess.run(["arm-none-eabi-nm", "-S", "-t", "d", str(elf)], capture_output=True, text=True,
                          check=True).stdout
-    sizes = dict.fromkeys(("arena", "params", "grads", "optimizer", "outputs", "buffers", "batch", "runtime",
+    sizes = dict.fromkeys(("arena", "params", "grads", "outputs", "buffers", "optimizer_state", "batch", "runtime",
                            "profiling", "other"), 0)
     for line in out.splitlines():
         parts = line.split()
@@ -70,6 +70,8 @@ def _classify(name: str, grads: set[str]) -> str:
         return "outputs"
     if name.startswith("b_"):
         return "buffers"
+    if name.startswith("s_"):
+        return "optimizer_state"
     if name.startswith("in_") or name == "target":
         return "batch"
     if name in ("model_where", "prog"):

@@ -36,7 +36,7 @@ class StaticArray:
     symbol: str
     ctype: str
     shape: tuple[int, ...]
-    role: str          # param | buffer | input | target | output | prelude | scratch
+    role: str          # param | buffer | state | input | target | output | prelude | scratch
     name: str          # parameter/buffer/output name, or the FX name
     fx: str = ""       # the placeholder/FX node it stands for
 
@@ -53,6 +53,9 @@ class Resolved:
     refs: dict[str, Ref]
     element_refs: dict[tuple[str, int], Ref]
     arrays: list[StaticArray]
+    # The graph's outputs in order: an ``out_<k>`` array, or for a value an update writes
+    # in place (docs/training.md) the parameter's or state's own array.
+    outputs: list[StaticArray] = field(default_factory=list)
     output_copies: dict[int, list[tuple[Ref, StaticArray]]] = field(default_factory=dict)  # node (-1: prelude)
     select_copies: dict[int, list[tuple[Ref, Ref]]] = field(default_factory=dict)          # select node -> copies
 
@@ -74,6 +77,33 @@ def _static_ref(arr: StaticArray) -> Ref:
     return Ref(arr.symbol, 0, 0, arr.shape, contiguous_strides(arr.shape), _DTYPE[arr.ctype])
 
 
+def _updated_args(op: torch.fx.Node) -> list[torch.fx.Node]:
+    """The placeholders an update op overwrites, in the order of its outputs: the
+    parameter (argument 0), then its state (arguments 2, 3, ...)."""
+    n_out = len(out_elements(op))
+    args = [op.args[0], *op.args[2:1 + n_out]]
+    if not all(isinstance(a, torch.fx.Node) and a.op == "placeholder" for a in args):
+        raise EmitError(f"update {op.name}: its parameter and state must be placeholders")
+    return args  # type: ignore[return-value]
+
+
+def _in_place_outputs(tm: TracedModel, by_name: dict[str, torch.fx.Node],
+                      arrays: dict[str, StaticArray]) -> dict[str, StaticArray]:
+    """Graph outputs that an update wrote in place, by FX name: the array it wrote."""
+    out: dict[str, StaticArray] = {}
+    for node in tm.graph.nodes:
+        if node.kind != "update":
+            continue
+        for name in tm.node_fx[node.id]:
+            n = by_name[name]
+            op = n.args[0] if n.target is operator.getitem else n
+            if not isinstance(op, torch.fx.Node) or op.op != "call_function":
+                continue
+            e = int(n.args[1]) if n.target is operator.getitem else 0  # type: ignore[arg-type]
+            out[name] = arrays[_updated_args(op)[e].name]
+    return out
+
+
 def resolve(tm: TracedModel) -> Resolved:
     graph = tm.graph
     fx_nodes = list(tm.gm.graph.nodes)
@@ -85,20 +115,25 @@ def resolve(tm: TracedModel) -> Resolved:
     # Placeholders: parameters, buffers, inputs, target (in that order).
     placeholders = [n for n in fx_nodes if n.op == "placeholder"]
     P, B, I = len(tm.param_names), len(tm.buffer_names), tm.n_inputs  # noqa: E741 - the P+B+I placeholder layout
+    S = len(tm.state_names)  # optimizer state: the tail of the buffers
+    by_placeholder: dict[str, StaticArray] = {}
     for k, ph in enumerate(placeholders):
         val = fx_val(ph)
         if not isinstance(val, torch.Tensor):
             raise EmitError(f"placeholder {ph.name} is not a tensor")
         if k < P:
             role, name, sym = "param", tm.param_names[k], f"p_{k}"
-        elif k < P + B:
+        elif k < P + B - S:
             role, name, sym = "buffer", tm.buffer_names[k - P], f"b_{k - P}"
+        elif k < P + B:
+            role, name, sym = "state", tm.buffer_names[k - P], f"s_{k - (P + B - S)}"
         elif k < P + B + I:
             role, name, sym = "input", f"input{k - P - B}", f"in_{k - P - B}"
         else:
             role, name, sym = "target", "target", "target"
         arr = StaticArray(sym, _ctype(val.dtype, role), tuple(val.shape), role, name, ph.name)
         arrays.append(arr)
+        by_placeholder[ph.name] = arr
         refs[ph.name] = _static_ref(arr).view(val) if role != "target" else _static_ref(arr)
     for n in fx_nodes:
         if n.op == "get_attr":
@@ -112,8 +147,12 @@ def resolve(tm: TracedModel) -> Resolved:
             raise EmitError(f"graph output {k} is not a tensor")
         out_names.append(a.name)
     labels = ["loss", *tm.grad_names, *tm.update_names]
+    in_place = _in_place_outputs(tm, by_name, by_placeholder)
     out_arrays: list[StaticArray] = []
     for k, out_name in enumerate(out_names):
+        if out_name in in_place:
+            out_arrays.append(in_place[out_name])
+            continue
         val = fx_val(by_name[out_name])
         arr = StaticArray(f"out_{k}", _ctype(val.dtype, "output"), tuple(val.shape), "output", labels[k], out_name)
         out_arrays.append(arr)
@@ -125,7 +164,7 @@ def resolve(tm: TracedModel) -> Resolved:
     ops = {n for n in fx_nodes if n.op == "call_function" and not is_alias(n) and n.name not in prelude}
     element_refs: dict[tuple[str, int], Ref] = {}
     select_of: dict[str, int] = {}
-    res = Resolved(refs, element_refs, arrays)
+    res = Resolved(refs, element_refs, arrays, outputs=out_arrays)
 
     for node in graph.nodes:
         names = tm.node_fx[node.id]
@@ -148,6 +187,11 @@ def resolve(tm: TracedModel) -> Resolved:
         op = by_name[names[0]]
         if op not in ops:
             raise EmitError(f"node {node.id} ({node.name}): its first FX node {op.name} is not an op")
+        if node.kind == "update":
+            # Written in place: output e is the array of the op's placeholder argument for it.
+            for e, arg in enumerate(_updated_args(op)):
+                element_refs[(op.name, e)] = refs[arg.name]
+            continue
         elems = out_elements(op)
         held = held_elements(op, ops)
         off = 0

@@ -72,7 +72,7 @@ class TrainParam:
 @dataclass(frozen=True)
 class TrainTables:
     params: tuple[TrainParam, ...]
-    state: tuple[str, ...]   # symbols of the optimizer state arrays the schedule updates (``<param>@<state>``)
+    state: tuple[str, ...]   # symbols of the optimizer state arrays the schedule updates (``s_*``)
     buffer_updates: tuple[tuple[StaticArray, StaticArray], ...]  # (buffer, its new value)
     optimizer: str | None    # the schedule's optimizer (a --optimizer spec) when it has update nodes
     batch: int
@@ -122,11 +122,11 @@ def tables(tm: TracedModel, res: Resolved) -> TrainTables:
                                  trained))
     # New values the graph hands out instead of writing them in place: buffer updates
     # (BatchNorm statistics) and, with update nodes, any parameter or state not updated in place.
-    targets = {a.name: a for a in res.arrays if a.role in ("param", "buffer")}
-    outs = [a for a in res.arrays if a.role == "output"]
+    targets = {a.name: a for a in res.arrays if a.role in ("param", "buffer", "state")}
+    outs = res.outputs or [a for a in res.arrays if a.role == "output"]
     updates = tuple((targets[o.name], o) for o in outs[1 + len(tm.grad_names):]
                     if o.name in targets and targets[o.name].symbol != o.symbol)
-    state = tuple(a.symbol for a in res.arrays if a.role == "buffer" and "@" in a.name)
+    state = tuple(a.symbol for a in res.arrays if a.role == "state")
     optimizer = tm.optimizer.describe() if in_schedule and tm.optimizer is not None else None
     return TrainTables(tuple(params), state, updates, optimizer, batch, ref.sizes[1], ins[0], tgt[0], ref.node, ref.ptr(),
                        in_schedule)
@@ -198,6 +198,6 @@ def ram_classes(t: TrainTables, loop: TrainLoop) -> dict[str, str]:
     out = {p.symbol: "params" for p in t.params}
     out.update({p.grad: "grads" for p in t.params if p.grad})
     if loop.momentum and not t.update_in_schedule:
-        out.update({f"opt_{p.symbol}": "optimizer" for p in t.params if p.grad})
-    out.update(dict.fromkeys(t.state, "optimizer"))
+        out.update({f"opt_{p.symbol}": "optimizer_state" for p in t.params if p.grad})
+    out.update(dict.fromkeys(t.state, "optimizer_state"))
     return out

@@ -128,6 +128,25 @@ void poet_nll_loss_fwd(int32_t rows, int32_t cols, const float *logp, const int3
 void poet_nll_loss_bwd(int32_t rows, int32_t cols, const float *grad_loss, const int32_t *target,
                        int32_t ignore_index, int32_t reduction, const float *total_weight, float *dx);
 
+/* ---- optimizer updates, in place (optim.c; docs/training.md) ------------------------
+ * torch.optim's single-tensor SGD (dampening 0; momentum buffer starting at zero) and
+ * Adam/AdamW (no amsgrad; step a float32 counter, the bias corrections in double). */
+typedef struct poet_sgd_attr {
+    float lr, momentum, weight_decay;
+    int32_t nesterov;
+} poet_sgd_attr;
+
+typedef struct poet_adam_attr {
+    double lr, beta1, beta2, weight_decay;
+    float eps;
+    int32_t decoupled;
+} poet_adam_attr;
+
+void poet_sgd(int32_t count, float *param, const float *grad, float lr, float weight_decay);
+void poet_sgd_momentum(int32_t count, float *param, const float *grad, float *buf, const poet_sgd_attr *a);
+void poet_adam(int32_t count, float *param, const float *grad, float *exp_avg, float *exp_avg_sq, float *step,
+               const poet_adam_attr *a);
+
 #ifdef __cplusplus
 }
 #endif
