@@ -128,8 +128,8 @@ def tables(tm: TracedModel, res: Resolved) -> TrainTables:
                     if o.name in targets and targets[o.name].symbol != o.symbol)
     state = tuple(a.symbol for a in res.arrays if a.role == "state")
     optimizer = tm.optimizer.describe() if in_schedule and tm.optimizer is not None else None
-    return TrainTables(tuple(params), state, updates, optimizer, batch, ref.sizes[1], ins[0], tgt[0], ref.node, ref.ptr(),
-                       in_schedule)
+    return TrainTables(tuple(params), state, updates, optimizer, batch, ref.sizes[1], ins[0], tgt[0], ref.node,
+                       ref.ptr(), in_schedule)
 
 
 def sources(t: TrainTables, loop: TrainLoop) -> dict[str, bytes]:
