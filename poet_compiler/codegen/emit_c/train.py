@@ -139,7 +139,8 @@ def sources(t: TrainTables, loop: TrainLoop) -> dict[str, bytes]:
         HEADER + "#ifndef MODEL_TRAIN_H\n#define MODEL_TRAIN_H\n\n#include <stdint.h>\n\n"
         "#include \"poet_runtime.h\"\n\n"
         f"#define TRAIN_EPOCHS {loop.epochs}u\n#define TRAIN_LOG_EVERY {loop.log_every}u\n"
-        f"#define TRAIN_LR {c_float(loop.lr)}\n#define TRAIN_MOMENTUM {c_float(loop.momentum)}\n"
+        + ("" if t.update_in_schedule else
+           f"#define TRAIN_LR {c_float(loop.lr)}\n#define TRAIN_MOMENTUM {c_float(loop.momentum)}\n") +
         f"/* 1: the schedule's update nodes write the parameters; 0: the driver applies SGD. */\n"
         f"#define TRAIN_UPDATE_IN_SCHEDULE {int(t.update_in_schedule)}\n"
         f"#define TRAIN_BATCH {t.batch}u\n#define TRAIN_CLASSES {t.classes}u\n"
