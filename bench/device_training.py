@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import re
 import subprocess
 import sys
 import tempfile
@@ -56,7 +55,7 @@ from poet_compiler.schedule.program import Op  # noqa: E402
 MODEL = "digits_cnn"
 OPTIMIZER = "sgd:lr=0.02,momentum=0.9"
 SUBSET = "classifier.*,*.bias"
-BUDGET = 144 * 1024
+BUDGET = 125 * 1024  # just above the least budget of (a) and (b)
 SETUPS = {
     "a": ("(a) gradients out, SGD in the driver", None, None),
     "b": ("(b) update in the schedule", OPTIMIZER, None),
@@ -147,6 +146,9 @@ def render(rows: dict[str, dict], least: dict[str, int], argv: list[str], wall: 
     out += head
     out += line("trained", [rows[k]["trained"] for k in keys])
     out += line("**least RAM budget with a schedule** (B)", [f"**{b(least[k])}**" if k in least else "-" for k in keys])
+    outside = {k: r[k]["optimizer_state"] if not rows[k]["update_in_schedule"] else 0 for k in keys}
+    out += line("least budget + state the budget does not see (the driver's momentum)",
+                [b(least[k] + outside[k]) for k in keys])
     out += line("schedule at the shared budget", [f"{rows[k]['nodes']} nodes, {rows[k]['computes']} computes, "
                                                   f"{rows[k]['page_outs']} page-outs" for k in keys])
     out += line("predicted energy of a step (m4 profile)", [f"{rows[k]['energy_j'] * 1e3:.3f} mJ" for k in keys])
@@ -161,7 +163,12 @@ def render(rows: dict[str, dict], least: dict[str, int], argv: list[str], wall: 
                                               + r[k]["profiling"]) for k in keys])
     out += line("RAM: stack reserved (high-water)", [f"{b(s[k]['.stack'])} ({b(rows[k]['stack_used'])})" for k in keys])
     out += line("**RAM: total** (.data + .bss + stack)", [f"**{b(s[k]['total'])}**" for k in keys])
-    out += f"\nnRF52840 RAM: {NRF52840_RAM:,} B. Steps run per set-up: {rows[keys[0]]['steps']}.\n"
+    out += (f"\nnRF52840 RAM: {NRF52840_RAM:,} B. Steps run per set-up: {rows[keys[0]]['steps']}. The budget counts "
+            "the graph's fixed bytes (parameters, gradients or optimizer state, batch) and the arena; (a)'s driver "
+            "keeps its momentum buffers outside what the compiler sees, hence the second row. At the shared budget "
+            "each schedule spends what the fixed bytes leave on its arena (recomputing less where it can), so a "
+            "set-up with fewer fixed bytes may show a larger arena. Stack: the 16 KiB the linker script reserves "
+            "(the measured high-water mark in brackets); runtime: the where table, poet_prog, loss, libc.\n")
     return out
 
 
@@ -190,8 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{rows[key]['instr_per_step']:,} instructions a step", flush=True)
     if not rows:
         return 1
-    shown = [a for a in (argv if argv is not None else sys.argv[1:]) if not re.match(r"^(-o|--out)$", a)]
-    text = render(rows, least, shown, time.perf_counter() - t0)
+    text = render(rows, least, list(argv if argv is not None else sys.argv[1:]), time.perf_counter() - t0)
     text += "".join(f"\n{SETUPS[k][0]}: not measured: {msg}\n" for k, msg in failed.items())
     print(text)
     if args.out:
