@@ -185,11 +185,13 @@ static void apply_update(uint32_t step)
 #else
     (void)step;
 #endif
+#if TRAIN_N_BUFFER_UPDATES > 0
     for (uint32_t k = 0; k < TRAIN_N_BUFFER_UPDATES; k++) {
         uint8_t *dst = (uint8_t *)train_buffer_updates[k].dst;
         const uint8_t *src = (const uint8_t *)train_buffer_updates[k].src;
         for (uint32_t i = 0; i < train_buffer_updates[k].bytes; i++) dst[i] = src[i];
     }
+#endif
 }
 
 static int params_file(const char *name, int mode)
