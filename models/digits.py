@@ -5,9 +5,9 @@ Three 3x3 convolutions (1 -> 8 -> 8 -> 16 channels, ReLU, two 2x2 max-pools) and
 ``classifier`` over the 16x2x2 features: 2,482 parameters (9.7 KiB of float32), about
 60 k multiply-adds per image forward. No batch norm and no dropout, so a forward pass on
 held-out images is the same computation as in training, and a recomputed activation is
-bitwise the one it replaces. At batch 16 the checkpoint-all activation peak is several
-times the largest single working set, so a budget between the two makes the schedule
-recompute or page.
+bitwise the one it replaces. At batch 16 the checkpoint-all activation peak (152 KiB)
+is half again the largest single working set (features.2's convolution backward,
+98 KiB), so a budget between the two makes the schedule recompute or page.
 """
 
 from __future__ import annotations
