@@ -92,6 +92,8 @@ def build_tasks(
     spec: SolveSpec,
     granularity: str = "op",
     batch: int | None = None,
+    optimizer: str | None = None,
+    train: str | None = None,
 ) -> list[CellTask]:
     """The grid, in row order (model, device, ram, deadline, strategy), budgets resolved.
 
@@ -99,12 +101,15 @@ def build_tasks(
     device) here in the caller, so workers only solve and cache keys need no tracing.
     """
     from poet_compiler.api import load_costs, resolve_graph
+    from poet_compiler.frontends import training_options
     from poet_compiler.solve.budgets import reference, resolve_deadline, resolve_ram
+
+    opt, patterns = training_options(optimizer, train)
 
     parsed = [(s, *parse_strategy(s, mode)) for s in strategies]  # all checked before any work
     tasks: list[CellTask] = []
     for model in models:
-        graph = resolve_graph(model, granularity, batch)
+        graph = resolve_graph(model, granularity, batch, optimizer=opt, train=patterns)
         sha = graph_digest(graph)
         for device in devices:
             costs = load_costs(graph, device)
@@ -149,6 +154,8 @@ def sweep(
     count_fixed: bool = False,
     granularity: str = "op",
     batch: int | None = None,
+    optimizer: str | None = None,
+    train: str | None = None,
 ) -> pd.DataFrame:
     """Solve every (model, device, ram, deadline, strategy) cell; one row per cell.
 
@@ -157,6 +164,7 @@ def sweep(
     where finished cells are kept (None: no cache). ``output``: a CSV rewritten
     atomically after every finished cell, rows in grid order. ``df.attrs`` holds
     ``cells``, ``solved`` and ``cached`` (how many cells were solved vs read back).
+    ``optimizer``/``train``: specs as ``poetc compile --optimizer/--train`` (docs/training.md).
     """
     import pandas as pd
 
@@ -167,7 +175,7 @@ def sweep(
     tasks = build_tasks(
         _as_list(models, "models"), _as_list(devices, "devices"), _as_list(ram, "RAM budgets"),
         _as_list(deadline, "deadlines"), _as_list(strategies, "strategies"),
-        mode=mode, spec=spec, granularity=granularity, batch=batch,
+        mode=mode, spec=spec, granularity=granularity, batch=batch, optimizer=optimizer, train=train,
     )
     cache = Cache(cache_dir) if cache_dir is not None else None
     rows: dict[int, Row] = {}

@@ -183,7 +183,7 @@ def run_cell(task: CellTask) -> Row:
                   "solve_time_s": time.perf_counter() - started}
     row: Row = {k: _scalar(v) for k, v in report.items()}
     row.update(task.reference)
-    row["count_fixed"] = task.spec.count_fixed
+    row["count_fixed"] = task.spec.count_fixed or task.graph.has_updates  # always with updates (docs/training.md)
     row.update(task.labels)  # the user's spellings win over the solver's names
     row["mode"] = report.get("mode") or task.mode  # a baseline reports the mode it really solved
     return row

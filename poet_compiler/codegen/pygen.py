@@ -7,7 +7,9 @@ runs the Program exactly as :class:`~poet_compiler.codegen.executor.ScheduledSte
 code — the aten calls of the node, ``del`` of its transients, ``_pages.page_out(...)`` /
 ``_pages.page_in(...)`` on a :class:`~poet_compiler.codegen.pager.PageFile`, and ``del``
 of the node's values at FREE. It returns ``(loss, *grads, *buffer updates)`` in the
-traced graph's output order. :func:`compile_python` turns the text into a callable.
+traced graph's output order (with an optimizer in the step: the loss, the new parameters
+and optimizer state, then the buffer updates; the update ops are ``torch.ops.poet.*``,
+which the module imports). :func:`compile_python` turns the text into a callable.
 """
 
 from __future__ import annotations
@@ -136,6 +138,11 @@ class _Writer(ProgramInterpreter):
         self.lines.append(_HEADER.format(
             name=graph.name, n=graph.n, m=len(program), n_recompute=program.n_recompute, n_out=program.n_page_out,
             n_in=program.n_page_in, fn=self.fn, params=params, n_outputs=len(plan.output_names)))
+        if graph.has_updates:
+            # The optimizer's update ops (torch.ops.poet.*) are registered by importing them.
+            at = self.lines[-1].index("\n\n\ndef _trim")
+            self.lines[-1] = (self.lines[-1][:at] + "\nimport poet_compiler.frontends.torch.optim_ops  # noqa: F401"
+                              + self.lines[-1][at:])
         for name in plan.placeholders:
             self.emit_outputs(name)
         if plan.prelude:

@@ -14,6 +14,7 @@ from typing import Literal, overload
 import typer
 
 from poet_compiler.errors import PoetError
+from poet_compiler.training_options import OPTIMIZER_HELP, TRAIN_HELP
 
 
 @overload
@@ -74,6 +75,8 @@ def register(app: typer.Typer) -> None:
         ),
         granularity: str = typer.Option("op", "--granularity", help="op | module"),
         batch: int = typer.Option(None, "--batch", help="batch size for zoo models"),
+        optimizer: str = typer.Option(None, "--optimizer", help=OPTIMIZER_HELP),
+        train: str = typer.Option(None, "--train", help=TRAIN_HELP),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress display"),
     ) -> None:
         """Solve a grid of budgets x deadlines x strategies and write one CSV row per cell."""
@@ -89,6 +92,7 @@ def register(app: typer.Typer) -> None:
             split_list(strategies, "strategies"), jobs=jobs, ray=ray, cache_dir=None if no_cache else cache,
             output=output, progress=not quiet, mode=mode, solver=solver, formulation=formulation,
             time_limit_s=time_limit, threads=threads, count_fixed=count_fixed, granularity=granularity, batch=batch,
+            optimizer=optimizer, train=train,
         )
         ok = int(df["status"].isin(["optimal", "feasible"]).sum())
         typer.echo(f"wrote {output}: {df.attrs['cells']} cells ({df.attrs['solved']} solved, "

@@ -166,6 +166,7 @@ class _Simulator(ProgramInterpreter):
     # -- the opcodes -------------------------------------------------------------------
     def compute(self, ins: Instruction) -> None:
         i, graph, size, ram = ins.node, self.graph, self.size, self.ram
+        self.check_update_order(i)
         for j in graph.nodes[i].inputs:
             label = f"input {j} {graph.nodes[j].name!r}"
             if j not in ram:
@@ -174,7 +175,6 @@ class _Simulator(ProgramInterpreter):
                 self.fail(f"{label} is still being paged in (no FENCE since its PAGE_IN)")
         if i in ram:
             self.fail("the node's output is already in RAM (double compute of a resident tensor)")
-        self.check_update_order(i)
         ram.add(i)
         self.freed_at.pop(i, None)
         self.computed[i] += 1

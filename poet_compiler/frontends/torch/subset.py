@@ -12,9 +12,10 @@ _GLOB = set("*?[.")
 
 
 def _matches(pattern: str, name: str) -> bool:
-    # A bare word ("bias") names a last component: "--train bias" trains every *.bias.
+    # A bare word ("bias") names a last component: "--train bias" trains every *.bias (and
+    # every *_bias: the ONNX frontend's parameter names join components with "_").
     if not _GLOB & set(pattern):
-        return name == pattern or name.endswith("." + pattern)
+        return name == pattern or name.endswith(("." + pattern, "_" + pattern))
     return fnmatchcase(name, pattern)
 
 

@@ -21,6 +21,7 @@ parameter's old value), and the outputs are ``(loss, *new params and optimizer s
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -213,11 +214,25 @@ def _place_updates(gm: torch.fx.GraphModule) -> None:
             aliases.add(a)
             stack.extend(u for u in a.users if u.op == "call_function" and opinfo.is_view(u) and u not in aliases)
         readers = {u for a in aliases for u in a.users if u is not upd and u not in aliases}
+        for a in upd.all_input_nodes:
+            _hoist_alias(a)
+        order = {n: k for k, n in enumerate(g.nodes)}
         latest = max([*readers, *upd.all_input_nodes], key=order.__getitem__)
         latest.append(upd)
         order = {n: k for k, n in enumerate(g.nodes)}
     g.lint()
     gm.recompile()
+
+
+def _hoist_alias(n: torch.fx.Node) -> None:
+    """Move a view or getitem (and the ones it reads) right after its input, so that an
+    update reading the gradient through it can follow the op that computes it."""
+    if n.op != "call_function" or not (n.target is operator.getitem or opinfo.is_view(n)):
+        return
+    for a in n.all_input_nodes:
+        _hoist_alias(a)
+    order = {m: k for k, m in enumerate(n.graph.nodes)}
+    max(n.all_input_nodes, key=order.__getitem__).append(n)
 
 
 def is_update(n: torch.fx.Node) -> bool:
