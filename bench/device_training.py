@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -140,7 +141,9 @@ def render(rows: dict[str, dict], least: dict[str, int], argv: list[str], wall: 
     r = {k: rows[k]["ram"] for k in keys}
     s = {k: rows[k]["sections"] for k in keys}
     out = f"Command: `.venv/bin/python bench/device_training.py {' '.join(argv)}`".rstrip() + "\n"
-    out += f"Machine: {tool_versions()}; wall {wall:.0f} s (shared 2-core machine: timings are noisy)\n\n"
+    rss = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    out += (f"Machine: {tool_versions()}; wall {wall:.0f} s (shared 2-core machine: timings are noisy), "
+            f"peak RSS {rss / 1024:.0f} MiB (this process or its largest child: QEMU, the compiler)\n\n")
     out += (f"digits_cnn, batch 16, SGD lr 0.02 momentum 0.9, m4 profile, every budget counting parameters, "
             f"gradients, optimizer state and batch. Shared budget: --ram {BUDGET // 1024}k --count-fixed.\n\n")
     out += head
