@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 POETC  := $(VENV)/bin/poetc
 
-.PHONY: setup demo lint test test-latest bench clean device-demo schemas
+.PHONY: setup demo lint test test-latest bench clean device-demo device-train device-finetune schemas
 
 setup: $(VENV)/.installed
 
@@ -37,6 +37,37 @@ $(DEVICE_PAGING): | setup
 device-demo: setup schedules/kws_dscnn_m4.poet $(DEVICE_PAGING)
 	$(PY) -m poet_compiler.codegen.emit_c.demo models/kws_dscnn.onnx $(DEVICE_PAGING) --require-paging-and-remat
 	$(PY) -m poet_compiler.codegen.emit_c.demo models/kws_dscnn.onnx schedules/kws_dscnn_m4.poet
+
+# Training on the emulated Cortex-M4: digits_cnn (models/digits.py) trained from scratch on
+# scikit-learn's 8x8 digits (80/20 split, seed 0), 5 epochs, by the firmware of
+# `poetc emit-c --train-loop`. The schedule carries the SGD update (momentum 0.9) of every
+# parameter and both recomputes and pages: 128 KiB for everything (parameters, momentum,
+# batch and activations), deadline 1.02x the compute-only step. Losses are checked against
+# the same loop in PyTorch (torch.optim.SGD), held-out accuracy is computed on the device.
+DEVICE_TRAIN := schedules/digits_cnn_m4_sgd_128k_1.02x.poet
+
+$(DEVICE_TRAIN): | setup
+	$(POETC) compile digits_cnn --device m4 --ram 128k --deadline 1.02x --optimizer sgd:lr=0.02,momentum=0.9 \
+	  --time-limit 30 -o $@
+
+device-train: setup $(DEVICE_TRAIN)
+	$(PY) -m poet_compiler.codegen.emit_c.train_demo digits_cnn $(DEVICE_TRAIN) --epochs 5 --log-every 10 \
+	  --require-remat --require-paging
+
+# Fine-tuning on the emulated Cortex-M4: digits_cnn pretrained on the host on digits 0-4
+# (10 epochs), then fine-tuned on the device on digits 5-9 with its convolution weights
+# frozen (--train 'classifier.*,*.bias', SGD momentum 0.5 in the schedule), at a budget
+# where the schedule both recomputes and pages; accuracy before -> after, frozen
+# parameters checked bit-identical.
+DEVICE_FINETUNE := schedules/digits_cnn_m4_finetune_121k_1.03x.poet
+
+$(DEVICE_FINETUNE): | setup
+	$(POETC) compile digits_cnn --device m4 --ram 121k --deadline 1.03x --optimizer sgd:lr=0.1,momentum=0.5 \
+	  --train 'classifier.*,*.bias' --time-limit 30 -o $@
+
+device-finetune: setup $(DEVICE_FINETUNE)
+	$(PY) -m poet_compiler.codegen.emit_c.train_demo digits_cnn $(DEVICE_FINETUNE) --classes 5-9 \
+	  --pretrain-classes 0-4 --epochs 4 --log-every 11 --min-accuracy 0 --require-remat --require-paging
 
 # Lint and types (run by CI before the tests): configured in pyproject.toml.
 lint: setup

@@ -10,7 +10,7 @@ from __future__ import annotations
 from models.spec import ModelSpec, register
 
 # Importing a family module registers its models.
-from models import bert, gpt2, gpt2_large, mcu, mlp, mobilenetv2, resnet, vgg  # noqa: E402,F401
+from models import bert, digits, gpt2, gpt2_large, mcu, mlp, mobilenetv2, resnet, vgg  # noqa: E402,F401
 from models.spec import _REGISTRY
 
 

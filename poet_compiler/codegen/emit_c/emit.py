@@ -6,10 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from poet_compiler.codegen.emit_c import train as loop_tables
 from poet_compiler.codegen.emit_c.bundle import manifest_bytes, render_static, write_atomically
 from poet_compiler.codegen.emit_c.csource import generate, input_bytes
 from poet_compiler.codegen.emit_c.errors import EmitError
 from poet_compiler.codegen.emit_c.resolve import resolve
+from poet_compiler.codegen.emit_c.train import TrainLoop
 from poet_compiler.errors import BytecodeError
 from poet_compiler.schedule.program import Op, Program
 
@@ -82,9 +84,10 @@ def load_traced(model: str, schedule: Path, optimizer: str | None = None, train:
     return tm
 
 
-def emit_c(model: str, schedule: Path, out_dir: Path, *, optimizer: str | None = None,
-           train: str | None = None) -> EmitResult:
-    """Write the C sources of one training step of ``model`` following ``schedule``
+def emit_c(model: str, schedule: Path, out_dir: Path, train_loop: TrainLoop | None = None, *,
+           optimizer: str | None = None, train: str | None = None) -> EmitResult:
+    """Write the C sources of one training step of ``model`` following ``schedule`` or, with
+    ``train_loop``, of a firmware that trains it over data set files (:mod:`.train`)
     (``optimizer``/``train``: as compiled, by default from the sidecar)."""
     if Path(out_dir).exists() and not Path(out_dir).is_dir():
         raise EmitError(f"{out_dir} exists and is not a directory")
@@ -108,11 +111,14 @@ def emit_c(model: str, schedule: Path, out_dir: Path, *, optimizer: str | None =
 
     res = resolve(tm)
     slots, out_b, in_b = plan_for(program, sizes)
+    train_tables = loop_tables.tables(tm, res) if train_loop is not None else None
     src = generate(tm, res, data, arena_bytes=program.arena_bytes, flash_slots=slots, model_name=graph.name)
-    files = render_static(graph.name, Path(schedule).name, program.arena_bytes)
+    files = render_static(graph.name, Path(schedule).name, program.arena_bytes, train=train_loop is not None)
     files.update({"model.h": src.model_h.encode(), "model.c": src.model_c.encode(),
                   "schedule.c": src.schedule_c.encode(),
                   "input.bin": input_bytes(tm, res, tm.example_inputs, tm.target)})
+    if train_loop is not None and train_tables is not None:
+        files.update(loop_tables.sources(train_tables, train_loop))
     csize = {"float": 4, "int32_t": 4, "int64_t": 8}
     manifest = {
         "format": "poet-emit-c/1",
@@ -133,6 +139,8 @@ def emit_c(model: str, schedule: Path, out_dir: Path, *, optimizer: str | None =
         "nodes": [{"id": n.id, "name": n.name, "op": n.op, "op_class": n.op_class, "kind": n.kind,
                    "flops": n.flops, "output_bytes": n.output_bytes} for n in graph.nodes],
     }
+    if train_loop is not None and train_tables is not None:
+        manifest["train"] = loop_tables.manifest_part(train_tables, train_loop)
     files["manifest.json"] = manifest_bytes(manifest)
     write_atomically(Path(out_dir), files)
     return EmitResult(Path(out_dir), graph.n, program.arena_bytes, out_b, in_b, tuple(sorted(files)))

@@ -1,8 +1,10 @@
 """The firmware's RAM map, from the symbols of the linked ELF (``arm-none-eabi-nm``).
 
 Every data/bss symbol is put in one class by its name (the generator's naming scheme:
-``model_arena``, ``p_*`` parameters, ``b_*`` buffers, ``s_*`` optimizer state, ``out_*`` outputs, ``in_*`` and
-``target`` the batch, ``model_where``/``prog`` the runtime's state), the stack is the
+``model_arena``, ``p_*`` parameters, ``b_*`` buffers, ``s_*`` optimizer state, ``out_*``
+outputs, ``in_*`` and ``target`` the batch, ``model_where``/``prog`` the runtime's state;
+a training loop's manifest names its parameters, gradients and optimizer state in
+``train.ram_classes``, frozen parameters included), the stack is the
 ``.stack`` section the linker script reserves, with the high-water mark the firmware
 measured beside it.
 """
@@ -22,6 +24,7 @@ def ram_map(elf: Path, manifest_path: Path) -> dict[str, int]:
     buffers, batch, runtime (where table + poet_prog), profiling, other, stack."""
     manifest = json.loads(Path(manifest_path).read_text())
     grads = {f"out_{k}" for k, o in enumerate(manifest["outputs"]) if o["role"] == "grad"}
+    classes = manifest.get("train", {}).get("ram_classes", {})
     out = subprocess.run(["arm-none-eabi-nm", "-S", "-t", "d", str(elf)], capture_output=True, text=True,
                          check=True).stdout
     sizes = dict.fromkeys(("arena", "params", "grads", "outputs", "buffers", "optimizer_state", "batch", "runtime",
@@ -33,13 +36,26 @@ def ram_map(elf: Path, manifest_path: Path) -> dict[str, int]:
         addr, size, kind, name = int(parts[0]), int(parts[1]), parts[2], parts[3]
         if addr < RAM_START or kind.lower() not in ("b", "d"):
             continue
-        sizes[_classify(name, grads)] += size
+        sizes[classes.get(name) or _classify(name, grads)] += size
     sections = subprocess.run(["arm-none-eabi-size", "-A", "-d", str(elf)], capture_output=True, text=True,
                               check=True).stdout
     for line in sections.splitlines():
         parts = line.split()
         if parts and parts[0] == ".stack":
             sizes["stack"] = int(parts[1])
+    return sizes
+
+
+def firmware_ram(elf: Path) -> dict[str, int]:
+    """The linked ELF's RAM sections (bytes): .data, .bss and .stack, and their sum."""
+    text = subprocess.run(["arm-none-eabi-size", "-A", "-d", str(elf)], capture_output=True, text=True,
+                          check=True).stdout
+    sizes = {".data": 0, ".bss": 0, ".stack": 0}
+    for line in text.splitlines():
+        parts = line.split()
+        if parts and parts[0] in sizes:
+            sizes[parts[0]] = int(parts[1])
+    sizes["total"] = sizes[".data"] + sizes[".bss"] + sizes[".stack"]
     return sizes
 
 

@@ -143,13 +143,17 @@ def run_qemu(out_dir: Path, work: Path, timeout: float = 600, shift: int = ICOUN
     elf = build(out_dir, "m4").resolve()
     work.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(Path(out_dir) / "input.bin", work / "input.bin")
-    cmd = ["qemu-system-arm", "-M", BOARD, "-nographic", "-monitor", "none", "-serial", "none",
-           "-semihosting-config", "enable=on,target=native", "-icount", f"shift={shift}", "-kernel", str(elf)]
-    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(qemu_command(elf, shift), cwd=work, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"qemu exited {proc.returncode}: {proc.stdout[-500:]}{proc.stderr[-500:]}")
     # QEMU writes the semihosting console (SYS_WRITE0) to stderr
     return _collect(out_dir, work, proc.stdout + proc.stderr)
+
+
+def qemu_command(elf: Path, shift: int = ICOUNT_SHIFT) -> list[str]:
+    """Run ``elf`` on the emulated board, semihosting files relative to the working directory."""
+    return ["qemu-system-arm", "-M", BOARD, "-nographic", "-monitor", "none", "-serial", "none",
+            "-semihosting-config", "enable=on,target=native", "-icount", f"shift={shift}", "-kernel", str(elf)]
 
 
 @dataclass(frozen=True)

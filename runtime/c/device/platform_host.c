@@ -4,7 +4,7 @@
 
 #include "poet_platform.h"
 
-#define MAX_FILES 4
+#define MAX_FILES 8
 static FILE *files[MAX_FILES];
 
 void plat_init(void) {}

@@ -18,6 +18,7 @@
 #include "model.h"
 #include "poet_platform.h"
 #include "poet_runtime.h"
+#include "poet_text.h"
 
 typedef struct step_ctx {
     int store;              /* page file handle */
@@ -80,34 +81,6 @@ static int cb_fence(void *user)
 {
     tick((step_ctx *)user); /* transfers are synchronous: complete when their callback returns */
     return 0;
-}
-
-/* Append text / a decimal number to a line buffer (no printf on the device). */
-static char *put_s(char *p, const char *s)
-{
-    while (*s) *p++ = *s++;
-    return p;
-}
-
-static char *put_u(char *p, uint64_t v)
-{
-    char digits[24];
-    int n = 0;
-    do {
-        digits[n++] = (char)('0' + (int)(v % 10u));
-        v /= 10u;
-    } while (v);
-    while (n) *p++ = digits[--n];
-    return p;
-}
-
-static char *put_i(char *p, int v)
-{
-    if (v < 0) {
-        *p++ = '-';
-        return put_u(p, (uint64_t)(-(int64_t)v));
-    }
-    return put_u(p, (uint64_t)v);
 }
 
 static int fail(const char *what, int rc)
