@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 POETC  := $(VENV)/bin/poetc
 
-.PHONY: setup demo lint test bench clean device-demo schemas
+.PHONY: setup demo lint test test-latest bench clean device-demo schemas
 
 setup: $(VENV)/.installed
 
@@ -45,6 +45,21 @@ lint: setup
 
 test: setup
 	$(PY) -m pytest -n 2 -q
+
+# The newest releases pyproject.toml allows, as `pip install .` gives a user (no
+# constraints.txt; torch pinned to the CPU build first, as in setup, which the range
+# keeps: --upgrade would take a CUDA build), in a fresh venv of its own: the smoke subset (pytest -m smoke: the README demo with every solver, POET's linear
+# example, verify, emit-c on the host, the usage errors, a faulty solver child). CI runs
+# it after `make test`; it prints the versions it tested.
+LATEST := .venv-latest
+test-latest:
+	rm -rf $(LATEST)
+	$(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/python -m pip install --quiet --upgrade pip
+	$(LATEST)/bin/python -m pip install --quiet torch==2.13.0
+	$(LATEST)/bin/python -m pip install --quiet '.[dev]'
+	$(LATEST)/bin/poetc --version
+	$(LATEST)/bin/python -m pytest -n 2 -q -m smoke
 
 # The JSON Schemas of the sidecar report and sweep rows (docs/schemas/), exported from
 # poet_compiler/schemas.py; tests/comparison/test_schemas.py fails when they are stale.

@@ -40,6 +40,7 @@ from poet_compiler.solve.problem import MODES, Problem
 from poet_compiler.solve.result import Result
 from poet_compiler.solve.strategies import SolveOptions, get_strategy, run_strategy
 from poet_compiler.units import parse_duration, parse_memory_limit, parse_relative, parse_size
+from poet_compiler.versions import versions
 
 if TYPE_CHECKING:
     from torch import nn
@@ -130,6 +131,7 @@ class Compilation:
             input_shapes=self.input_shapes,
             optimizer=self.optimizer,
             train=self.train,
+            versions=versions(),
         )
         return out
 

@@ -3,17 +3,20 @@
 Each subcommand lives in :mod:`poet_compiler.commands` and registers itself. Bad input
 raises :class:`~poet_compiler.errors.PoetError`; here it becomes one line on stderr and
 exit code 2 — never a traceback. A bug poetc detects in itself
-(:class:`~poet_compiler.errors.InternalError`) gets a short message, a hint to report it,
-and exit code 1.
+(:class:`~poet_compiler.errors.InternalError`), and any other exception it did not
+expect, gets one line, a hint to report it, and exit code 1. ``poetc --debug ...`` (or
+``POETC_DEBUG=1``) prints the traceback too.
 """
 
 from __future__ import annotations
 
 import gc
 import importlib
+import os
 import pkgutil
 import sys
 import time
+import traceback
 
 import typer
 
@@ -29,14 +32,53 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-INTERNAL_HINT = ("this is a bug in poetc, not in your input: please report it with the command line "
-                 "(and the model or graph file) that produced it")
+INTERNAL_HINT = ("a bug in poetc, not in your input: please report it with the command line "
+                 "and the model or graph file")
 
+
+
+DEBUG_ENV = "POETC_DEBUG"
+
+
+def _print_versions(value: bool) -> None:
+    if value:
+        from poet_compiler.versions import versions
+
+        print(" ".join(f"{k} {v}" for k, v in versions().items()))
+        raise typer.Exit(0)
 
 
 @app.callback()
-def _root() -> None:
+def _root(debug: bool = typer.Option(False, "--debug", help=f"On an internal error, print the traceback "
+                                     f"(also: {DEBUG_ENV}=1)."),
+          version: bool = typer.Option(False, "--version", callback=_print_versions, is_eager=True,
+                                       help="Print the versions of poetc and its solvers, and exit.")) -> None:
     """poetc: compile a training step into an energy-optimal remat + paging schedule."""
+    if debug:
+        os.environ[DEBUG_ENV] = "1"    # read by main() when an unexpected exception ends the command
+
+
+def _debugging() -> bool:
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def _internal(exc: BaseException) -> int:
+    """One line (what failed), the report hint and exit code 1; the traceback with --debug."""
+    if isinstance(exc, InternalError):
+        line = str(exc)
+    else:
+        where = traceback.extract_tb(exc.__traceback__)[-1:] or None
+        at = f" (at {os.path.basename(where[0].filename)}:{where[0].lineno})" if where else ""
+        line = f"{type(exc).__name__}: {exc}{at}"
+    debug = _debugging()
+    hint = INTERNAL_HINT if debug else f"{INTERNAL_HINT}; --debug (or {DEBUG_ENV}=1) shows the traceback"
+    print(f"internal error: {' '.join(line.split())} ({hint})", file=sys.stderr)
+    if debug:
+        traceback.print_exception(exc, file=sys.stderr)
+        detail = getattr(exc, "detail", "")
+        if detail:
+            print(detail, file=sys.stderr, end="" if detail.endswith("\n") else "\n")
+    return 1
 
 
 for _mod in sorted(m.name for m in pkgutil.iter_modules(commands.__path__)):
@@ -83,9 +125,7 @@ def main(argv: list[str] | None = None, *, started: float | None = None) -> int:
         with command_from(time.perf_counter() if started is None else started):
             result = app(args=argv, standalone_mode=False, prog_name="poetc")
     except InternalError as exc:
-        print(f"internal error: {exc}", file=sys.stderr)
-        print(INTERNAL_HINT, file=sys.stderr)
-        return 1
+        return _internal(exc)
     except PoetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -103,6 +143,8 @@ def main(argv: list[str] | None = None, *, started: float | None = None) -> int:
             return 2
         print(_usage_line(exc), file=sys.stderr)
         return 2
+    except Exception as exc:  # noqa: BLE001 - the top level: anything unexpected is a bug, in one line
+        return _internal(exc)
     return result if isinstance(result, int) else 0
 
 

@@ -5,9 +5,10 @@
   exits 2.
 - :class:`InternalError`: poetc broke one of its own invariants (e.g. a schedule it built
   fails the simulator). It is never turned into "infeasible" or "no schedule"; the CLI
-  prints ``internal error: <message>`` with a hint to report it and exits 1.
+  prints ``internal error: <message> (<hint to report it>)`` on one line and exits 1.
 
-Anything else is a bug too and keeps its traceback.
+Anything else is a bug too: the CLI reports it like an InternalError (one line, exit 1);
+``poetc --debug`` (or ``POETC_DEBUG=1``) shows the traceback.
 """
 
 from __future__ import annotations
@@ -64,4 +65,11 @@ class BatchError(PoetError):
 
 
 class InternalError(Exception):
-    """poetc broke its own invariant: a bug to report, not the user's input (not a PoetError)."""
+    """poetc broke its own invariant: a bug to report, not the user's input (not a PoetError).
+
+    ``detail``: what a one-line message leaves out (e.g. a child process's traceback),
+    printed by ``poetc --debug``."""
+
+    def __init__(self, message: str, *, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail

@@ -33,6 +33,7 @@ def schedules(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+@pytest.mark.smoke
 def test_host_step_matches_pytorch(case: Case, schedules: dict[str, Path], tmp_path: Path) -> None:
     path = schedules[case.id]
     program = decode(path.read_bytes()).program

@@ -20,6 +20,7 @@ def schedule(tmp_path_factory):
     return path
 
 
+@pytest.mark.smoke
 def test_verify_ok(schedule, tmp_path, capsys) -> None:
     pages = tmp_path / "flash.bin"
     assert main(["verify", "kws_dscnn", "--schedule", str(schedule), "--page-file", str(pages)]) == 0
@@ -90,6 +91,7 @@ def test_verify_fails_on_loss_buffers_or_paging(schedule, monkeypatch, capsys, w
     assert rep["ok"] is False and rep["grads_bitwise"] and rep["within_budget"]
 
 
+@pytest.mark.smoke
 def test_verify_bad_input(schedule, tmp_path, capsys) -> None:
     assert main(["verify", "mlp", "--schedule", str(schedule)]) == 2
     assert "75-node graph but mlp" in capsys.readouterr().err

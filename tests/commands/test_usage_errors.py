@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.smoke  # in `make test-latest` (newest releases)
+
 POETC = Path(sys.executable).with_name("poetc")
 
 USAGE = [

@@ -10,6 +10,8 @@ import pytest
 
 from tests.commands.test_usage_errors import run_poetc
 
+pytestmark = pytest.mark.smoke  # in `make test-latest` (newest releases)
+
 HERE = Path(__file__).parent
 # POET's own solver reaches 4.6404e-4 J on this graph and budget (issue 14).
 POET_OPTIMUM_J = 4.6404e-4

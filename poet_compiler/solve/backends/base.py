@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -11,8 +12,8 @@ from poet_compiler import progress
 from poet_compiler.solve.formulation.model import LinearModel
 from poet_compiler.solve.gap import relative_gap, within_gap
 
-__all__ = ["BackendOptions", "BackendResult", "BackendStatus", "LARGE_MODEL_BINARIES", "PROGRESS_TAG",
-           "ProgressLine", "is_large", "relative_gap", "within_gap"]
+__all__ = ["BackendOptions", "BackendResult", "BackendStatus", "LARGE_MODEL_BINARIES", "ProgressLine",
+           "exit_reason", "is_large", "relative_gap", "within_gap"]
 
 BackendStatus = Literal["optimal", "feasible", "infeasible", "timeout"]
 
@@ -32,8 +33,8 @@ class BackendOptions:
     # Large models: cheaper presolve (CP-SAT's presolve alone can take most of a minute
     # on ~70k binaries) and a stronger LP relaxation.
     large: bool = False
-    # HiGHS child process only: report incumbent/bound as machine-readable lines on
-    # stderr (PROGRESS_TAG inc bound) for a parent that races it (see .portfolio).
+    # HiGHS child process only: report incumbent/bound on its message pipe for a parent
+    # that races it (see .portfolio) instead of a progress line on the terminal.
     progress_pipe: bool = False
     # Reproducible answers (CP-SAT: interleaved search stopped on deterministic time).
     deterministic: bool = True
@@ -43,7 +44,16 @@ class BackendOptions:
     full_subsolvers: tuple[str, ...] = ()
 
 
-PROGRESS_TAG = "POETC-PROGRESS"
+def exit_reason(code: int | None) -> str:
+    """A child process's exit code, in words."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
 
 # Models with more binaries than this get the cheaper presolve and, by default, stop at a
 # 0.1 % gap; smaller ones are solved to a closed gap, which is cheap for them.

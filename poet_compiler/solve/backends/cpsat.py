@@ -24,6 +24,7 @@ from poet_compiler.solve.backends.base import (
     BackendResult,
     BackendStatus,
     ProgressLine,
+    exit_reason,
     within_gap,
 )
 from poet_compiler.solve.backends.memory import Watch
@@ -238,21 +239,10 @@ def next_message(conn, proc, wait_s: float) -> tuple | None:  # noqa: ANN001 - a
             return conn.recv()
         except (EOFError, OSError):
             proc.join(timeout=5.0)
-            return ("died", f"the CP-SAT process died ({_exit_reason(proc.exitcode)})")
+            return ("died", f"the CP-SAT process died ({exit_reason(proc.exitcode)})")
     if not proc.is_alive() and not conn.poll(0):
-        return ("died", f"the CP-SAT process died ({_exit_reason(proc.exitcode)})")
+        return ("died", f"the CP-SAT process died ({exit_reason(proc.exitcode)})")
     return None
-
-
-def _exit_reason(code: int | None) -> str:
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            return f"signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit code {code}"
 
 
 def solve_cpsat(model: LinearModel, options: BackendOptions, *,

@@ -6,34 +6,39 @@ fresh interpreter (:mod:`.highs_worker`) that imports highspy only. HiGHS takes 
 physical (floating-point) coefficients directly: no scaling.
 
 :class:`HighsJob` runs the child without blocking (the portfolio of :mod:`.portfolio`
-races it against CP-SAT): it streams incumbent/bound from the child's stderr and can be
-killed; :func:`solve_highs` is the blocking form.
+races it against CP-SAT): it follows incumbent/bound from the child's message pipe and can
+be killed; :func:`solve_highs` is the blocking form.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import pickle
 import subprocess
 import sys
 import threading
 import time
+from multiprocessing.connection import Connection
 
 from poet_compiler import progress
-from poet_compiler.errors import SolverError
+from poet_compiler.errors import InternalError, SolverError
 from poet_compiler.solve.backends.base import (
-    PROGRESS_TAG,
     BackendOptions,
     BackendResult,
     _report,
+    exit_reason,
 )
 from poet_compiler.solve.backends.memory import Watch
 from poet_compiler.solve.formulation.model import LinearModel
 
 
 class HighsJob:
-    """One HiGHS child process; ``incumbent``/``bound`` follow its progress lines."""
+    """One HiGHS child process; ``incumbent``/``bound`` follow its progress messages.
+
+    The child's messages come on a pipe of their own (:mod:`.highs_worker`); its stdout
+    goes nowhere and its stderr is kept only for the last lines of a crash."""
 
     def __init__(self, model: LinearModel, options: BackendOptions, forward: bool = False) -> None:
         self.forward = forward  # hand progress figures to the live status line
@@ -44,17 +49,25 @@ class HighsJob:
         self.bound: float | None = None
         self.killed = False
         self._stderr_tail: list[str] = []
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "poet_compiler.solve.backends.highs_worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE if (options.progress_pipe or not options.progress) else None,
-        )
-        self._out: list[bytes] = []
+        read_fd, write_fd = os.pipe()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "poet_compiler.solve.backends.highs_worker", str(write_fd)],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=(write_fd,),
+                stderr=subprocess.PIPE if (options.progress_pipe or not options.progress) else None,
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)     # the child holds its copy: EOF here when it ends
+        self._messages = Connection(read_fd, writable=False)
         self._result: BackendResult | None = None
-        # Feed stdin and drain stdout/stderr on threads: a large model or result would
-        # otherwise fill a pipe and deadlock parent and child.
+        self._failure: tuple[str, str] | None = None    # (one line, traceback) of the child's exception
+        # Feed stdin and drain the message pipe and stderr on threads: a large model or
+        # result would otherwise fill a pipe and deadlock parent and child.
         self._threads = [threading.Thread(target=self._feed, args=(pickle.dumps((model, options)),), daemon=True),
-                         threading.Thread(target=self._read_out, daemon=True)]
+                         threading.Thread(target=self._read_messages, daemon=True)]
         if self._proc.stderr is not None:
             self._threads.append(threading.Thread(target=self._read_err, daemon=True))
         for t in self._threads:
@@ -70,26 +83,34 @@ class HighsJob:
         except (BrokenPipeError, OSError):
             pass     # the child died (or was killed); wait() reports it
 
-    def _read_out(self) -> None:
-        assert self._proc.stdout is not None
-        self._out.append(self._proc.stdout.read())
+    def _read_messages(self) -> None:
+        try:
+            while True:
+                msg = self._messages.recv()
+                if msg[0] == "progress":
+                    self._progress(msg[1], msg[2])
+                elif msg[0] == "result":
+                    self._result = msg[1]
+                elif msg[0] == "error":
+                    self._failure = (msg[1], msg[2])
+        except (EOFError, OSError):
+            pass     # the child has ended (or was killed)
+        finally:
+            self._messages.close()
+
+    def _progress(self, inc: float, bound: float) -> None:
+        if math.isfinite(inc) and abs(inc) < 1e29:   # HiGHS reports +inf as 1e30 before a solution
+            self.incumbent = inc
+        if math.isfinite(bound) and abs(bound) < 1e29:
+            self.bound = bound if self.bound is None else max(self.bound, bound)
+        if self.forward:
+            _report("highs", self.incumbent, self.bound, self.unit)
 
     def _read_err(self) -> None:
         assert self._proc.stderr is not None
         for raw in self._proc.stderr:
             line = raw.decode(errors="replace").strip()
-            if line.startswith(PROGRESS_TAG):
-                try:
-                    inc, bound = (float(x) for x in line.split()[1:3])
-                except ValueError:
-                    continue
-                if math.isfinite(inc) and abs(inc) < 1e29:   # HiGHS reports +inf as 1e30 before a solution
-                    self.incumbent = inc
-                if math.isfinite(bound) and abs(bound) < 1e29:
-                    self.bound = bound if self.bound is None else max(self.bound, bound)
-                if self.forward:
-                    _report("highs", self.incumbent, self.bound, self.unit)
-            elif line:
+            if line:
                 self._stderr_tail = (self._stderr_tail + [line])[-5:]
 
     def done(self) -> bool:
@@ -105,9 +126,8 @@ class HighsJob:
             self._proc.kill()
 
     def wait(self, timeout: float | None = None) -> BackendResult | None:
-        """The child's result; None if it was killed. Raises SolverError if it failed."""
-        if self._result is not None:
-            return self._result
+        """The child's result; None if it was killed. Raises InternalError when the child
+        raised (a bug of poetc's), SolverError when it died without a result."""
         until = None if timeout is None else time.perf_counter() + timeout
         while not self.done():
             if until is not None and time.perf_counter() > until:
@@ -116,16 +136,16 @@ class HighsJob:
         self._proc.wait()
         for t in self._threads:
             t.join()
-        if self.killed:
+        if self.killed and self._result is None:
             return None
-        if self._proc.returncode != 0 or not self._out or not self._out[0]:
+        if self._failure is not None:
+            raise InternalError(f"the HiGHS solver process raised {self._failure[0]}", detail=self._failure[1])
+        if self._result is None:
             err = self._stderr_tail
             raise SolverError(f"highs: the solver process failed: "
-                              f"{err[-1] if err else 'exit ' + str(self._proc.returncode)}")
-        result: BackendResult = pickle.loads(self._out[0])
-        result.solve_time_s = time.perf_counter() - self.started
-        self._result = result
-        return result
+                              f"{err[-1] if err else exit_reason(self._proc.returncode)}")
+        self._result.solve_time_s = time.perf_counter() - self.started
+        return self._result
 
 
 def solve_highs(model: LinearModel, options: BackendOptions) -> BackendResult:

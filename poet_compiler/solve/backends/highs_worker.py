@@ -1,6 +1,9 @@
-"""Child process of the HiGHS backend: read a pickled (LinearModel, options), solve, pickle the result.
+"""Child process of the HiGHS backend: read a pickled (LinearModel, options), solve, send the result.
 
-Imports highspy and nothing from OR-Tools (see :mod:`.highs`).
+Imports highspy and nothing from OR-Tools (see :mod:`.highs`). The model comes on stdin;
+progress and the result go back on a pipe of their own (the file descriptor named on the
+command line), never on stdout or stderr: HiGHS and the C libraries under it print there
+(highspy 1.16 prints its banner to stdout even with ``output_flag`` off).
 """
 
 from __future__ import annotations
@@ -9,11 +12,12 @@ import math
 import pickle
 import sys
 import time
+import traceback
+from multiprocessing.connection import Connection
 
 import numpy as np
 
 from poet_compiler.solve.backends.base import (
-    PROGRESS_TAG,
     BackendOptions,
     BackendResult,
     BackendStatus,
@@ -23,7 +27,8 @@ from poet_compiler.solve.backends.base import (
 from poet_compiler.solve.formulation.model import LinearModel
 
 
-def run(model: LinearModel, options: BackendOptions) -> BackendResult:
+def run(model: LinearModel, options: BackendOptions, send: Connection | None = None) -> BackendResult:
+    """Solve ``model``; with ``options.progress_pipe``, (incumbent, bound) go to ``send``."""
     import highspy  # lazy: loaded only in the child process (it conflicts with OR-Tools)
 
     started = time.perf_counter()
@@ -83,8 +88,8 @@ def run(model: LinearModel, options: BackendOptions) -> BackendResult:
         now = time.perf_counter()
         if now - last[0] >= 0.2:
             last[0] = now
-            sys.stderr.write(f"{PROGRESS_TAG} {inc!r} {bound!r}\n")
-            sys.stderr.flush()
+            if send is not None:
+                send.send(("progress", inc, bound))
 
     floor = model.objective_floor
     if options.progress or options.progress_pipe or floor is not None:
@@ -127,11 +132,21 @@ def run(model: LinearModel, options: BackendOptions) -> BackendResult:
     return BackendResult(st, values, obj, bound if math.isfinite(bound) else None, elapsed, "highs", "", stats)
 
 
-def main() -> None:
-    model, options = pickle.loads(sys.stdin.buffer.read())
-    result = run(model, options)
-    sys.stdout.buffer.write(pickle.dumps(result))
+def main(argv: list[str]) -> int:
+    """``highs_worker FD``: messages to the parent go on file descriptor FD only:
+    ``("progress", incumbent, bound)``, then ``("result", BackendResult)`` or
+    ``("error", one line, traceback)`` for an exception of the child's own."""
+    send = Connection(int(argv[0]), readable=False)
+    try:
+        model, options = pickle.loads(sys.stdin.buffer.read())
+        send.send(("result", run(model, options, send)))
+    except Exception as exc:  # noqa: BLE001 - handed to the parent, which reports it as a bug
+        send.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        return 1
+    finally:
+        send.close()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv[1:]))
