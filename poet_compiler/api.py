@@ -129,9 +129,9 @@ class Compilation:
             batch=self.batch,
             onnx_loss=self.onnx_loss,
             input_shapes=self.input_shapes,
-            versions=versions(),
             optimizer=self.optimizer,
             train=self.train,
+            versions=versions(),
         )
         return out
 

@@ -51,10 +51,10 @@ COMPILE_FIELDS: dict[str, tuple[Any, str]] = {
     "batch": (int | None, "The batch size, when the model was traced with one."),
     "onnx_loss": (str | None, "The loss appended to an ONNX inference graph."),
     "input_shapes": (dict[str, list[int]] | None, "Input shapes of an ONNX graph."),
-    "versions": (dict[str, str], "Versions of poetc, torch, OR-Tools, HiGHS, onnx, numpy and Python that "
-                 "produced the schedule (what reproducing it needs)."),
     "optimizer": (str | None, "The optimizer whose update the step applies in place (a spec, docs/training.md)."),
     "train": (str | None, "The --train patterns: the parameters trained (the others frozen)."),
+    "versions": (dict[str, str], "Versions of poetc, torch, OR-Tools, HiGHS, onnx, numpy and Python that "
+                 "produced the schedule (what reproducing it needs)."),
 }
 
 # The labels that lead every sweep row (sweeps.LEAD_COLUMNS) and the reference columns.

@@ -17,6 +17,10 @@ another shape, dtype or device — or a module switched between ``train()`` and 
 or with parameters frozen or unfrozen, since it was traced — is refused with a :class:`~poet_compiler.errors.BatchError`
 before anything runs, because the traced graph (and so the schedule) would not be the
 step PyTorch runs for it.
+
+Compiled with an ``optimizer`` (docs/training.md), each call is the whole training step,
+``loss.backward(); opt.step()`` included: the loop is ``for x, y in batches: step(x, y)``,
+the parameters take their new values, and the optimizer state is :attr:`TrainingStep.optimizer_state`.
 """
 
 from __future__ import annotations
@@ -68,6 +72,12 @@ class TrainingStep:
         self._step = ScheduledStep(traced, program, page_file=page_file, page_dir=page_dir)
         # Delete the temporary page file even if the user never calls close().
         self._finalizer = weakref.finalize(self, self._step.close)
+
+    @property
+    def optimizer_state(self) -> dict[str, torch.Tensor]:
+        """With an optimizer compiled into the step: its state, ``{"<param>@<name>": tensor}``
+        (``momentum_buffer``; ``exp_avg``, ``exp_avg_sq``, ``step``); empty otherwise."""
+        return self.traced.opt_state
 
     @property
     def stats(self) -> StepStats | None:
