@@ -45,6 +45,10 @@ def test_training_step_applies_the_update(make_opt) -> None:
             ref_loss.backward()
             opt.step()
             assert torch.equal(loss, ref_loss.detach())
+        ref_params = dict(reference.named_parameters())
+        for key, value in step.optimizer_state.items():
+            name, _, state = key.rpartition("@")
+            assert torch.equal(value, opt.state[ref_params[name]][state]), key
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):
         assert torch.equal(p, q), name
     for (name, b), r in zip(model.named_buffers(), reference.buffers()):
