@@ -13,8 +13,7 @@ instruction, the section bytes, allocations through the offset table, C trace ma
 and the C runtime's code size from ``make size`` (host; Cortex-M4/M0+ when
 arm-none-eabi-gcc is installed).
 
-    .venv/bin/python bench/bytecode_bench.py --models mlp,cifar_cnn_tiny,kws_dscnn,bert_tiny,gpt2_tiny,resnet18_cifar,vgg16_cifar \
-        --time-limit 10 --out bench/results/bytecode.md          # BENCHMARKS.md, "Bytecode size"
+    make bench-bytecode          # BENCHMARKS.md, "Bytecode size": the zoo's small models, 10 s each
     .venv/bin/python bench/bytecode_bench.py --quick          # kws_dscnn at 70 % alone
 
 ``--models resnet18_cifar,kws_dscnn --ram 0.5`` narrows the grid; ``--batch N`` overrides
