@@ -97,8 +97,8 @@ bench-bytecode: setup
 		--time-limit 10 -o $(BENCH_RESULTS)/bytecode.md
 
 bench-runtime-size:
-	tmp=$$(mktemp -d) && $(MAKE) --no-print-directory -C runtime/c BUILD=$$tmp size | sed "s|$$tmp/||g" \
-		> $(BENCH_RESULTS)/runtime_size.txt; rc=$$?; rm -rf $$tmp; exit $$rc
+	tmp=$$(mktemp -d) && $(MAKE) --no-print-directory -C runtime/c BUILD=$$tmp size > $$tmp/size.txt; rc=$$?; \
+		sed "s|$$tmp/||g" $$tmp/size.txt > $(BENCH_RESULTS)/runtime_size.txt; rm -rf $$tmp; exit $$rc
 	cat $(BENCH_RESULTS)/runtime_size.txt
 
 bench-device: setup
