@@ -35,6 +35,7 @@ DRIVER = ROOT / "bench" / "poet_peer_driver.py"
 #: (POET model, POET platform, --ram as poetc reads it, deadline x). POET gets the same bytes.
 CELLS = [
     ("linear", "m4", "3388", 1.5),
+    ("resnet18_cifar", "a72", "3000000", 7.6),     # the example of POET's README
     ("resnet18_cifar", "a72", "50%", 1.5),
     ("vgg16_cifar", "m4", "50%", 1.5),
 ]
