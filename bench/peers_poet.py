@@ -56,7 +56,8 @@ def poet_side(model: str, platform: str, ram: int | None, x: float, graph: Path,
 
 def poetc_side(graph: Path, ram: int, x: float, tmp: Path) -> dict:
     """``poetc compile`` of the graph file at ``ram`` bytes; its report."""
-    out = tmp / f"{graph.stem}.poet"
+    out = tmp / "schedules" / f"{graph.stem}.poet"     # beside the graph, its report would overwrite it
+    out.parent.mkdir(exist_ok=True)
     proc = subprocess.run([str(POETC), "compile", str(graph), "--ram", str(ram), "--deadline", f"{x:g}x",
                            "-o", str(out), "--quiet"], capture_output=True, text=True)
     if proc.returncode not in (0, 1):
