@@ -66,7 +66,7 @@ GRID_CELLS := kws_m4_256k $(foreach m,resnet18_cifar vgg16_cifar,$(foreach d,m4 
 SCALE_CELLS := mobilenetv2_a72_50 mobilenetv2_a72_70 gpt2_a72_50 gpt2_a72_70 bert_base_a72_50 bert_base_a72_70 gpt2_large_a72_50
 DAG_CELLS := dag100_90_300 dag100_80_300 dag250_90 dag250_80 dag500_90 dag500_80_300 dag1000_90 dag1000_80
 cells = $(subst $(space),$(comma),$(strip $(1)))
-BENCH_TARGETS := bench-optimizer bench-scale bench-peers-poet bench-peers-dags bench-exactness bench-baselines \
+BENCH_TARGETS := bench-optimizer bench-scale bench-dags bench-peers-poet bench-peers-moccasin bench-exactness bench-baselines \
 	bench-bytecode bench-runtime-size bench-device bench-executor bench-sweep-cache
 
 bench: $(BENCH_TARGETS)
@@ -79,12 +79,26 @@ bench-scale: setup
 	rm -f $(BENCH_RESULTS)/scale.jsonl
 	$(BENCH) bench/time_limit_bench.py --cells $(call cells,$(if $(QUICK),gpt2_a72_50,$(SCALE_CELLS))) -o $(BENCH_RESULTS)/scale.jsonl
 
-bench-peers-poet: setup
-	$(BENCH) bench/peers_poet.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/peers_poet.md
+# The peers run from their own checkouts and Pythons (bench/peers_*.py say how they were
+# set up): POET=<checkout of POET's repository> POET_PYTHON=<a Python with PuLP>;
+# without POET only poetc's side runs, on the graph the tree holds.
+POET ?=
+POET_PYTHON ?= python3
+MOCCASIN ?=
+MOCCASIN_PYTHON ?= python3
 
-bench-peers-dags: setup
-	rm -f $(BENCH_RESULTS)/peers_dags.jsonl
-	$(BENCH) bench/time_limit_bench.py --cells $(call cells,$(if $(QUICK),dag100_90@10,$(DAG_CELLS))) -o $(BENCH_RESULTS)/peers_dags.jsonl
+bench-dags: setup
+	rm -f $(BENCH_RESULTS)/dags.jsonl
+	$(BENCH) bench/time_limit_bench.py --cells $(call cells,$(if $(QUICK),dag100_90@10,$(DAG_CELLS))) -o $(BENCH_RESULTS)/dags.jsonl
+
+bench-peers-poet: setup
+	$(BENCH) bench/peers_poet.py $(QUICK_FLAG) $(if $(POET),--poet $(POET) --poet-python $(POET_PYTHON)) \
+		-o $(BENCH_RESULTS)/peers_poet.md
+
+bench-peers-moccasin: setup
+	@test -n "$(MOCCASIN)" || { echo "bench-peers-moccasin: give MOCCASIN=<checkout of Moccasin's repository> and MOCCASIN_PYTHON=<a Python with networkx and ortools 9.6>" >&2; exit 2; }
+	$(BENCH) bench/peers_moccasin.py $(QUICK_FLAG) --moccasin $(MOCCASIN) --moccasin-python $(MOCCASIN_PYTHON) \
+		-o $(BENCH_RESULTS)/peers_moccasin.md
 
 bench-exactness: setup
 	$(BENCH) bench/oracle_gap.py $(if $(QUICK),--seeds 1) -o $(BENCH_RESULTS)/oracle_gap.md

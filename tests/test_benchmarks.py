@@ -4,6 +4,7 @@ to the end, writing its results file. Figures are measured by the benchmarks, no
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -17,8 +18,10 @@ BENCHMARKS = (ROOT / "BENCHMARKS.md").read_text()
 MAKEFILE = (ROOT / "Makefile").read_text()
 NAMED = sorted(set(re.findall(r"make (bench-[a-z0-9-]+)", BENCHMARKS)))
 DEFINED = set(re.findall(r"(?m)^(bench-[a-z0-9-]+):", MAKEFILE))
-# What a target needs beyond the venv, the C compiler and make.
+# What a target needs beyond the venv, the C compiler and make: tools on PATH, and the
+# environment variables that name a peer's checkout.
 NEEDS = {"bench-device": ("arm-none-eabi-gcc", "qemu-system-arm")}
+NEEDS_ENV = {"bench-peers-moccasin": ("MOCCASIN",)}
 
 
 def sections(text: str) -> dict[str, str]:
@@ -45,6 +48,7 @@ def test_named_target_is_in_the_makefile(target: str) -> None:
 @pytest.mark.parametrize("target", NAMED)
 def test_named_target_runs_its_smallest_cell(target: str, tmp_path: Path) -> None:
     missing = [tool for tool in NEEDS.get(target, ()) if shutil.which(tool) is None]
+    missing += [var for var in NEEDS_ENV.get(target, ()) if not os.environ.get(var)]
     if missing:
         pytest.skip(f"{target} needs {', '.join(missing)}")
     venv = Path(sys.prefix)
