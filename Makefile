@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 POETC  := $(VENV)/bin/poetc
 
-.PHONY: setup demo lint test test-latest bench clean device-demo device-train device-finetune schemas
+.PHONY: setup demo lint test test-latest bench clean device-demo device-train device-finetune schemas $(BENCH_TARGETS)
 
 setup: $(VENV)/.installed
 
@@ -96,6 +96,80 @@ test-latest:
 # poet_compiler/schemas.py; tests/comparison/test_schemas.py fails when they are stale.
 schemas: setup
 	$(PY) -m poet_compiler.schemas
+
+# Benchmarks: one target per table of BENCHMARKS.md, each writing one file of
+# $(BENCH_RESULTS). QUICK=1 runs the table's smallest cell instead (tests/test_benchmarks.py
+# runs every target named in BENCHMARKS.md that way, into a temporary BENCH_RESULTS).
+# Timings are the machine's: see BENCHMARKS.md for the machine and its load.
+BENCH_RESULTS ?= bench/results
+QUICK ?=
+QUICK_FLAG := $(if $(QUICK),--quick)
+BENCH := PYTHONPATH=. $(PY)
+comma := ,
+empty :=
+space := $(empty) $(empty)
+GRID_CELLS := kws_m4_256k $(foreach m,resnet18_cifar vgg16_cifar,$(foreach d,m4 a72,$(foreach r,30 50 70,$(foreach t,1.0 1.5 2.0,op_$(m)_$(d)_$(r)_$(t)))))
+SCALE_CELLS := mobilenetv2_a72_50 mobilenetv2_a72_70 gpt2_a72_50 gpt2_a72_70 bert_base_a72_50 bert_base_a72_70 gpt2_large_a72_50
+DAG_CELLS := dag100_90_300 dag100_80_300 dag250_90 dag250_80 dag500_90 dag500_80_300 dag1000_90 dag1000_80
+cells = $(subst $(space),$(comma),$(strip $(1)))
+BENCH_TARGETS := bench-optimizer bench-scale bench-dags bench-peers-poet bench-peers-moccasin bench-exactness bench-baselines \
+	bench-bytecode bench-runtime-size bench-device bench-executor bench-sweep-cache
+
+bench: $(BENCH_TARGETS)
+
+bench-optimizer: setup
+	rm -f $(BENCH_RESULTS)/optimizer_grid.jsonl
+	$(BENCH) bench/time_limit_bench.py --cells $(call cells,$(if $(QUICK),op_vgg16_cifar_m4_70_1.5,$(GRID_CELLS))) -o $(BENCH_RESULTS)/optimizer_grid.jsonl
+
+bench-scale: setup
+	rm -f $(BENCH_RESULTS)/scale.jsonl
+	$(BENCH) bench/time_limit_bench.py --cells $(call cells,$(if $(QUICK),gpt2_a72_50,$(SCALE_CELLS))) -o $(BENCH_RESULTS)/scale.jsonl
+
+# The peers run from their own checkouts and Pythons (bench/peers_*.py say how they were
+# set up): POET=<checkout of POET's repository> POET_PYTHON=<a Python with PuLP>;
+# without POET only poetc's side runs, on the graph the tree holds.
+POET ?=
+POET_PYTHON ?= python3
+MOCCASIN ?=
+MOCCASIN_PYTHON ?= python3
+
+bench-dags: setup
+	rm -f $(BENCH_RESULTS)/dags.jsonl
+	$(BENCH) bench/time_limit_bench.py --cells $(call cells,$(if $(QUICK),dag100_90@10,$(DAG_CELLS))) -o $(BENCH_RESULTS)/dags.jsonl
+
+bench-peers-poet: setup
+	$(BENCH) bench/peers_poet.py $(QUICK_FLAG) $(if $(POET),--poet $(POET) --poet-python $(POET_PYTHON)) \
+		-o $(BENCH_RESULTS)/peers_poet.md
+
+bench-peers-moccasin: setup
+	@test -n "$(MOCCASIN)" || { echo "bench-peers-moccasin: give MOCCASIN=<checkout of Moccasin's repository> and MOCCASIN_PYTHON=<a Python with networkx and ortools 9.6>" >&2; exit 2; }
+	$(BENCH) bench/peers_moccasin.py $(QUICK_FLAG) --moccasin $(MOCCASIN) --moccasin-python $(MOCCASIN_PYTHON) \
+		-o $(BENCH_RESULTS)/peers_moccasin.md
+
+bench-exactness: setup
+	$(BENCH) bench/oracle_gap.py $(if $(QUICK),--seeds 1) -o $(BENCH_RESULTS)/oracle_gap.md
+
+bench-baselines: setup
+	$(BENCH) bench/baselines_bench.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/baselines.md
+
+bench-bytecode: setup
+	$(BENCH) bench/bytecode_bench.py $(QUICK_FLAG) --models mlp,cifar_cnn_tiny,kws_dscnn,bert_tiny,gpt2_tiny,resnet18_cifar,vgg16_cifar \
+		--time-limit 10 -o $(BENCH_RESULTS)/bytecode.md
+
+bench-runtime-size:
+	tmp=$$(mktemp -d) && $(MAKE) --no-print-directory -C runtime/c BUILD=$$tmp size > $$tmp/size.txt; rc=$$?; \
+		sed "s|$$tmp/||g" $$tmp/size.txt > $(BENCH_RESULTS)/runtime_size.txt; rm -rf $$tmp; exit $$rc
+	cat $(BENCH_RESULTS)/runtime_size.txt
+
+bench-device: setup
+	$(BENCH) bench/device_icount.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/device_icount.md
+
+bench-executor: setup
+	$(BENCH) bench/executor_bench.py $(QUICK_FLAG) --models kws_dscnn cifar_cnn_tiny gpt2_tiny vgg16_cifar resnet18_cifar \
+		--ram 50% --repeats 3 -o $(BENCH_RESULTS)/executor.md
+
+bench-sweep-cache: setup
+	$(BENCH) bench/sweep_cache_bench.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/sweep_cache.md
 
 clean:
 	rm -rf $(VENV)

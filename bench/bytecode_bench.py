@@ -1,4 +1,4 @@
-"""Bytecode benchmark: .poet size and C-runtime agreement over the zoo (issues 5 and 8).
+"""Bytecode benchmark: .poet size and C-runtime agreement over the zoo.
 
 For every zoo model at 30/50/70 % of its checkpoint-all peak on the m4 profile, compile
 with ``--strategy`` (default ``optimal`` with ``--time-limit``); when that strategy
@@ -13,7 +13,8 @@ instruction, the section bytes, allocations through the offset table, C trace ma
 and the C runtime's code size from ``make size`` (host; Cortex-M4/M0+ when
 arm-none-eabi-gcc is installed).
 
-    .venv/bin/python bench/bytecode_bench.py --time-limit 20 --out bench/results/bytecode_bench.md
+    make bench-bytecode          # BENCHMARKS.md, "Bytecode size": the zoo's small models, 10 s each
+    .venv/bin/python bench/bytecode_bench.py --quick          # kws_dscnn at 70 % alone
 
 ``--models resnet18_cifar,kws_dscnn --ram 0.5`` narrows the grid; ``--batch N`` overrides
 every model's default batch.
@@ -125,8 +126,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--time-limit", type=float, default=20.0, help="solver time limit per cell (s)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=None, help="override every model's default batch")
-    ap.add_argument("--out", type=Path, default=None, help="also write the Markdown here")
+    ap.add_argument("--out", "-o", type=Path, default=None, help="also write the Markdown here")
+    ap.add_argument("--quick", action="store_true", help="the smallest cell: kws_dscnn at 70 %%, 5 s limit")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.models, args.ram, args.time_limit = "kws_dscnn", "0.7", 5.0
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="poet_bc_bench_") as tmpdir:

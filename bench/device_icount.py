@@ -1,6 +1,7 @@
 """Measured per-node cost on the emulated Cortex-M4 against the m4 profile's prediction.
 
     .venv/bin/python bench/device_icount.py [MODEL ...] [-o bench/results/device_icount.md]
+    .venv/bin/python bench/device_icount.py --quick      # cifar_cnn_tiny alone
 
 For each model (default: models/kws_dscnn.onnx, cifar_cnn_tiny) a checkpoint-all
 schedule (every node computed exactly once, no paging) is emitted with ``poetc emit-c``,
@@ -136,7 +137,10 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("models", nargs="*", default=["models/kws_dscnn.onnx", "cifar_cnn_tiny"])
     ap.add_argument("-o", "--out", type=Path, default=None, help="also write the report here")
+    ap.add_argument("--quick", action="store_true", help="the smallest model alone (cifar_cnn_tiny)")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.models = ["cifar_cnn_tiny"]
     if not runner.tools_for_m4():
         print("error: needs arm-none-eabi-gcc and qemu-system-arm", file=sys.stderr)
         return 2

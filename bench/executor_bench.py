@@ -1,14 +1,15 @@
-"""Executor benchmark: wall time of the scheduled step vs plain autograd on CPU (issue 5).
+"""Executor benchmark: wall time of the scheduled step vs plain autograd on CPU .
 
 For each model: compile in mode poet on a device at a RAM budget (default 50 % of the
 checkpoint-all peak), then time, in the same process and interleaved, plain
 ``loss.backward()`` and the scheduled step (paging to a real page file), and put the
 measured ratio next to the overhead the cost model predicts (simulated runtime of the
 schedule / runtime of checkpoint-all). Also checks gradients are bitwise equal and
-records measured vs simulated peak. Prints a Markdown table (paste into BENCHMARKS.md).
+records measured vs simulated peak. Prints a Markdown table (BENCHMARKS.md, "PyTorch executor").
 
-    .venv/bin/python bench/executor_bench.py --models kws_dscnn cifar_cnn_tiny mlp \
-        --batch 2 --ram 50% --repeats 5 --out bench/results/executor_bench.md
+    .venv/bin/python bench/executor_bench.py --models kws_dscnn cifar_cnn_tiny gpt2_tiny vgg16_cifar resnet18_cifar \
+        --ram 50% --repeats 3 --out bench/results/executor.md
+    .venv/bin/python bench/executor_bench.py --quick     # kws_dscnn alone, one timed run
 """
 
 from __future__ import annotations
@@ -71,8 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--granularity", default="op", choices=("op", "module", "layer", "auto"))
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--time-limit", type=float, default=10.0)
-    ap.add_argument("--out", type=Path, default=None, help="also write the table to this .md file")
+    ap.add_argument("--out", "-o", type=Path, default=None, help="also write the table to this .md file")
+    ap.add_argument("--quick", action="store_true", help="the smallest cell: kws_dscnn, one timed run, 5 s limit")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.models, args.repeats, args.time_limit = ["kws_dscnn"], 1, 5.0
     lines = [HEADER, "|" + "---|" * HEADER.count(" | ") + "---|"]
     print("\n".join(lines), flush=True)
     for name in args.models:

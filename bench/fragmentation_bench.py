@@ -1,5 +1,5 @@
 """Fragmentation on the random layered DAGs: the arena planner's effort, and the interval
-search's arena reserves, round by round (issue 18).
+search's arena reserves, round by round.
 
 ``--efforts``: solve the interval model of the DAG (3 copies, ``--seconds``), lay its
 schedule out at growing planner efforts and with the rescue, and print each arena against

@@ -1,4 +1,4 @@
-"""Solver benchmark: fast vs dense formulation on CP-SAT over the zoo (issue 4, "Must show").
+"""Solver benchmark: the fast formulation against the dense one (POET's Algorithm 1) on CP-SAT over the zoo.
 
 Cells: models x devices x RAM (30/50/70 % of the checkpoint-all peak) x deadline
 (1.0/1.5/2.0 x the compute-only time), both formulations on the same solver, one run.

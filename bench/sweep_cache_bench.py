@@ -1,11 +1,12 @@
-"""Sweep cache benchmark: how much faster is a repeated identical ``poetc sweep``? (issue 7)
+"""Sweep cache benchmark: how much faster is a repeated identical ``poetc sweep``?
 
 Runs the same sweep twice against a fresh cache directory, end to end through the CLI
 (a new process each time: import, tracing, reference simulation, solves or cache reads,
 CSV), and checks the repeat solved nothing and wrote the same CSV. Prints a Markdown
-table for BENCHMARKS.md. Expected: the repeat is >= 10x faster.
+table (BENCHMARKS.md, "Sweeps and cache"). Expected: the repeat is >= 10x faster.
 
-    .venv/bin/python bench/sweep_cache_bench.py                        # cifar_cnn_tiny on m4
+    .venv/bin/python bench/sweep_cache_bench.py -o bench/results/sweep_cache.md   # cifar_cnn_tiny on m4
+    .venv/bin/python bench/sweep_cache_bench.py --quick                          # one cell, one strategy
     .venv/bin/python bench/sweep_cache_bench.py --model resnet18_cifar --time-limit 30 --jobs 2
 """
 
@@ -18,6 +19,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from poet_compiler.fileio import atomic_write_text
 
 
 def run(argv: list[str]) -> tuple[float, str]:
@@ -38,7 +41,11 @@ def main() -> None:
     ap.add_argument("--strategies", default="optimal,checkmate,paging_only")
     ap.add_argument("--time-limit", default="10")
     ap.add_argument("--jobs", default="2")
+    ap.add_argument("--quick", action="store_true", help="the smallest cell: one budget, one deadline, one strategy")
+    ap.add_argument("-o", "--out", type=Path, default=None, help="also write the table here")
     args = ap.parse_args()
+    if args.quick:
+        args.ram, args.deadline, args.strategies, args.time_limit = "90%", "2x", "checkpoint_all", "5"
 
     poetc = [sys.executable, "-m", "poet_compiler.cli"]
     with tempfile.TemporaryDirectory(prefix="poetc-sweep-bench-") as tmp:
@@ -51,10 +58,14 @@ def main() -> None:
         same = (d / "cold.csv").read_bytes() == (d / "warm.csv").read_bytes()
     cells = re.search(r"(\d+) cells \((\d+) solved", err1)
     solved_again = re.search(r"\((\d+) solved", err2)
-    print("| model | device | cells | cold (s) | repeat (s) | speedup | repeat solved | same CSV |")
-    print("|---|---|---|---|---|---|---|---|")
-    print(f"| {args.model} | {args.device} | {cells.group(1) if cells else '?'} | {cold:.2f} | {warm:.2f} | "
-          f"{cold / warm:.1f}x | {solved_again.group(1) if solved_again else '?'} | {'yes' if same else 'NO'} |")
+    table = "\n".join([
+        "| model | device | cells | cold (s) | repeat (s) | speedup | repeat solved | same CSV |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| {args.model} | {args.device} | {cells.group(1) if cells else '?'} | {cold:.2f} | {warm:.2f} | "
+        f"{cold / warm:.1f}x | {solved_again.group(1) if solved_again else '?'} | {'yes' if same else 'NO'} |"]) + "\n"
+    print(table, end="")
+    if args.out is not None:
+        atomic_write_text(args.out, table)
 
 
 if __name__ == "__main__":

@@ -94,7 +94,7 @@ def test_workspace_roundtrip_and_overlap_rule():
 
 
 def test_resnet18_size_target():
-    """Issue 5: ResNet-18-CIFAR at 50 % budget, stripped: < 1 KiB and <= 2 B/instruction."""
+    """The size target: ResNet-18-CIFAR at 50 % budget, stripped: < 1 KiB and <= 2 B/instruction."""
     p = _plan(RESNET, budget_program(RESNET, RESNET_CA // 2, offsets=False))
     report: dict = {}
     data = encode(p, RESNET, strip=True, report=report)
@@ -162,7 +162,7 @@ BIG = training_graph([("c0", "conv", [], 3 * GIB + 12), ("r0", "elementwise", [0
 
 def test_roundtrip_arena_of_8_gib_and_more():
     """Version 3: an arena, offsets and node sizes beyond 32 bits round-trip exactly
-    (issue 18: a Jetson-class budget used to be refused at 1 GiB)."""
+    (a Jetson-class budget used to be refused at 1 GiB)."""
     for frac in (None, 0.6):
         budget = None if frac is None else int(checkpoint_all_peak(BIG) * frac)
         program = budget_program(BIG, budget, seed=2)

@@ -1,4 +1,4 @@
-"""The .poet bytecode on the real model zoo (issue 5): round trips at 30/50/70 % budgets
+"""The .poet bytecode on the real model zoo: round trips at 30/50/70 % budgets
 through ``poet_compiler.api.compile`` and the ResNet-18-CIFAR size target."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def test_zoo_roundtrip(model, ram):
 
 @pytest.mark.parametrize("strategy", ["chen_greedy", "capuchin"])
 def test_zoo_resnet18_size_target(strategy):
-    """Issue 5: zoo ResNet-18-CIFAR (162 op nodes) at a 50 % budget, stripped:
+    """The size target: zoo ResNet-18-CIFAR (162 op nodes) at a 50 % budget, stripped:
     < 1 KiB and <= 2 bytes per instruction, counting the whole file."""
     c = compile("resnet18_cifar", "m4", ram="50%", strategy=strategy)
     assert c.result.status == "feasible"

@@ -1,4 +1,4 @@
-"""The scheduled step (issue 5, "must show"): compiled in mode poet on m4 at 30/50/70% of
+"""The scheduled step: compiled in mode poet on m4 at 30/50/70% of
 the checkpoint-all peak, it reproduces autograd bitwise, its measured peak of live
 activation bytes stays within the budget and within 5% of the simulator's prediction,
 and its paging really goes to disk, byte for byte the schedule's paging volume."""

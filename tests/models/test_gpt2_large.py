@@ -1,4 +1,4 @@
-"""gpt2_large: a >= 1,500-node op-level model traced without weights (issue 18).
+"""gpt2_large: a >= 1,500-node op-level model traced without weights.
 
 ``gpt2_large`` is built on the meta device, so tracing it costs no weights; anything
 that would run it refuses with one line. ``gpt2_large_mini`` has the same graph with

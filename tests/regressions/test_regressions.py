@@ -13,8 +13,9 @@ from tests.commands.test_usage_errors import run_poetc
 pytestmark = pytest.mark.smoke  # in `make test-latest` (newest releases)
 
 HERE = Path(__file__).parent
-# POET's own solver reaches 4.6404e-4 J on this graph and budget (issue 14).
-POET_OPTIMUM_J = 4.6404e-4
+# POET's published solver (PuLP on CBC, proven optimal) reaches 4.6373e-4 J on this graph
+# and budget (BENCHMARKS.md, "Against peers on their own inputs": make bench-peers-poet POET=...).
+POET_OPTIMUM_J = 4.6373e-4
 
 
 @pytest.mark.parametrize("solver", ["auto", "cpsat", "highs"])

@@ -1,4 +1,4 @@
-"""The C99 device runtime, built and run from pytest (runtime/c, issue 8).
+"""The C99 device runtime, built and run from pytest (runtime/c).
 
 Builds the library and harness with the system C compiler under -std=c99 -Wall -Wextra
 -Werror, and again with AddressSanitizer + UBSan; runs the harness on generated .poet

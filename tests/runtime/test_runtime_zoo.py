@@ -1,4 +1,4 @@
-"""The C runtime on the real model zoo (issue 8): for each zoo schedule at 30/50/70 %,
+"""The C runtime on the real model zoo: for each zoo schedule at 30/50/70 %,
 the C harness's trace equals the Python Program, its peak live bytes equal the
 project simulator's, every input of every compute is found intact, stripped or not."""
 

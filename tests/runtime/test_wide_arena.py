@@ -1,4 +1,4 @@
-""".poet version 3 on the C runtime: arenas and offsets past 32 bits (issue 18).
+""".poet version 3 on the C runtime: arenas and offsets past 32 bits.
 
 On a 64-bit host the where word is 64 bits: a file with an arena of 8 GiB and more
 validates (``harness -c``: the full dry run of poet_open, without allocating the arena)

@@ -1,4 +1,4 @@
-"""No schedule lost to fragmentation (issue 18, deliver 5): a schedule whose live bytes fit
+"""No schedule lost to fragmentation: a schedule whose live bytes fit
 but whose first arena plans do not is compacted (MOVEs, schedule/compact.py); where
 compaction finds no room (buffers in flight) it is re-planned harder (rescue_arena), then,
 if that fails too, re-solved against the arena; ``extra.arena_rescue`` counts which step

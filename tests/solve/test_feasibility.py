@@ -67,7 +67,7 @@ def test_deadline_below_compute_only() -> None:
 
 def test_below_a_working_set_a_large_graph_is_refused_without_any_model(monkeypatch) -> None:
     """Cheap proofs first: one node's working set above the budget decides it, before any
-    formulation, cover or solver is built (issue 18)."""
+    formulation, cover or solver is built."""
     import poet_compiler.solve.feasibility as feas
     import poet_compiler.solve.milp as milp
     import poet_compiler.solve.row_generation as row_generation

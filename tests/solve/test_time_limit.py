@@ -1,4 +1,4 @@
-"""The time limit is a limit (issue 18): one deadline for every stage of solve_milp.
+"""The time limit is a limit: one deadline for every stage of solve_milp.
 
 The stages are made slow on purpose (sleeps around the real calls), so that they add up to
 well beyond the limit if each took its own share as before. The checks are on the

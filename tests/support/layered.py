@@ -1,4 +1,4 @@
-"""Random layered DAGs: the shape of Moccasin's generator (issue 18's DAG cells).
+"""Random layered DAGs: the shape of Moccasin's generator (BENCHMARKS.md's DAG cells).
 
 Layers of ``width`` nodes, each node reading 1-3 nodes of the previous two layers; no
 backward structure, so the chain-shaped heuristics do not apply and memory pressure is a

@@ -146,8 +146,8 @@ def conv_backward_flops(grad_out: Any, x: Any, w: Any, transposed: bool, output_
     torch.utils.flop_counter's formula is right for grad_input but counts grad_weight as
     the convolution of x^T with grad_out^T over *all* C_in x C_out channel pairs, i.e.
     ``groups`` times too many: for a depthwise layer (groups = C) C+1 times the true
-    backward (issue 16: 5.4 MFLOP counted for a 24-channel depthwise 3x3 whose forward
-    is 0.216 MFLOP; true backward 0.432).
+    backward (kws_dscnn, BENCHMARKS.md "Device": 5.4 MFLOP counted for a 24-channel
+    depthwise 3x3 whose forward is 0.216 MFLOP; true backward 0.432).
     """
     x_shape, w_shape, g_shape = _shape(x), _shape(w), _shape(grad_out)
     fwd = conv_flops(x_shape, w_shape, g_shape, transposed)

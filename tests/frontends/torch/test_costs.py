@@ -1,4 +1,4 @@
-"""Torch frontend: FLOP counts and memory traffic of the lowered nodes (issue 16), checked
+"""Torch frontend: FLOP counts and memory traffic of the lowered nodes, checked
 against hand counts on small traced modules."""
 
 from __future__ import annotations
