@@ -113,7 +113,7 @@ SCALE_CELLS := mobilenetv2_a72_50 mobilenetv2_a72_70 gpt2_a72_50 gpt2_a72_70 ber
 DAG_CELLS := dag100_90_300 dag100_80_300 dag250_90 dag250_80 dag500_90 dag500_80_300 dag1000_90 dag1000_80
 cells = $(subst $(space),$(comma),$(strip $(1)))
 BENCH_TARGETS := bench-optimizer bench-scale bench-dags bench-peers-poet bench-peers-moccasin bench-exactness bench-baselines \
-	bench-bytecode bench-runtime-size bench-device bench-executor bench-sweep-cache
+	bench-bytecode bench-runtime-size bench-device bench-device-training bench-executor bench-sweep-cache
 
 bench: $(BENCH_TARGETS)
 
@@ -163,6 +163,9 @@ bench-runtime-size:
 
 bench-device: setup
 	$(BENCH) bench/device_icount.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/device_icount.md
+
+bench-device-training: setup
+	$(BENCH) bench/device_training.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/device_training.md
 
 bench-executor: setup
 	$(BENCH) bench/executor_bench.py $(QUICK_FLAG) --models kws_dscnn cifar_cnn_tiny gpt2_tiny vgg16_cifar resnet18_cifar \
