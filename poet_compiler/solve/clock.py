@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from poet_compiler import work
+
 # The CP-SAT child's wall cap per call (solve/backends/cpsat.py): limit * 1.05 + 2 s.
 CPSAT_WALL_FACTOR = 1.05
 CPSAT_WALL_PAD_S = 2.0
@@ -56,15 +58,20 @@ class Clock:
 
     def __init__(self, time_limit_s: float, *, started: float | None = None,
                  stated_s: float | None = None) -> None:
-        self.started = time.perf_counter() if started is None else started
+        # Inside a meter (poet_compiler.work) the instants are work units: the limit is
+        # the solve's effort, and every share of it is a share of work.
+        self.started = work.now() if started is None else started
+        self.wall_started = time.perf_counter()
         self.limit_s = float(time_limit_s)
         # The user's --time-limit, when the solve got only part of it (tracing and costing
         # took the rest): messages name it, not the solve's share.
         self.stated_s = self.limit_s if stated_s is None else float(stated_s)
         self.at = self.started + self.limit_s
         self.stage_s: dict[str, float] = {}
+        self.stage_effort: dict[str, float] = {}
         self._stack: list[str] = []
-        self._since = self.started
+        self._since = self.wall_started
+        self._since_work = self.started
 
     def limit_text(self) -> str:
         """The time limit as a message names it: the user's, and what was spent of it
@@ -76,14 +83,18 @@ class Clock:
         return f"{self.stated_s:g} s; {before:.3g} s of it before the solve"
 
     def now(self) -> float:
-        return time.perf_counter()
+        return work.now()
 
     def elapsed(self) -> float:
-        return time.perf_counter() - self.started
+        """Wall seconds since the clock started (a timing for the report, never a decision)."""
+        return time.perf_counter() - self.wall_started
 
     def left(self, reserve_s: float = 0.0) -> float:
-        """Seconds to the deadline, minus ``reserve_s`` (held back for a later stage), >= 0."""
-        return max(0.0, self.at - time.perf_counter() - reserve_s)
+        """What is left to the deadline, minus ``reserve_s`` (held back for a later stage), >= 0;
+        nothing once the wall cap has passed."""
+        if work.wall_expired():
+            return 0.0
+        return max(0.0, self.at - work.now() - reserve_s)
 
     def expired(self, margin_s: float = 0.0) -> bool:
         return self.left() <= margin_s
@@ -94,6 +105,9 @@ class Clock:
         tolerance, and never more than the time left itself; >= 0. ``large``: a model
         whose presolve may not stop when asked, so the kill's grace counts too."""
         left = self.left(reserve_s)
+        if work.current() is not None:
+            # Work decides (the wall cap is the meter's): no pad for a child's wall cap.
+            return max(0.0, min(float(want_s), left))
         pad = CPSAT_WALL_PAD_S + (CPSAT_KILL_GRACE_S if large else 0.0)
         strict = (left + TOLERANCE * self.limit_s - pad) / CPSAT_WALL_FACTOR
         # With little time left the cap's pad would leave CP-SAT nothing: there its own
@@ -112,11 +126,12 @@ class Clock:
             self.at = outer
 
     def _charge(self) -> None:
-        now = time.perf_counter()
+        now, spent = time.perf_counter(), work.now()
         if self._stack:
             name = self._stack[-1]
             self.stage_s[name] = self.stage_s.get(name, 0.0) + (now - self._since)
-        self._since = now
+            self.stage_effort[name] = self.stage_effort.get(name, 0.0) + (spent - self._since_work)
+        self._since, self._since_work = now, spent
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -134,11 +149,19 @@ class Clock:
         """Seconds per stage (rounded to ms), ``other`` for time outside every stage, in
         :data:`STAGES` order."""
         self._charge()
-        total = time.perf_counter() - self.started
+        total = time.perf_counter() - self.wall_started
         spent = dict(self.stage_s)
         spent["other"] = max(0.0, total - sum(spent.values()))
         order = {name: i for i, name in enumerate(STAGES)}
         return {k: round(v, 3) for k, v in sorted(spent.items(), key=lambda kv: order.get(kv[0], len(STAGES)))}
+
+
+    def effort_report(self) -> dict[str, float]:
+        """Work per stage (deterministic seconds, rounded to ms), in :data:`STAGES` order."""
+        self._charge()
+        order = {name: i for i, name in enumerate(STAGES)}
+        return {k: round(v, 3) for k, v in sorted(self.stage_effort.items(),
+                                                  key=lambda kv: order.get(kv[0], len(STAGES)))}
 
 
 #: The instant (``time.perf_counter()``) by which the step under way must end: a step that
@@ -164,7 +187,7 @@ def step_until(at: float | None) -> Iterator[None]:
 def past_step_deadline() -> bool:
     """Whether the deadline of the enclosing :func:`step_until` has passed."""
     at = _STEP_UNTIL.get()
-    return at is not None and time.perf_counter() >= at
+    return work.past(at)
 
 
 def process_started() -> float | None:

@@ -23,9 +23,9 @@ the first round found a schedule of 0.03771 J that fits and a bound of 0.0348 J.
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass
 
+from poet_compiler import work
 from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.program import Op
 from poet_compiler.schedule.schedule import Schedule
@@ -135,12 +135,12 @@ def solve_by_rows(problem: Problem, hint: Schedule | None, *, budget: int, floor
     last: BackendResult | None = None
     rounds, build_s, solve_s = 0, 0.0, 0.0
     while True:
-        t_build = time.perf_counter()
+        t_build = work.now()
         built = build_fast(problem, budget=budget, full_stages=full.__contains__)
         if hint is not None:
             built.hint_from(hint)
         built.model.objective_floor = floor
-        took = time.perf_counter() - t_build
+        took = work.now() - t_build
         build_s += took
         out = solve_built(built, took, solver=solver, clock=clock, reserve_s=finalize_s, threads=threads,
                           progress=progress, gap=gap, share=FIRST_ROUND_SHARE if rounds == 0 else 1.0)

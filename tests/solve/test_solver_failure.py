@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 import time
 
-from poet_compiler.solve.backends import BackendOptions, solve_model
-from poet_compiler.solve.backends import cpsat
+from poet_compiler.solve.backends import BackendOptions, cpsat, solve_model
 from poet_compiler.solve.formulation.fast import build_fast
 from poet_compiler.solve.milp import solve_milp
 from tests.support.graphs import training_problem

@@ -1,6 +1,8 @@
 """Solver backends behind one interface: ``solve(model, options) -> BackendResult``.
 
-- ``auto`` (default): CP-SAT, then CP-SAT and HiGHS racing (:mod:`.portfolio`).
+- ``auto`` (default): CP-SAT inside a metered solve (``strategy="optimal"``: a race
+  against HiGHS would let the wall clock pick the answer); elsewhere CP-SAT, then CP-SAT
+  and HiGHS racing (:mod:`.portfolio`).
 - ``cpsat``: OR-Tools CP-SAT, in process; costs are scaled to integers
   (:mod:`.scaling`).
 - ``highs``: HiGHS through highspy, in a child process — the OR-Tools wheel bundles its
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from poet_compiler import work
 from poet_compiler.errors import SolverError
 from poet_compiler.solve.backends.base import BackendOptions, BackendResult
 from poet_compiler.solve.backends.cpsat import solve_cpsat
@@ -31,6 +34,8 @@ def solve_model(model: LinearModel, solver: str, options: BackendOptions,
                 rehint: Callable[[list[float]], dict[int, float]] | None = None) -> BackendResult:
     """Solve on one backend; ``rehint`` (auto only) turns an incumbent into a full hint."""
     if solver == "auto":
+        if work.current() is not None:
+            return solve_cpsat(model, options)
         return solve_auto(model, options, rehint)
     if solver == "cpsat":
         return solve_cpsat(model, options)

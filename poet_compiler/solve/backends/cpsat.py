@@ -12,6 +12,7 @@ child's latest solution: if the child then dies, that solution is kept.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import multiprocessing
 import signal
@@ -19,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from poet_compiler import work
 from poet_compiler.solve.backends.base import (
     BackendOptions,
     BackendResult,
@@ -84,7 +86,8 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
         # the answer can differ. Measured on ResNet-18-CIFAR at 30 %: same schedule twice,
         # and a better one (108.2 J) than the portfolio search in the same time (109.5 J).
         solver.parameters.interleave_search = True
-        solver.parameters.max_deterministic_time = max(0.01, DTIME_PER_S * float(options.time_limit_s))
+        solver.parameters.max_deterministic_time = max(0.01, DTIME_PER_S * float(options.time_limit_s)) \
+            if options.deterministic_s is None else max(0.01, float(options.deterministic_s))
     solver.parameters.relative_gap_limit = 0.0 if options.floor_only else max(0.0, float(options.relative_gap))
     if options.full_subsolvers:
         solver.parameters.subsolvers.extend(options.full_subsolvers)
@@ -114,9 +117,15 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
         return (math.ceil(b - 1e-9) - sc.obj_err) * sc.obj_unit
 
     floor = model.objective_floor
+    # The first solution the outside bound proves good enough: the answer, whatever the
+    # search found between it and the stop (the stop comes from another thread, at a
+    # moment that depends on the machine; this solution does not).
+    enough: list[tuple[float, float, list[float], float]] = []
 
     class _Callback(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self) -> None:
+            if enough:
+                return
             inc = to_phys(self.ObjectiveValue())
             line.update(inc, max(to_phys(self.BestObjectiveBound()), floor or -math.inf), force=True)
             if on_progress is not None:
@@ -128,6 +137,8 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
             # CP-SAT's bound ignores it).
             if floor is not None and on_good_enough is not None and \
                     within_gap(inc, floor, max(options.relative_gap, 1e-12)):
+                enough.append((self.ObjectiveValue(), self.BestObjectiveBound(),
+                               [float(v) for v in self.response_proto.solution[:len(xs)]], self.deterministic_time))
                 on_good_enough()
 
     def on_bound(b: float) -> None:
@@ -144,14 +155,21 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
         status = solver.solve(cp)
     line.close()
     elapsed = time.perf_counter() - started
+    det_s = solver.deterministic_time
     stats = {"u_t": sc.u_t, "u_e": sc.u_e, "objective_rounding": sc.obj_err * sc.obj_unit, **model.stats()}
+    if enough:
+        obj_e, bound_e, values_e, det_e = enough[0]
+        phys = max(valid_bound(bound_e), floor) if floor is not None else valid_bound(bound_e)
+        return BackendResult("feasible", values_e, obj_e * sc.obj_unit, phys, elapsed, "cpsat", "", stats,
+                             deterministic_s=det_e)
     if status == cp_model.INFEASIBLE:
-        return BackendResult("infeasible", None, None, None, elapsed, "cpsat", "proven infeasible", stats)
+        return BackendResult("infeasible", None, None, None, elapsed, "cpsat", "proven infeasible", stats,
+                             deterministic_s=det_s)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         msg = "model invalid" if status == cp_model.MODEL_INVALID else "no solution within the time limit"
         if status == cp_model.MODEL_INVALID:
             msg += ": " + cp.validate()
-        return BackendResult("timeout", None, None, None, elapsed, "cpsat", msg, stats)
+        return BackendResult("timeout", None, None, None, elapsed, "cpsat", msg, stats, deterministic_s=det_s)
     values = [float(solver.value(x)) for x in xs]
     obj = solver.objective_value if sc.objective else 0.0
     bound = solver.best_objective_bound if sc.objective else 0.0
@@ -164,7 +182,8 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
     closed = sc.objective == {} or math.ceil(bound - 1e-9) >= round(obj) or \
         (floor is not None and obj * sc.obj_unit <= floor * (1 + 1e-12))
     st: BackendStatus = "optimal" if status == cp_model.OPTIMAL and closed else "feasible"
-    return BackendResult(st, values, obj * sc.obj_unit, phys_bound, elapsed, "cpsat", "", stats)
+    return BackendResult(st, values, obj * sc.obj_unit, phys_bound, elapsed, "cpsat", "", stats,
+                         deterministic_s=det_s)
 
 
 class _ChildHandle:
@@ -260,7 +279,23 @@ def solve_cpsat(model: LinearModel, options: BackendOptions, *,
                 on_progress: Callable[[float | None, float | None], None] | None = None) -> BackendResult:
     """Solve on CP-SAT in a forked child process (module docstring). ``on_solver``
     receives a handle whose ``stop_search()`` a racing caller may call from another
-    thread; ``on_progress`` receives (incumbent, valid lower bound) in physical units."""
+    thread; ``on_progress`` receives (incumbent, valid lower bound) in physical units.
+
+    Inside a meter (:mod:`poet_compiler.work`) ``options.time_limit_s`` is work: it
+    becomes CP-SAT's deterministic limit, the wall allowance is the time to the meter's
+    cap, and the call is charged its deterministic time."""
+    det, wall = work.solver_limits(float(options.time_limit_s))
+    if det is not None:
+        options = dataclasses.replace(options, deterministic_s=det, time_limit_s=wall, deterministic=True)
+    out = _solve_cpsat_child(model, options, on_solver=on_solver, on_progress=on_progress)
+    work.settle(out.deterministic_s if out.deterministic_s is not None else det, out.solve_time_s,
+                float(options.time_limit_s))
+    return out
+
+
+def _solve_cpsat_child(model: LinearModel, options: BackendOptions, *,
+                       on_solver: Callable[[object], None] | None = None,
+                       on_progress: Callable[[float | None, float | None], None] | None = None) -> BackendResult:
     started = time.perf_counter()
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe(duplex=True)

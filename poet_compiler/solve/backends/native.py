@@ -30,6 +30,7 @@ never the end of poetc. The parent kills a child that outlives its wall limit by
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import multiprocessing
 import os
@@ -40,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from poet_compiler import work
 from poet_compiler.solve.backends.cpsat import next_message
 from poet_compiler.solve.backends.memory import Watch
 
@@ -108,6 +110,8 @@ class NativeResult:
     values: list[int] | None = None
     at_target: bool = False
     message: str = ""
+    # CP-SAT's deterministic seconds (the work poet_compiler.work charges), when known.
+    deterministic_s: float | None = None
 
     @property
     def has_solution(self) -> bool:
@@ -123,14 +127,25 @@ class NativeResult:
 
 def solve_native(m: Any, limits: NativeLimits) -> NativeResult:
     """Solve the native model ``m`` (from :func:`new_model`) under ``limits`` (the module's
-    stopping rule)."""
+    stopping rule). Inside a meter (:mod:`poet_compiler.work`) ``limits.time_limit_s`` is
+    work: the deterministic limit (unless one is given), with the time to the meter's wall
+    cap as the wall allowance; the call is charged its deterministic time."""
+    det, wall = work.solver_limits(float(limits.time_limit_s))
+    if det is not None:
+        det = det if limits.deterministic_s is None else min(det, limits.deterministic_s)
+        limits = dataclasses.replace(limits, time_limit_s=wall, deterministic_s=det,
+                                     interleave=limits.interleave or limits.workers > 1)
     if limits.target is None and not limits.isolate:
-        return _solve_here(m, limits)
-    return _solve_forked(m, limits)
+        out = _solve_here(m, limits)
+    else:
+        out = _solve_forked(m, limits)
+    work.settle(out.deterministic_s if out.deterministic_s is not None else det, out.solve_time_s,
+                float(limits.time_limit_s))
+    return out
 
 
 def _solve_here(m: Any, limits: NativeLimits,
-                on_solution: Callable[[float, float, list[int]], None] | None = None,
+                on_solution: Callable[..., None] | None = None,
                 on_bound: Callable[[float], None] | None = None) -> NativeResult:
     """Solve in this process; ``on_solution(objective, bound, values)`` sees each solution,
     ``on_bound(bound)`` each improvement of the bound."""
@@ -166,17 +181,19 @@ def _solve_here(m: Any, limits: NativeLimits,
             """Hands each solution on; never stops the search (module docstring)."""
 
             def on_solution_callback(self) -> None:
-                report(self.objective_value, self.best_objective_bound, list(self.response_proto.solution))
+                report(self.objective_value, self.best_objective_bound, list(self.response_proto.solution),
+                       self.deterministic_time)
 
         code = solver.solve(m, _Report())
     status: NativeStatus = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible",
                             cp_model.INFEASIBLE: "infeasible"}.get(code, "unknown")  # type: ignore[assignment]
     elapsed = time.perf_counter() - started
+    det = solver.deterministic_time
     if status not in ("optimal", "feasible"):
         message = "model invalid: " + m.validate() if code == cp_model.MODEL_INVALID else ""
-        return NativeResult(status, None, None, elapsed, message=message)
+        return NativeResult(status, None, None, elapsed, message=message, deterministic_s=det)
     return NativeResult(status, solver.objective_value, solver.best_objective_bound, elapsed,
-                        list(solver.response_proto.solution))
+                        list(solver.response_proto.solution), deterministic_s=det)
 
 
 def _child(conn: Any, m: Any, limits: NativeLimits) -> None:
@@ -187,11 +204,11 @@ def _child(conn: Any, m: Any, limits: NativeLimits) -> None:
     target = limits.target
     sent = False
 
-    def on_solution(objective: float, bound: float, values: list[int]) -> None:
+    def on_solution(objective: float, bound: float, values: list[int], det: float | None = None) -> None:
         nonlocal sent
         if not sent and target is not None and objective <= target:
             sent = True
-            conn.send(("target", objective, bound, values))
+            conn.send(("target", objective, bound, values, det))
         elif limits.isolate and not sent:
             conn.send(("solution", objective, bound, values))
 
@@ -244,7 +261,7 @@ class NativeRun:
                     self.error = "the CP-SAT process outlived its time limit"
             elif msg[0] == "target":
                 self.result = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - self.started,
-                                           msg[3], at_target=True)
+                                           msg[3], at_target=True, deterministic_s=msg[4])
             elif msg[0] == "solution":
                 self._latest = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - self.started, msg[3])
             elif msg[0] == "bound":
