@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 POETC  := $(VENV)/bin/poetc
 
-.PHONY: setup demo lint test bench clean device-demo schemas
+.PHONY: setup demo lint test bench clean device-demo schemas bench-reproducibility
 
 setup: $(VENV)/.installed
 
@@ -50,6 +50,11 @@ test: setup
 # poet_compiler/schemas.py; tests/comparison/test_schemas.py fails when they are stale.
 schemas: setup
 	$(PY) -m poet_compiler.schemas
+
+# Same input, same bytes: four cells compiled 3 times idle, 2 under load, once on one core
+# (bench/reproducibility.py; about an hour on 2 cores). QUICK=1: the README demo only.
+bench-reproducibility: setup
+	PYTHONPATH=. $(PY) bench/reproducibility.py $(if $(QUICK),--quick) -o bench/results/reproducibility$(if $(QUICK),_quick)
 
 clean:
 	rm -rf $(VENV)

@@ -113,14 +113,8 @@ def solve_built(built: Built, build_s: float, *, solver: str, clock: Clock, rese
     limit = clock.solver_limit(clock.left(reserve) * share, reserve_s=reserve, large=large)
     if limit < MIN_ROUND_S:
         return None
-
-    def rehint(values: list[float]) -> dict[int, float]:
-        # An incumbent as a complete hint (every auxiliary variable evaluated).
-        built.hint_from(built.schedule(values))
-        return dict(built.model.hint)
-
     opts = BackendOptions(time_limit_s=limit, threads=threads, progress=progress, relative_gap=gap, large=large)
-    return solve_model(built.model, solver, opts, rehint=rehint if solver == "auto" else None)
+    return solve_model(built.model, solver, opts)
 
 
 def solve_by_rows(problem: Problem, hint: Schedule | None, *, budget: int, floor: float | None, solver: str,

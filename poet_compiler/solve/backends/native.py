@@ -29,11 +29,9 @@ never the end of poetc. The parent kills a child that outlives its wall limit by
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import multiprocessing
-import os
 import signal
 import threading
 import time
@@ -224,13 +222,9 @@ def _child(conn: Any, m: Any, limits: NativeLimits) -> None:
 
 
 class NativeRun:
-    """A search in a forked child (module docstring) that its parent can wait for, leave
-    running while it does other work (:meth:`in_background`), read (:meth:`answer`: the
-    result, or the latest solution and bound so far) and stop (:meth:`stop`).
-
-    In the background a reader thread takes the child's messages as they come, so the
-    child never blocks on a full pipe, and applies the memory limit's watch; the parent's
-    other solver children count this one too (:mod:`.memory`)."""
+    """A search in a forked child (module docstring) that its parent waits for
+    (:meth:`wait`), reads (:meth:`answer`: the result, or the latest solution and bound
+    so far) and stops (:meth:`stop`), applying the memory limit's watch (:mod:`.memory`)."""
 
     def __init__(self, m: Any, limits: NativeLimits) -> None:
         self.started = time.perf_counter()
@@ -242,7 +236,6 @@ class NativeRun:
         self.cap = self.started + max(0.0, float(limits.time_limit_s)) + CHILD_GRACE_S
         self._watch = Watch(self._proc.pid)
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
         self.result: NativeResult | None = None
         self._latest: NativeResult | None = None     # the latest solution (isolated child)
         self._bound: float | None = None             # the best bound it reported
@@ -281,22 +274,6 @@ class NativeRun:
             self._pump(min(0.02, max(0.0, until - time.perf_counter())))
         return self.ended
 
-    def in_background(self) -> None:
-        """Go on taking its messages in a thread, until it ends or :meth:`stop`."""
-        def pump() -> None:
-            while not self.ended and not self._conn.closed:
-                self._pump(0.2)
-
-        self._thread = threading.Thread(target=pump, name="poetc-native-run", daemon=True)
-        self._thread.start()
-
-    def pause(self, paused: bool) -> None:
-        """Stop (SIGSTOP) or continue (SIGCONT) the child's process: it holds no core while
-        stopped, and its memory stays as it is."""
-        if self._proc.is_alive() and self._proc.pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self._proc.pid, signal.SIGSTOP if paused else signal.SIGCONT)
-
     def answer(self) -> NativeResult:
         """The search's result if it ended; else its latest solution (or none) with the
         best bound it reported, status "feasible" (or "unknown")."""
@@ -317,8 +294,6 @@ class NativeRun:
         if self._proc.is_alive():
             self._proc.kill()
         self._proc.join(timeout=5.0)
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
         self._conn.close()
         if self.result is None and out.values is not None and out.message:
             out.message = f"{out.message}; its last solution is kept"
