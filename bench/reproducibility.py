@@ -16,7 +16,8 @@ Each cell runs ``--idle`` times as it is, ``--loaded`` times beside two CPU-boun
 processes (``python3 -c 'while True: pass'``) and once under ``taskset -c 0`` (one core),
 each a fresh ``poetc compile --json`` process. A row per run: the sha256 of the .poet,
 ``stopped_by``, status, energy, bound, gap, effort used, the command's wall seconds and
-its peak RSS (itself and its largest child, ``resource.getrusage``). Writes ``OUT.jsonl``
+its CPU seconds (user + system, children included) and peak RSS (the largest of the
+process and its children so far, ``resource.getrusage``: a bound, not the run's own). Writes ``OUT.jsonl``
 and ``OUT.md`` (a table, and per cell whether every hash is the same).
 """
 
@@ -48,11 +49,13 @@ CELLS = {
 def _run(args: list[str], out: Path, *, prefix: list[str]) -> dict:
     """One ``poetc compile`` in a child process: its report's figures, wall and peak RSS."""
     cmd = [*prefix, sys.executable, "-m", "poet_compiler.cli", "compile", *args, "-o", str(out), "--json", "-q"]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
-    peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak = after.ru_maxrss
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     try:
         rep = json.loads(proc.stdout)
     except json.JSONDecodeError:
@@ -61,7 +64,7 @@ def _run(args: list[str], out: Path, *, prefix: list[str]) -> dict:
     return {"sha256": sha, "stopped_by": rep.get("stopped_by"), "status": rep.get("status"),
             "energy_j": rep.get("energy_j"), "lower_bound_j": rep.get("lower_bound_j"), "gap": rep.get("gap"),
             "effort": rep.get("effort"), "effort_used": rep.get("effort_used"), "wall_s": round(wall, 1),
-            "peak_rss_mb": round(peak / 1024)}
+            "cpu_s": round(cpu, 1), "peak_rss_mb": round(peak / 1024)}
 
 
 def _busy(n: int) -> list[subprocess.Popen]:
@@ -104,19 +107,19 @@ def main() -> None:
              f"Machine: {os.cpu_count()} cores, shared with other jobs (timings are noisy). "
              f"Flags: defaults{(' + ' + ' '.join(args.extra)) if args.extra else ''}.", "",
              "| cell | run | load | sha256 (12) | stopped_by | status | energy (J) | gap | effort used | wall (s) "
-             "| peak RSS (MB) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| CPU (s) | peak RSS (MB) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         gap = "-" if r.get("gap") is None else f"{100 * r['gap']:.3f} %"
         lines.append(f"| {r['cell']} | {r['run']} | {r['load']} | {(r.get('sha256') or '-')[:12]} | "
                      f"{r.get('stopped_by')} | {r.get('status')} | {r.get('energy_j')} | {gap} | "
-                     f"{r.get('effort_used')} | {r.get('wall_s')} | {r.get('peak_rss_mb')} |")
+                     f"{r.get('effort_used')} | {r.get('wall_s')} | {r.get('cpu_s')} | {r.get('peak_rss_mb')} |")
     lines.append("")
     for cell in cells:
         mine = [r for r in rows if r["cell"] == cell]
         shas = {r.get("sha256") for r in mine}
         by = sorted({str(r.get("stopped_by")) for r in mine})
-        lines.append(f"- {cell}: {len(mine)} runs, {'the same bytes in every run' if len(shas) == 1 else f'{len(shas)} different files'}"
-                     f"; stopped_by {', '.join(by)}")
+        same = "the same bytes in every run" if len(shas) == 1 else f"{len(shas)} different files"
+        lines.append(f"- {cell}: {len(mine)} runs, {same}; stopped_by {', '.join(by)}")
     args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     shutil.rmtree(tmp, ignore_errors=True)
 

@@ -24,7 +24,7 @@ milliseconds, and what it copies depends much on them, so :func:`compact_arena` 
 the program once per placement in :data:`PLACEMENTS` and keeps the cheapest layout. On a
 ResNet-18-CIFAR m4 50 % schedule (peak 256 B under its budget, static arena 6.4 % over)
 the copies cost 0.0077-0.0277 J across placements, 0.0194 J with the first alone; on
-the a72 at 50 %, 0.101-0.234 J, 0.114 J with the first (BENCHMARKS.md, session 21).
+the a72 at 50 %, 0.101-0.234 J, 0.114 J with the first (BENCHMARKS.md, "Arena").
 
 A buffer in flight (paged in or out since the last ``FENCE``) is not moved: the transfer
 channel owns it. Only with DMA can that leave no room; :func:`compact_arena` then returns
@@ -33,7 +33,7 @@ channel (the transfers' time not yet run, which the simulator charges like any w
 after which those buffers move like any other. That is a last resort (a caller compares
 the result with the schedules it has): used first, it kept a schedule whose waits and
 copies cost 1.2 % where the pipeline's other schedules cost 0.03 % (ResNet-18-CIFAR a72
-50 % 2.0x, BENCHMARKS.md session 8). Moves cost a copy at the device's memory rates
+50 % 2.0x, BENCHMARKS.md, "Arena"). Moves cost a copy at the device's memory rates
 (``CostTable.move_j``); the simulator counts them like any other instruction.
 """
 

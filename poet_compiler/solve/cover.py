@@ -193,7 +193,7 @@ def _post_life_event(problem: Problem, j: int, m: Any, cost: list, e_scale: floa
 
     Charging the page-in alone undercharged it: on ResNet-18-CIFAR a72 a batch norm's
     output costs 0.0239 J to recompute and 0.0138 + 0.0257 J to page in and out, and the
-    bound took the 0.0138 J (BENCHMARKS.md, issue 18, session 18)."""
+    bound took the 0.0138 J (BENCHMARKS.md, "Optimizer grid")."""
     recomputed: Any = 0
     paged: Any = 0
     if problem.allows_remat:

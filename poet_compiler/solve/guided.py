@@ -56,7 +56,7 @@ WIDER_CASCADES = 2
 # Graphs with more nodes than this and no schedule in hand (no heuristic fits, the
 # cover's realization does not either) run the interval search (:mod:`.interval_search`)
 # before the guided sub-problem, with this share of the stage's time. Measured
-# (BENCHMARKS.md, issue 18): run on every large graph it took the time the guided
+# (BENCHMARKS.md, "Scale"): run on every large graph it took the time the guided
 # sub-problem and the full model needed (MobileNetV2 a72 50 %: 10.5 % gap instead of
 # 0.4 % at 120 s; kws_dscnn m4 256k: 0.0444 J instead of 0.0423 J at 60 s, from the
 # same hints); where a heuristic schedule exists those do better. With nothing in hand
@@ -70,7 +70,7 @@ INTERVAL_SHARE = 1.0
 # synchronous transfers; see guided_search): the
 # offline-eviction heuristic's 310.5 J on DAG 100 at 80 % (bound 255.8 J) kept the
 # interval search from running, and the guided sub-problem alone ended at 288.9 J where
-# the interval search had reached 274.9 J (BENCHMARKS.md, issue 18, session 10).
+# the interval search had reached 274.9 J (BENCHMARKS.md, "Optimizer grid").
 INTERVAL_WEAK_GAP = 0.10
 # CP-SAT's full-problem subsolvers beside its neighbourhood (LNS) ones in the sub-problems.
 # In the interleaved search a batch waits for its slowest task, and each of the eight
@@ -266,7 +266,7 @@ def half_the_slack(problem: Problem, hint: Schedule | None) -> Problem:
     although the 1.5x schedule meets 2.0x. Searched at the hint's own time (1.43x), both
     gave 46.12 J, but the a72 50 % cells, whose hint is at 1.03x, lost 0.2-0.4 %; at half
     the slack (never below the hint's time) 2.0x gives 45.11 J and the 50 % cells are within
-    0.2 % of before either way (BENCHMARKS.md, session 13). The full model that follows
+    0.2 % of before either way (BENCHMARKS.md, "Optimizer grid"). The full model that follows
     searches at the real deadline, from the schedule found."""
     if hint is None or problem.deadline_s is None:
         return problem

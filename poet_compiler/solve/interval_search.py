@@ -85,7 +85,7 @@ EVICTION_START_SHARE = 0.1
 # 39 s, interleaved after 61.4 and 61.3 s (65-67 s in the pipeline), where a pipeline
 # run's share is about 120 s. Not bit for bit the same search: under load two runs on a
 # 40-node DAG returned different schedules. The energy model keeps the default: from the least-RAM
-# schedule, in 45 s, 678.6 J against 727.6 J interleaved. BENCHMARKS.md, session 16.
+# schedule, in 45 s, 678.6 J against 727.6 J interleaved. BENCHMARKS.md, "Optimizer grid".
 
 
 @dataclasses.dataclass

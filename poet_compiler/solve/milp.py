@@ -50,7 +50,7 @@ STRATEGY = "optimal"
 # "default" is sized so that a default compile takes no more wall time on the project's
 # 2-core machines than the former default 60 s limit (bench/reproducibility.py; BENCHMARKS.md,
 # "Reproducibility").
-EFFORT_PRESETS = {"quick": 4.0, "default": 20.0, "thorough": 80.0}
+EFFORT_PRESETS = {"quick": 5.0, "default": 30.0, "thorough": 120.0}
 # Where the user's --time-limit is short, the default effort is what that limit holds at this
 # many units per wall second (so a short limit is not simply a cap that always binds).
 EFFORT_PER_LIMIT_S = 0.3
@@ -184,7 +184,7 @@ GUIDED_SHARE = 0.75
 # that gap was wide (VGG16-CIFAR a72 30 %: 4.8 %, 24.80 -> 25.74 J; ResNet-18-CIFAR a72
 # 30 %: 1.3 %, 44.188 -> 44.214 J), and only slowed the deep model where it was narrow
 # (ResNet-18-CIFAR a72 50 % 1.5x: 0.6 %, the same 44.025 J, closed at 15.8 s instead of
-# 5.7 s, and the cell ended dearer; BENCHMARKS.md, session 19).
+# 5.7 s, and the cell ended dearer; BENCHMARKS.md, "Optimizer grid").
 EXPOSURE_MIN_GAP = 0.01
 # The full model after the guided stage of a large graph only with at least this much
 # time left (after reserving what finalizing its schedule will take): on ResNet-18-CIFAR, CP-SAT
@@ -192,7 +192,7 @@ EXPOSURE_MIN_GAP = 0.01
 MIN_FULL_SOLVE_S = 5.0
 # Above this many nodes the stage model (n^2 variables: 8.4 GB on BERT-base's 578) is not
 # built when the guided stage has a schedule: the interval search and the guided
-# sub-problem give the schedule, the eviction cover the bound (issue 18's memory limits).
+# sub-problem give the schedule, the eviction cover the bound (the memory limit: --memory-limit).
 FULL_MODEL_MAX_NODES = 400
 # The full model is built only when its forecast memory with poetc's own is at most this
 # share of --memory-limit: the forecast is fitted on 30 s solves and a solver's memory
@@ -200,7 +200,7 @@ FULL_MODEL_MAX_NODES = 400
 # forecast is largest the full model pays least: on MobileNetV2 (362 nodes, a72 50 %,
 # forecast 3.9 GiB) it ran 43 s, measured 3.7 GiB and did not improve the guided schedule;
 # without it, the same schedule in 40 s instead of 83 s and 0.96 GiB (BENCHMARKS.md,
-# issue 18 session 7). The ResNet-18 (1.7 GiB) and DAG 250 (2.3 GiB) models still run.
+# "Scale"). The ResNet-18 (1.7 GiB) and DAG 250 (2.3 GiB) models still run.
 FULL_MODEL_MEMORY_SHARE = 0.75
 # Above it the guided stage (interval search, guided sub-problem) gets this share of the
 # time left: nothing comes after it but finalizing (arena planning) its schedule.
@@ -229,7 +229,7 @@ NEEDED_ARENA_S = 0.25
 # re-plan given all the time left took 39 of 60 s without a fit. On resnet18_cifar a72
 # 70 % 1.0x the full model's schedule (5 s to solve) failed a half-share re-plan of 24 s,
 # and the re-solves got no schedule in what was left; with a tenth, the second re-solve's
-# fits, 0.06 % above the bound, at 38 s (BENCHMARKS.md, session 13).
+# fits, 0.06 % above the bound, at 38 s (BENCHMARKS.md, "Optimizer grid").
 RESCUE_SHARE = 0.5
 RESCUE_EARLY_SHARE = 0.1
 RESCUE_RESERVE = 0.05
@@ -601,7 +601,7 @@ def _fences_cost_more(fenced: Result, other: Result | None) -> bool:
 def _cheaper_of_fenced(fenced: Result, kept: Result | None, extra: ResultExtra, source: str) -> Result | None:
     """The guided schedule with FENCEs (when its arena fitted that way) or ``kept``, the
     arena-fit fallback: the cheaper. The waits and copies can cost more than a fallback
-    that needs none (ResNet-18-CIFAR a72 50 % 2.0x, issue 18 session 8: 1.2 %); where no
+    that needs none (ResNet-18-CIFAR a72 50 % 2.0x: 1.2 %); where no
     fallback fits, or a worse one, they keep the guided schedule (ResNet-18-CIFAR a72
     30 % 2.0x: 46.64 J with 3 copies, where the best heuristic's was 54.00 J)."""
     if not fenced.ok or _fences_cost_more(fenced, kept):
@@ -647,7 +647,7 @@ def _arena_fit_fallback(problem: Problem, tight: Problem, cover: CoverBound, sol
     # With stage-long transfers and a full model to follow, that model searches the
     # problem's own family: the interval search's (synchronous) schedules mostly do not
     # hold there, and its time was the full model's (VGG16-CIFAR a72 30 % 2.0x: 22 s of 60
-    # for none, 28.46 J where the full model had reached 26.01 J; BENCHMARKS.md, session 12).
+    # for none, 28.46 J where the full model had reached 26.01 J; BENCHMARKS.md, "Optimizer grid").
     full_model_follows = problem.n <= FULL_MODEL_MAX_NODES
     if not problem.synchronous and full_model_follows:
         weak = False

@@ -276,7 +276,7 @@ class Result:
     )
 
     def report(self) -> dict[str, Any]:
-        """The report object (sidecar JSON, --json): the keys of issue 4 plus the set extras."""
+        """The report object (sidecar JSON, --json): the fixed report keys plus the set extras."""
         out = {k: getattr(self, k) for k in self.REPORT_KEYS}
         out["arena_bytes"] = self.arena_bytes
         out["message"] = self.message

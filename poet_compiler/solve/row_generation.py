@@ -46,7 +46,7 @@ MIN_ROUND_S = 0.2
 #: solver processes' own (CP-SAT and the ``auto`` portfolio's HiGHS racer) plus a share
 #: per ``useful`` (stage, tensor) pair, the variables' index, for the solvers' model and
 #: the Python model the build adds to poetc. Fitted on ``bench/full_model_memory.py``
-#: (BENCHMARKS.md, issue 18 session 7): measured 417-3,577 MiB over poetc's own bytes,
+#: (BENCHMARKS.md, "Optimizer grid"): measured 417-3,577 MiB over poetc's own bytes,
 #: from 2,718 pairs (the README demo) to 65,040 (MobileNetV2); the fit is within 8 % from
 #: 5,792 pairs up, and above the measure below.
 FORECAST_BASE_BYTES = 712 * 2**20
