@@ -1,24 +1,17 @@
-"""One deadline for a whole solve, and where the time went.
+"""One budget for a whole solve, and where the work and the time went.
 
-``--time-limit S`` is a limit on the whole of ``solve_milp``: quick checks, warm starts,
-the cover bound, the guided search, the full model, finalizing (arena planning) and,
-after a failed solve, the infeasibility analysis. :class:`Clock` holds the absolute
-instant (``time.perf_counter()``) at which the solve must end; every stage asks it how
-much is left (:meth:`Clock.left`) and takes at most that, and records its wall seconds
-under a stage name (:meth:`Clock.stage`). Stages nest (finalize inside the guided
-stage): a nested stage's seconds are charged to it alone, so the seconds of all stages
-add up to the time spent in any of them, never more.
+The effort is a budget on the whole of ``solve_milp``: quick checks, warm starts, the
+cover bound, the guided search, the full model, finalizing (arena planning) and, after a
+failed solve, the infeasibility analysis. :class:`Clock` holds the instant at which the
+solve must end; every stage asks it how much is left (:meth:`Clock.left`) and takes at
+most that, and records its work and wall seconds under a stage name
+(:meth:`Clock.stage`). Stages nest (finalize inside the guided stage): a nested stage's
+share is charged to it alone, so the stages add up to the whole, never more.
 
-CP-SAT runs in a forked child whose parent stops it at ``limit * CPSAT_WALL_FACTOR +
-CPSAT_WALL_PAD_S`` (:mod:`.backends.cpsat`); :meth:`Clock.solver_limit` gives the
-largest limit whose cap still ends within the time left plus the limit's tolerance
-(``TOLERANCE`` of it: ``solve_time_s`` may reach ``limit * (1 + TOLERANCE)``). CP-SAT
-itself stops at its limit; the cap is the worst case.
-
-The eviction cover and the arena's exact packing run CP-SAT through
-:func:`.backends.native.solve_native` with the wall seconds their caller has left as the
-limit: in this process, or (a packing with a target budget) in a child that the parent
-kills once it has a layout within the target, or at worst ``CHILD_GRACE_S`` past the limit.
+Inside a solve the instants are work (:mod:`poet_compiler.work`): the limit is the
+solve's effort in deterministic seconds, every share of it a share of work, and the wall
+clock only the outer cap that the meter keeps. The stage report keeps both: wall seconds
+(:meth:`Clock.report`) and work (:meth:`Clock.effort_report`).
 """
 
 from __future__ import annotations
@@ -31,21 +24,7 @@ from contextvars import ContextVar
 
 from poet_compiler import work
 
-# The CP-SAT child's wall cap per call (solve/backends/cpsat.py): limit * 1.05 + 2 s.
-CPSAT_WALL_FACTOR = 1.05
-CPSAT_WALL_PAD_S = 2.0
-# ... and kills it this long after asking it to stop (a search that does not stop, e.g. in
-# the presolve of a large model; the portfolio's HiGHS child gets the same grace). Measured
-# on a 500-node random DAG: the full model's stage ended 14 s past the limit without it.
-CPSAT_KILL_GRACE_S = 5.0
-
-# solve_time_s may exceed the limit by this share of it (the issue's "limit + 5 %").
-TOLERANCE = 0.05
-
-# Share of the time left a CP-SAT call gets when the wall cap's pad would leave it less.
-SHORT_SHARE = 0.5
-
-# Below this many seconds left (after the finalize reserve) no new solver stage starts.
+# Below this much work left (after the finalize reserve) no new solver stage starts.
 MIN_STAGE_S = 0.2
 
 # Stage names, in the order a solve meets them (the report lists them in this order).
@@ -54,7 +33,7 @@ STAGES = ("quick_checks", "warm_starts", "cover", "presence", "guided", "full_mo
 
 
 class Clock:
-    """A deadline (absolute ``perf_counter`` instant) and the seconds spent per stage."""
+    """A deadline (an instant of :func:`poet_compiler.work.now`) and what each stage spent."""
 
     def __init__(self, time_limit_s: float, *, started: float | None = None,
                  stated_s: float | None = None) -> None:
@@ -99,21 +78,11 @@ class Clock:
     def expired(self, margin_s: float = 0.0) -> bool:
         return self.left() <= margin_s
 
-    def solver_limit(self, want_s: float, reserve_s: float = 0.0, *, large: bool = False) -> float:
-        """The CP-SAT limit to pass for a stage that wants ``want_s``: at most what the
-        child's wall cap allows within the time left (after ``reserve_s``) plus the
-        tolerance, and never more than the time left itself; >= 0. ``large``: a model
-        whose presolve may not stop when asked, so the kill's grace counts too."""
-        left = self.left(reserve_s)
-        if work.current() is not None:
-            # Work decides (the wall cap is the meter's): no pad for a child's wall cap.
-            return max(0.0, min(float(want_s), left))
-        pad = CPSAT_WALL_PAD_S + (CPSAT_KILL_GRACE_S if large else 0.0)
-        strict = (left + TOLERANCE * self.limit_s - pad) / CPSAT_WALL_FACTOR
-        # With little time left the cap's pad would leave CP-SAT nothing: there its own
-        # limit (half the time left) is what stops it, and the cap stays a safety net.
-        room = min(left, max(strict, SHORT_SHARE * left))
-        return max(0.0, min(float(want_s), room))
+    def solver_limit(self, want_s: float, reserve_s: float = 0.0) -> float:
+        """The limit to give a solver stage that wants ``want_s``: at most what is left
+        after ``reserve_s``; >= 0. (A CP-SAT call turns it into its deterministic limit
+        and takes the time to the wall cap as its wall allowance: :mod:`poet_compiler.work`.)"""
+        return max(0.0, min(float(want_s), self.left(reserve_s)))
 
     @contextmanager
     def capped(self, at: float) -> Iterator[None]:

@@ -23,7 +23,6 @@ from poet_compiler.errors import InfeasibleError
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.baselines.keep_all import checkpoint_all_schedule
-from poet_compiler.solve.clock import CPSAT_WALL_FACTOR, CPSAT_WALL_PAD_S
 from poet_compiler.solve.cover import (
     CoverBound,
     cover_bound,
@@ -86,8 +85,8 @@ def _left(until: float) -> float:
 
 
 def _solver_limit(until: float) -> float:
-    """A CP-SAT limit whose child's wall cap (limit x 1.05 + 2 s) ends by ``until``."""
-    return max(0.0, (_left(until) - CPSAT_WALL_PAD_S) / CPSAT_WALL_FACTOR)
+    """A CP-SAT limit that ends by ``until`` (work inside a solve: :mod:`poet_compiler.work`)."""
+    return _left(until)
 
 
 def _quick_ram_upper(problem: Problem, lower: int, until: float | None = None) -> tuple[int, Schedule] | None:

@@ -363,7 +363,7 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
         built.model.objective_floor = bound
         large = is_large(built.model)
         left = until - work.now()
-        limit = left if clock is None else clock.solver_limit(left, large=large)
+        limit = left if clock is None else clock.solver_limit(left)
         if limit <= 0.05:
             break
         # The widest searches on until the gap to the cover bound or the time's end.

@@ -110,7 +110,7 @@ def solve_built(built: Built, build_s: float, *, solver: str, clock: Clock, rese
     # rebuilt there) at about the cost of building it: measured on a 500-node DAG, a 23 s
     # build, and a 13.9 s limit that ended after 30.3 s. Reserve that too.
     reserve = reserve_s + (build_s if large else 0.0)
-    limit = clock.solver_limit(clock.left(reserve) * share, reserve_s=reserve, large=large)
+    limit = clock.solver_limit(clock.left(reserve) * share, reserve_s=reserve)
     if limit < MIN_ROUND_S:
         return None
     opts = BackendOptions(time_limit_s=limit, threads=threads, progress=progress, relative_gap=gap, large=large)

@@ -17,7 +17,7 @@ import poet_compiler.solve.guided as guided_mod
 import poet_compiler.solve.milp as milp
 import poet_compiler.solve.row_generation as row_generation
 from poet_compiler import work
-from poet_compiler.solve.clock import CPSAT_WALL_FACTOR, CPSAT_WALL_PAD_S, SHORT_SHARE, STAGES, TOLERANCE, Clock
+from poet_compiler.solve.clock import STAGES, Clock
 from poet_compiler.solve.milp import solve_milp
 from tests.support.graphs import random_problem
 
@@ -135,15 +135,3 @@ def test_stage_seconds_are_exclusive() -> None:
     assert report["finalize"] >= 0.03 and 0.02 <= report["guided"] < report["guided"] + report["finalize"]
     assert sum(report.values()) == pytest.approx(clock.elapsed(), abs=5e-3)
     assert list(report) == [s for s in STAGES if s in report]
-
-
-def test_solver_limit_keeps_the_child_cap_within_the_time_left() -> None:
-    clock = Clock(10.0)
-    limit = clock.solver_limit(100.0, reserve_s=1.0)
-    assert limit * CPSAT_WALL_FACTOR + CPSAT_WALL_PAD_S <= clock.left(1.0) + TOLERANCE * 10.0 + 1e-3
-    assert limit <= clock.left(1.0)
-    with clock.capped(clock.started + 1.0):
-        assert clock.left() <= 1.0
-        # 1 s (+ 0.5 s) cannot hold the child's 2 s pad: CP-SAT gets half of what is left.
-        assert clock.solver_limit(100.0) <= SHORT_SHARE * 1.0
-    assert clock.left() > 9.0
