@@ -42,11 +42,13 @@ CELLS = {
 
 def run(root: Path, args: list[str], out: Path) -> dict:
     """One ``poetc compile --json`` of the checkout at ``root`` in a child process."""
+    # The checkout's own folder is the working directory: ``python -m`` puts it first on
+    # sys.path (before PYTHONPATH), and the cells' relative paths are read from there.
     env = {**os.environ, "PYTHONPATH": str(root)}
     cmd = [sys.executable, "-m", "poet_compiler.cli", "compile", *args, "-o", str(out), "--json", "-q"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
