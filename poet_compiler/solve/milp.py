@@ -167,13 +167,6 @@ RERUN_SHARE = 0.05
 # warm_start.QUICK_FIRST): capuchin alone took 51 s on gpt2_large at seq 512, so a compile
 # at --time-limit 20 ended after 83 s. The cover and the guided search need the rest.
 WARM_START_SHARE = 0.4
-# Share of the time limit the first solve may use; the rest is for fragmentation re-solves.
-# Since the arena planner packs exactly (fragmentation ~1.00 on the zoo), re-solves are rare:
-# most of the time goes to the first solve (0.75 left a quarter of every limit unused). With
-# one deadline for every stage, 0.9 cost kws_dscnn a72 30 % its full model (the guided stage
-# left less than MIN_FULL_SOLVE_S of the 90 %): re-solves get what the first solve leaves
-# (small graphs finish early; a large graph's first solve keeps the arena-fit fallback).
-FIRST_SOLVE_SHARE = 1.0
 # Cover bound: its CP-SAT limit (it closes in < 1 s on the zoo). Guided search: its share
 # of the time left; the full model gets the rest when the guided schedule is not yet
 # within the gap limit of the cover bound.
@@ -362,8 +355,7 @@ def _solve_family(
         remaining = clock.left()
         if attempt and remaining < 1.0:
             break
-        # The first solve leaves 1 - FIRST_SOLVE_SHARE of the time for fragmentation re-solves.
-        share = remaining * FIRST_SOLVE_SHARE if attempt == 0 else remaining
+        share = remaining
         # A re-solve starts from the first attempt's warm starts that fit its budget and
         # the quick heuristics' plans at that budget.
         known = candidates
