@@ -26,11 +26,12 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-# One simulated instruction's charge, in deterministic seconds: measured with
-# bench/reproducibility.py's calibration (a ResNet-18-CIFAR op-level program of ~900
-# instructions replays in ~4 ms on this project's 2-core machines, and CP-SAT runs at
-# ~0.6 deterministic s per wall s there), so a second of simulation costs about what a
-# second of CP-SAT does.
+# One simulated instruction's charge, in deterministic seconds. Measured: a replay costs
+# 1.15 us of CPU per instruction (ResNet-18-CIFAR m4 50 %, the best warm start's 462
+# instructions in 0.53 ms), and CP-SAT's presence search on the README demo accrued 10.5
+# deterministic s in 14.9 s of wall time on one worker (a loaded machine). The charge is
+# set about 3x above parity, so the simulation-heavy heuristics (capuchin: a whole-plan
+# replay per step) yield to the solver stages early.
 UNITS_PER_INSTRUCTION = 3e-6
 
 # A CP-SAT call that used this share of its wall allowance stopped on the wall cap.
