@@ -82,7 +82,7 @@ def stopped_by(res: Result, meter: work.Meter, clock: Clock, gap: float) -> str:
     the gap limit), else ``effort``."""
     if meter.time_hit:
         return "time"
-    if res.status == "optimal" or (res.status == "infeasible" and res.extra.proven_infeasible):
+    if res.status in ("optimal", "infeasible"):   # solve_milp reports "infeasible" only when proven
         return "proof"
     if res.gap is not None and res.gap <= max(gap, BOUND_NOISE):
         return "gap"
