@@ -41,7 +41,7 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
                      on_solver: Callable[[object], None] | None = None,
                      on_progress: Callable[[float | None, float | None], None] | None = None,
                      on_solution: Callable[[float, list[float]], None] | None = None,
-                     on_good_enough: Callable[[], None] | None = None) -> BackendResult:
+                     on_good_enough: Callable[[BackendResult], None] | None = None) -> BackendResult:
     """Solve on CP-SAT in this process. ``on_solver`` receives the ``CpSolver`` before
     the search starts; ``on_progress`` receives (incumbent, valid lower bound) in
     physical units as they improve; ``on_solution`` (objective, values) each solution;
@@ -120,7 +120,13 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
     # The first solution the outside bound proves good enough: the answer, whatever the
     # search found between it and the stop (the stop comes from another thread, at a
     # moment that depends on the machine; this solution does not).
-    enough: list[tuple[float, float, list[float], float]] = []
+    enough: list[BackendResult] = []
+    stats = {"u_t": sc.u_t, "u_e": sc.u_e, "objective_rounding": sc.obj_err * sc.obj_unit, **model.stats()}
+
+    def enough_result(obj: float, bound: float, values: list[float], det: float) -> BackendResult:
+        phys = valid_bound(bound) if floor is None else max(valid_bound(bound), floor)
+        return BackendResult("feasible", values, obj * sc.obj_unit, phys, time.perf_counter() - started, "cpsat",
+                             "", stats, deterministic_s=det)
 
     class _Callback(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self) -> None:
@@ -137,9 +143,12 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
             # CP-SAT's bound ignores it).
             if floor is not None and on_good_enough is not None and \
                     within_gap(inc, floor, max(options.relative_gap, 1e-12)):
-                enough.append((self.ObjectiveValue(), self.BestObjectiveBound(),
-                               [float(v) for v in self.response_proto.solution[:len(xs)]], self.deterministic_time))
-                on_good_enough()
+                enough.append(enough_result(self.ObjectiveValue(), self.BestObjectiveBound(),
+                                            [float(v) for v in self.response_proto.solution[:len(xs)]],
+                                            self.deterministic_time))
+                # The answer goes out now: stopping may abort the process (module docstring),
+                # and whether it does depends on timing.
+                on_good_enough(enough[0])
 
     def on_bound(b: float) -> None:
         line.update(bound=to_phys(b))
@@ -156,12 +165,8 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
     line.close()
     elapsed = time.perf_counter() - started
     det_s = solver.deterministic_time
-    stats = {"u_t": sc.u_t, "u_e": sc.u_e, "objective_rounding": sc.obj_err * sc.obj_unit, **model.stats()}
     if enough:
-        obj_e, bound_e, values_e, det_e = enough[0]
-        phys = max(valid_bound(bound_e), floor) if floor is not None else valid_bound(bound_e)
-        return BackendResult("feasible", values_e, obj_e * sc.obj_unit, phys, elapsed, "cpsat", "", stats,
-                             deterministic_s=det_e)
+        return enough[0]
     if status == cp_model.INFEASIBLE:
         return BackendResult("infeasible", None, None, None, elapsed, "cpsat", "proven infeasible", stats,
                              deterministic_s=det_s)
@@ -215,13 +220,17 @@ def _child(conn, model: LinearModel, options: BackendOptions) -> None:  # noqa: 
         with send_lock:
             conn.send(msg)
 
+    def good_enough(res: BackendResult) -> None:
+        send(("result", res))
+        stop.set()
+
     def run() -> None:
         try:
             done.append(solve_cpsat_here(
                 model, options, on_solver=lambda s: holder.__setitem__("solver", s),
                 on_progress=lambda inc, b: send(("progress", inc, b)),
                 on_solution=lambda obj, vals: latest.__setitem__(slice(None), [(obj, vals)]),
-                on_good_enough=stop.set))
+                on_good_enough=good_enough))
         finally:
             stop.set()
 
@@ -335,6 +344,8 @@ def _solve_cpsat_child(model: LinearModel, options: BackendOptions, *,
         elif now > wall_cap + 5.0 and not killed:
             proc.kill()
             killed = True
+    if result is not None and proc.is_alive():
+        proc.kill()     # the answer is in hand (a good-enough stop sends it before stopping)
     proc.join(timeout=5.0)
     parent.close()
     if result is not None:
