@@ -76,6 +76,11 @@ def effort_units(effort: float | str | None, limit_s: float) -> float:
     return float(effort)
 
 
+def _effort_text(clock: Clock) -> str:
+    """The solve's budget as a message names it ("30 deterministic s of effort")."""
+    return f"{clock.limit_s:g} deterministic s of effort"
+
+
 def stopped_by(res: Result, meter: work.Meter, clock: Clock, gap: float) -> str:
     """What ended the solve: ``time`` (the wall cap decided something: the only case in
     which two runs may differ), ``proof`` (optimal, or proven infeasible), ``gap`` (within
@@ -442,7 +447,7 @@ def _solve_family(
             # Not proven: an arena that never fit, or a reduced budget the solver could
             # not meet in time. That is "no schedule in time", not infeasibility — and the
             # figures of a schedule that does not fit are not reported.
-            why = f"timeout: no schedule whose arena fits was found within {clock.limit_text()} ({res.message})"
+            why = f"timeout: no schedule whose arena fits was found within {_effort_text(clock)} ({res.message})"
             extra = res.extra
             res = _empty(problem, "timeout", solver, formulation, started, why)
             res.extra.merge(extra)
@@ -731,7 +736,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         elif over_memory:
             why = f"{over_memory}; bound: the eviction cover"
         else:
-            why = f"stopped at the effort limit ({clock.limit_text()}) before the full model"
+            why = f"stopped at the effort limit ({_effort_text(clock)}) before the full model"
         guided_res.message = f"the {guided_res.extra.solver_used} schedule; {why}"
         return guided_res
     if too_big or full_limit < MIN_STAGE_S:
@@ -740,7 +745,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         why = f"the full model is not built above {FULL_MODEL_MAX_NODES} nodes" if too_big else \
             "no time left for the full model"
         res = _empty(problem, "timeout", solver, formulation, started,
-                     f"timeout: no schedule within {clock.limit_text()} ({why})")
+                     f"timeout: no schedule within {_effort_text(clock)} ({why})")
         res.extra.merge(extra, backend_bound_j=cover.energy_j if cover is not None else None)
         return res
     if cover is not None and guided_res is not None and not problem.allows_paging:
@@ -855,14 +860,14 @@ def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBoun
             # Already finalized (arena planned) in the guided stage: not again.
             guided_res.extra.merge(extra, solver_used=source)
             guided_res.lower_bound_j = bound
-            guided_res.message = f"stopped at the time limit ({clock.limit_text()})"
+            guided_res.message = f"stopped at the effort limit ({_effort_text(clock)})"
             return guided_res
         schedule = guided.schedule
         extra.solver_used = source
         out = dataclasses.replace(out, status="feasible")
     if schedule is None:
         res = _empty(problem, "timeout", solver, formulation, started,
-                     f"timeout: {solver} found no schedule within {clock.limit_text()} ({out.message})")
+                     f"timeout: {solver} found no schedule within {_effort_text(clock)} ({out.message})")
         res.extra.merge(extra)
         return res
     if out.status == "optimal":
@@ -871,7 +876,7 @@ def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBoun
             out.objective - out.bound <= gap * abs(out.objective) + 1e-12:
         message = f"stopped within the relative gap limit {gap:g}"
     else:
-        message = f"stopped at the time limit ({clock.limit_text()})"
+        message = f"stopped at the effort limit ({_effort_text(clock)})"
     with clock.stage("finalize"):
         res = finalize(problem, schedule, strategy=STRATEGY, status=out.status, solver=solver,
                        formulation=formulation, lower_bound_j=bound, solve_time_s=time.perf_counter() - started,
