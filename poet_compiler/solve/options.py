@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The default --memory-limit: within the issue-18 target for a 1,500-node graph (4 GB,
+# The default --memory-limit: within the 4 GB target for a 1,500-node graph (4 GB,
 # read as 10^9 bytes: 3.6 GiB is 3.87 GB, and the watch stops a solver within 2 % of the
 # limit), and what a laptop can give a compile beside everything else. At 4 GiB
 # gpt2_large measured 4,068 MiB (4.27 GB). Only the gpt2_large models reach it.
