@@ -286,7 +286,7 @@ def test_recompute_only_runs_the_interval_search_before_the_full_model(monkeypat
     graph = layered_graph(40)
     costs = costs_for(graph, None)
     problem = Problem(graph, costs, resolve_ram("80%", reference(graph, costs), costs), mode=mode)  # type: ignore[arg-type]
-    res = solve_milp(problem, time_limit_s=20.0, threads=2, gap_limit=0.0)
+    res = solve_milp(problem, time_limit_s=120.0, effort=20.0, threads=2, gap_limit=0.0)
     assert res.ok
     before_full = [c for c in calls if c[0] == milp_mod.INTERVAL_BEFORE_FULL_SHARE]
     if mode == "remat":
