@@ -123,10 +123,12 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
     enough: list[BackendResult] = []
     stats = {"u_t": sc.u_t, "u_e": sc.u_e, "objective_rounding": sc.obj_err * sc.obj_unit, **model.stats()}
 
-    def enough_result(obj: float, bound: float, values: list[float], det: float) -> BackendResult:
+    def enough_result(obj: float, bound: float, values: list[float]) -> BackendResult:
         phys = valid_bound(bound) if floor is None else max(valid_bound(bound), floor)
+        # Charged its whole deterministic limit (deterministic_s None): the time CP-SAT reports
+        # inside a callback depends on how far the other workers' tasks have run.
         return BackendResult("feasible", values, obj * sc.obj_unit, phys, time.perf_counter() - started, "cpsat",
-                             "", stats, deterministic_s=det)
+                             "", stats)
 
     class _Callback(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self) -> None:
@@ -144,8 +146,7 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
             if floor is not None and on_good_enough is not None and \
                     within_gap(inc, floor, max(options.relative_gap, 1e-12)):
                 enough.append(enough_result(self.ObjectiveValue(), self.BestObjectiveBound(),
-                                            [float(v) for v in self.response_proto.solution[:len(xs)]],
-                                            self.deterministic_time))
+                                            [float(v) for v in self.response_proto.solution[:len(xs)]]))
                 # The answer goes out now: stopping may abort the process (module docstring),
                 # and whether it does depends on timing.
                 on_good_enough(enough[0])

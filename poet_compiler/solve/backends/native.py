@@ -254,7 +254,7 @@ class NativeRun:
                     self.error = "the CP-SAT process outlived its time limit"
             elif msg[0] == "target":
                 self.result = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - self.started,
-                                           msg[3], at_target=True, deterministic_s=msg[4])
+                                           msg[3], at_target=True)   # charged its limit (see cpsat's good-enough stop)
             elif msg[0] == "solution":
                 self._latest = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - self.started, msg[3])
             elif msg[0] == "bound":
