@@ -113,7 +113,8 @@ SCALE_CELLS := mobilenetv2_a72_50 mobilenetv2_a72_70 gpt2_a72_50 gpt2_a72_70 ber
 DAG_CELLS := dag100_90_300 dag100_80_300 dag250_90 dag250_80 dag500_90 dag500_80_300 dag1000_90 dag1000_80
 cells = $(subst $(space),$(comma),$(strip $(1)))
 BENCH_TARGETS := bench-optimizer bench-scale bench-dags bench-peers-poet bench-peers-moccasin bench-exactness bench-baselines \
-	bench-bytecode bench-runtime-size bench-device bench-device-training bench-executor bench-sweep-cache
+	bench-bytecode bench-runtime-size bench-device bench-device-training bench-executor bench-sweep-cache \
+	bench-reproducibility
 
 bench: $(BENCH_TARGETS)
 
@@ -173,6 +174,11 @@ bench-executor: setup
 
 bench-sweep-cache: setup
 	$(BENCH) bench/sweep_cache_bench.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/sweep_cache.md
+
+# Same input, same bytes: four cells compiled 3 times idle, 2 under load, once on one core
+# (bench/reproducibility.py; about an hour on 2 cores). QUICK=1: the README demo only.
+bench-reproducibility: setup
+	PYTHONPATH=. $(PY) bench/reproducibility.py $(if $(QUICK),--quick) -o $(BENCH_RESULTS)/reproducibility
 
 clean:
 	rm -rf $(VENV)

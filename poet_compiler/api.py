@@ -50,6 +50,10 @@ if TYPE_CHECKING:
     from poet_compiler.frontends.torch.traced import TracedModel
     from poet_compiler.training import TrainingStep
 
+#: ``--time-limit``'s default: a wall cap only. The default effort (solve/milp.py,
+#: EFFORT_PRESETS) ends a compile well before it on an idle machine and on a loaded one
+#: (bench/reproducibility.py), so that the cap does not decide what is written.
+DEFAULT_TIME_LIMIT_S = 600.0
 #: The least a solve gets of ``--time-limit`` when tracing took the rest (seconds).
 MIN_SOLVE_S = 1.0
 #: Seconds per node held back from the solve for what follows it in the command: encoding
@@ -262,9 +266,10 @@ def compile(  # noqa: A001 - the product's verb
     strategy: str = "optimal",
     solver: str = "auto",
     formulation: str = "fast",
-    time_limit_s: float = 60.0,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     threads: int = 2,
     gap: float | None = None,
+    effort: float | str | None = None,
     count_fixed: bool = False,
     granularity: str = "op",
     batch: int | None = None,
@@ -300,13 +305,21 @@ def compile(  # noqa: A001 - the product's verb
     instance (read for its class and hyper-parameters) or a spec (``"sgd:lr=0.05,momentum=0.9"``,
     ``"adam:lr=1e-3"``): the update becomes part of the step (docs/training.md) and the
     parameters and optimizer state count against ``ram``. ``train``: comma-separated
-    parameter-name globs (``"classifier.*,*.bias"``); the others are frozen. Returns a :class:`Compilation`; an
+    parameter-name globs (``"classifier.*,*.bias"``); the others are frozen. ``effort`` (strategy "optimal"): the work
+    the solve may spend, a preset (quick | default | thorough) or deterministic seconds;
+    the same input, flags, version and ``threads`` then give the same schedule, unless
+    ``time_limit_s`` (the wall cap) stopped it first (``report()["stopped_by"] ==
+    "time"``). Returns a :class:`Compilation`; an
     infeasible budget is a Result with status ``infeasible`` and a message giving the
     smallest budget that works.
     """
     # Refuse bad names, budgets and profiles before the (possibly slow) trace.
     check_options(mode=mode, strategy=strategy, solver=solver, formulation=formulation, gap=gap,
                   time_limit_s=time_limit_s, threads=threads)
+    if effort is not None:
+        from poet_compiler.solve.milp import effort_units
+
+        effort_units(effort, time_limit_s)     # a bad --effort is refused before the trace
     precheck_budgets(ram, deadline)
     memory_limit_bytes = parse_memory_limit(memory_limit, DEFAULT_MEMORY_LIMIT)
     _check_onnx_options(model, onnx_loss, input_shapes)
@@ -338,7 +351,7 @@ def compile(  # noqa: A001 - the product's verb
         solve_limit = max(time_limit_s - (t_costed - origin) - WRITE_S_PER_NODE * graph.n,
                           min(time_limit_s, MIN_SOLVE_S))
         opts = SolveOptions(solver=solver, formulation=formulation, time_limit_s=solve_limit,
-                            stated_limit_s=time_limit_s,
+                            stated_limit_s=time_limit_s, effort=effort,
                             threads=threads, progress=progress, gap_limit=gap,
                             memory_limit_bytes=memory_limit_bytes)
         stage("solving" if strategy == "optimal" else f"solving ({strategy})")

@@ -36,11 +36,18 @@ def register(app: typer.Typer) -> None:
         mode: str = typer.Option("poet", "--mode", help="poet | remat | paging | none"),
         strategy: str = typer.Option("optimal", "--strategy", help="optimal (MILP) or a baseline name"),
         solver: str = typer.Option(
-            "auto", "--solver", help="auto (CP-SAT, then CP-SAT and HiGHS racing) | cpsat | highs | gurobi"
+            "auto", "--solver", help="auto (CP-SAT for the optimal strategy) | cpsat | highs | gurobi"
         ),
         formulation: str = typer.Option("fast", "--formulation", help="fast | dense"),
         time_limit: float = typer.Option(
-            60.0, "--time-limit", help="time limit of the whole command (start-up and tracing included), seconds"
+            600.0, "--time-limit",
+            help="wall-clock cap of the whole command (start-up and tracing included), seconds; "
+                 "a solve it stops reports stopped_by=time and may differ from run to run",
+        ),
+        effort: str = typer.Option(
+            None, "--effort",
+            help="work the optimal solve may spend: quick | default | thorough, or deterministic seconds "
+                 "(default: 'default', less under a short --time-limit); same input and flags, same bytes",
         ),
         threads: int = typer.Option(2, "--threads", help="solver threads"),
         memory_limit: str = typer.Option(
@@ -91,7 +98,7 @@ def register(app: typer.Typer) -> None:
             shapes = parse_input_shapes(input_shape)
         c = compile_model(
             model, device, ram, deadline, mode=mode, strategy=strategy, solver=solver,
-            formulation=formulation, time_limit_s=time_limit, threads=threads, gap=gap,
+            formulation=formulation, time_limit_s=time_limit, threads=threads, gap=gap, effort=effort,
             count_fixed=count_fixed, granularity=granularity, batch=batch,
             progress=not (quiet or as_json), onnx_loss=loss, input_shapes=shapes, memory_limit=memory_limit,
             started=command_started(),   # the command's wall time is what --time-limit bounds

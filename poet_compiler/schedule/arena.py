@@ -39,10 +39,10 @@ from __future__ import annotations
 import bisect
 import math
 import random
-import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from poet_compiler import work
 from poet_compiler.errors import ScheduleError
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.interpreter import ProgramInterpreter
@@ -314,7 +314,7 @@ def _breadth_order(inst: _Instance) -> list[int]:
 def _improve(inst: _Instance, arena: int, offsets: list[int], peak: int, moves: int,
              target: int | None, until: float | None = None) -> tuple[int, list[int]]:
     """Local search over placement orders, starting from a layout (see module docstring);
-    stops at the instant ``until`` (``time.perf_counter()``) when given."""
+    stops at the instant ``until`` (``work.now()``) when given."""
     n = len(inst.buffers)
     order = sorted(range(n), key=lambda j: (offsets[j], -inst.width[j], j))
     best = (arena, offsets)
@@ -327,7 +327,7 @@ def _improve(inst: _Instance, arena: int, offsets: list[int], peak: int, moves: 
     for _ in range(moves):
         if best[0] <= peak or (target is not None and best[0] <= target):
             break
-        if until is not None and time.perf_counter() > until:
+        if until is not None and work.now() > until:
             break
         a_now, offs = inst.place(cur_order, False)
         top = [j for j in range(n) if offs[j] + inst.width[j] == a_now and inst.width[j] > 0]
@@ -460,7 +460,7 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
     and the exact packing stop at the limit, CP-SAT by its wall-clock limit). ``seeds``:
     run the exact passes with that many CP-SAT seeds (0, 1, ...) while no layout fits.
     """
-    until = None if time_limit_s is None else time.perf_counter() + max(0.0, time_limit_s)
+    until = None if time_limit_s is None else work.now() + max(0.0, time_limit_s)
     buffers = buffers_of(graph, program)
     peak = peak_live_bytes(buffers)
     inst = _Instance(buffers)
@@ -470,7 +470,7 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
         return best is not None and (best[0] <= peak or (budget_bytes is not None and best[0] <= budget_bytes))
 
     def out_of_time() -> bool:
-        return until is not None and time.perf_counter() >= until
+        return until is not None and work.now() >= until
 
     for name, order in _orders(inst, effort):
         for best_fit in (False, True):
@@ -493,7 +493,7 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
         det_s = EXACT_DETERMINISTIC_S * (1 + effort / 16) / len(EXACT_PASSES)
         for seed in range(max(1, seeds)):
             for level, coarse in EXACT_PASSES:
-                wall = None if until is None else until - time.perf_counter()
+                wall = None if until is None else until - work.now()
                 if wall is not None and wall < 0.05:
                     break
                 found = _exact(inst, best[1], best[0], peak, det_s, budget_bytes, level, coarse, wall, seed)
@@ -523,9 +523,9 @@ def rescue_arena(graph: TrainingGraph, program: Program, budget_bytes: int, *,
     packing with more seeds), within ``time_limit_s`` wall seconds; None when none fits.
     Deterministic when the time limit does not bind (each step is seeded and stopped on
     deterministic time)."""
-    until = time.perf_counter() + max(0.0, time_limit_s)
+    until = work.now() + max(0.0, time_limit_s)
     for effort, seeds in RESCUE_EFFORTS:
-        left = until - time.perf_counter()
+        left = until - work.now()
         if left <= 0.05:
             return None
         planned = plan_arena(graph, program, effort=effort, budget_bytes=budget_bytes, time_limit_s=left,

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NoReturn
 
+from poet_compiler import work
 from poet_compiler.devices.costs import CostTable
 from poet_compiler.errors import OverBudgetError, ScheduleError, UpdateOrderError
 from poet_compiler.graph.ir import TrainingGraph
@@ -342,4 +343,7 @@ def simulate(
         raise ScheduleError(
             f"program is for {program.n_nodes} nodes and costs for {costs.n}, but the graph has {n}"
         )
+    # A replay is work (poet_compiler.work): the heuristics and stages that simulate are
+    # charged for it, so they stop on work, never on measured seconds.
+    work.charge_instructions(len(program.instructions))
     return _Simulator(graph, costs, program, ram_budget_bytes=ram_budget_bytes, deadline_s=deadline_s).run()

@@ -38,11 +38,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any  # CP-SAT objects: the model is built on solve/backends/native.py
 
+from poet_compiler import work
 from poet_compiler.solve.backends.native import NativeLimits, NativeResult, new_model, solve_native
 from poet_compiler.solve.exposure import IMPOSSIBLE, StageExposure, applies
 from poet_compiler.solve.problem import Problem
@@ -193,7 +193,7 @@ def _post_life_event(problem: Problem, j: int, m: Any, cost: list, e_scale: floa
 
     Charging the page-in alone undercharged it: on ResNet-18-CIFAR a72 a batch norm's
     output costs 0.0239 J to recompute and 0.0138 + 0.0257 J to page in and out, and the
-    bound took the 0.0138 J (BENCHMARKS.md, issue 18, session 18)."""
+    bound took the 0.0138 J (BENCHMARKS.md, "Optimizer grid")."""
     recomputed: Any = 0
     paged: Any = 0
     if problem.allows_remat:
@@ -417,10 +417,10 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
     ``energy_j`` is **not** a bound (a schedule may keep those inputs instead) — only the
     choice of restores is used, to build a schedule (:mod:`.guided`)."""
 
-    started = time.perf_counter()
+    started = work.now()
     light = _solve_cover(problem, budget, time_limit_s / 2 if not closure else time_limit_s,
                          closure=closure, absences=False)
-    left = time_limit_s - (time.perf_counter() - started)
+    left = time_limit_s - (work.now() - started)
     literals = 0 if closure or light.infeasible else absence_literals(problem)
     if not literals or ABSENCE_LITERAL_S * literals > left / 2:
         return light
@@ -492,11 +492,11 @@ def _solve_cover(problem: Problem, budget: int | None, time_limit_s: float, *, c
                  absences: bool, workers: int = 1, depth: int = 1, exposure: bool = False) -> CoverBound:
     """One cover model (:func:`cover_bound`) built and solved within ``time_limit_s``."""
     limit = problem.activation_budget if budget is None else budget
-    started = time.perf_counter()
+    started = work.now()
     cv = _build(problem, closure=closure, absences=absences, depth=depth, exposure=exposure)
     # ``time_limit_s`` is the call's wall time: building the model counts (1.8 s on a
     # 1,567-node graph, which took a compile at --time-limit 20 past its limit).
-    build_s = time.perf_counter() - started
+    build_s = work.now() - started
     time_limit_s = max(0.0, time_limit_s - build_s)
     m, gaps = cv.m, cv.gaps
     for t in range(problem.n):

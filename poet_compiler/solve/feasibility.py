@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from dataclasses import dataclass, field
 
+from poet_compiler import work
 from poet_compiler.errors import InfeasibleError
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.baselines.keep_all import checkpoint_all_schedule
-from poet_compiler.solve.clock import CPSAT_WALL_FACTOR, CPSAT_WALL_PAD_S
 from poet_compiler.solve.cover import (
     CoverBound,
     cover_bound,
@@ -82,12 +81,12 @@ def _deadline_too_short(problem: Problem) -> bool:
 
 
 def _left(until: float) -> float:
-    return max(0.0, until - time.perf_counter())
+    return max(0.0, until - work.now())
 
 
 def _solver_limit(until: float) -> float:
-    """A CP-SAT limit whose child's wall cap (limit x 1.05 + 2 s) ends by ``until``."""
-    return max(0.0, (_left(until) - CPSAT_WALL_PAD_S) / CPSAT_WALL_FACTOR)
+    """A CP-SAT limit that ends by ``until`` (work inside a solve: :mod:`poet_compiler.work`)."""
+    return _left(until)
 
 
 def _quick_ram_upper(problem: Problem, lower: int, until: float | None = None) -> tuple[int, Schedule] | None:
@@ -118,7 +117,7 @@ def ram_requirement(problem: Problem, *, time_limit_s: float = 30.0, threads: in
     under a second; when a quick schedule (checkpoint-all, the cover's own) reaches it,
     that is the minimum, proven. Otherwise the fast formulation minimizes the budget,
     stopping if it reaches the cover's bound. ``time_limit_s`` bounds the whole search."""
-    until = time.perf_counter() + time_limit_s
+    until = work.now() + time_limit_s
     if _deadline_too_short(problem):
         raise InfeasibleError(
             f"deadline {problem.deadline_s:.6g} s is below the compute-only minimum "
@@ -167,7 +166,7 @@ def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, thread
     and a choice of restores; realized, that choice is often a schedule at the bound.
     Otherwise the fast formulation minimizes the step time from it. ``time_limit_s``
     bounds the whole search."""
-    until = time.perf_counter() + time_limit_s
+    until = work.now() + time_limit_s
     free = dataclasses.replace(problem, deadline_s=None)
     limit = min(10.0, time_limit_s / 4)
     quick = cover_min_time(free, time_limit_s=limit)

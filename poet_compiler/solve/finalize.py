@@ -16,10 +16,10 @@ smaller budget.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from contextlib import nullcontext
 
+from poet_compiler import work
 from poet_compiler.errors import InternalError, OverBudgetError, ScheduleError
 from poet_compiler.schedule.arena import exact_packing_applies, plan_arena, rescue_arena
 from poet_compiler.schedule.cleanup import remove_pointless_work
@@ -105,10 +105,10 @@ def _finalize(
     fence_last: bool = False,
 ) -> Result:
     graph, costs = problem.graph, problem.costs
-    until = None if arena_time_s is None else time.perf_counter() + max(0.0, arena_time_s)
+    until = None if arena_time_s is None else work.now() + max(0.0, arena_time_s)
 
     def left() -> float | None:
-        return None if until is None else max(0.0, until - time.perf_counter())
+        return None if until is None else max(0.0, until - work.now())
 
     budget = problem.activation_budget
     schedule = plan if isinstance(plan, Schedule) else None

@@ -29,11 +29,11 @@ the gap limit of the cover bound, the full model is not needed at all.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from poet_compiler import work
 from poet_compiler.errors import InternalError, ScheduleError, UpdateOrderError
 from poet_compiler.schedule.build import assemble
 from poet_compiler.schedule.program import Program
@@ -56,7 +56,7 @@ WIDER_CASCADES = 2
 # Graphs with more nodes than this and no schedule in hand (no heuristic fits, the
 # cover's realization does not either) run the interval search (:mod:`.interval_search`)
 # before the guided sub-problem, with this share of the stage's time. Measured
-# (BENCHMARKS.md, issue 18): run on every large graph it took the time the guided
+# (BENCHMARKS.md, "Scale"): run on every large graph it took the time the guided
 # sub-problem and the full model needed (MobileNetV2 a72 50 %: 10.5 % gap instead of
 # 0.4 % at 120 s; kws_dscnn m4 256k: 0.0444 J instead of 0.0423 J at 60 s, from the
 # same hints); where a heuristic schedule exists those do better. With nothing in hand
@@ -70,7 +70,7 @@ INTERVAL_SHARE = 1.0
 # synchronous transfers; see guided_search): the
 # offline-eviction heuristic's 310.5 J on DAG 100 at 80 % (bound 255.8 J) kept the
 # interval search from running, and the guided sub-problem alone ended at 288.9 J where
-# the interval search had reached 274.9 J (BENCHMARKS.md, issue 18, session 10).
+# the interval search had reached 274.9 J (BENCHMARKS.md, "Optimizer grid").
 INTERVAL_WEAK_GAP = 0.10
 # CP-SAT's full-problem subsolvers beside its neighbourhood (LNS) ones in the sub-problems.
 # In the interleaved search a batch waits for its slowest task, and each of the eight
@@ -189,12 +189,12 @@ def realize_within(problem: Problem, choice: CoverBound | None,
     a realization exceeds the budget (a recompute needs its inputs in RAM), ``resolve``
     gives a new choice at a budget lowered by the overshoot, up to ``tries`` times.
     ``arena_fit``: the static arena must fit too (an arena overshoot lowers the budget
-    the same way). ``until``: no new try after this ``time.perf_counter()`` instant."""
+    the same way). ``until``: no new try after this ``work.now()`` instant."""
     budget = problem.activation_budget
     for attempt in range(tries):
         if choice is None or choice.energy_j is None:
             return None
-        if attempt and until is not None and time.perf_counter() >= until:
+        if attempt and until is not None and work.now() >= until:
             return None
         try:
             schedule = realize(problem, choice)
@@ -207,7 +207,7 @@ def realize_within(problem: Problem, choice: CoverBound | None,
             return None
         over = sim.peak_bytes - problem.activation_budget
         if over <= 0 and arena_fit:
-            over = _arena_overshoot(problem, schedule, None if until is None else until - time.perf_counter())
+            over = _arena_overshoot(problem, schedule, None if until is None else until - work.now())
         if over <= 0:
             return sim, schedule
         budget -= over
@@ -223,14 +223,14 @@ def cover_schedule(problem: Problem, cover: CoverBound, *, tries: int = 6,
     """The cheapest feasible schedule realized from the cover's choices, or None. Two
     covers are tried (:func:`realize_within` each): the bound's own, and one that
     charges each recompute with the inputs it must rebuild (``closure``).
-    ``time_limit_s`` caps each cover solve; ``until`` (a ``time.perf_counter()`` instant)
+    ``time_limit_s`` caps each cover solve; ``until`` (a ``work.now()`` instant)
     ends the whole search: no cover solve runs past it, and none starts with less time
     left than ``cover``'s model took to build (2.7 s on gpt2_large, where a second cover
     built with 0.5 s left took a compile at --time-limit 20 1.1 s past its guided stage)."""
     best: tuple[float, Schedule] | None = None
 
     def limit() -> float:
-        return time_limit_s if until is None else max(0.0, min(time_limit_s, until - time.perf_counter()))
+        return time_limit_s if until is None else max(0.0, min(time_limit_s, until - work.now()))
 
     def another(budget: int | None, closure: bool) -> CoverBound | None:
         if until is not None and limit() <= cover.build_s:
@@ -268,7 +268,7 @@ def half_the_slack(problem: Problem, hint: Schedule | None) -> Problem:
     although the 1.5x schedule meets 2.0x. Searched at the hint's own time (1.43x), both
     gave 46.12 J, but the a72 50 % cells, whose hint is at 1.03x, lost 0.2-0.4 %; at half
     the slack (never below the hint's time) 2.0x gives 45.11 J and the 50 % cells are within
-    0.2 % of before either way (BENCHMARKS.md, session 13). The full model that follows
+    0.2 % of before either way (BENCHMARKS.md, "Optimizer grid"). The full model that follows
     searches at the real deadline, from the schedule found."""
     if hint is None or problem.deadline_s is None:
         return problem
@@ -312,7 +312,7 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
     realization's cover solves end at the deadline too, and the sub-problem's CP-SAT limit
     is what is left of the share when it starts, such that its child's wall cap ends
     within it (:meth:`Clock.solver_limit`)."""
-    started = time.perf_counter()
+    started = work.now()
     until = started + time_limit_s
     if clock is not None:
         until = min(until, clock.at)
@@ -335,7 +335,7 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
     weak = best.energy_j is None or (problem.synchronous
                                      and not within_gap(best.energy_j, bound, INTERVAL_WEAK_GAP))
     if problem.n > INTERVAL_MIN_NODES and weak:
-        share = INTERVAL_SHARE * (until - time.perf_counter())
+        share = INTERVAL_SHARE * (until - work.now())
         found = interval_search(problem, [h for h in (best.schedule, warm, *others) if h is not None],
                                 time_limit_s=share if clock is None else clock.solver_limit(share),
                                 threads=threads, target_j=bound * (1 + relative_gap))
@@ -364,8 +364,8 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
             break
         built.model.objective_floor = bound
         large = is_large(built.model)
-        left = until - time.perf_counter()
-        limit = left if clock is None else clock.solver_limit(left, large=large)
+        left = until - work.now()
+        limit = left if clock is None else clock.solver_limit(left)
         if limit <= 0.05:
             break
         # The widest searches on until the gap to the cover bound or the time's end.

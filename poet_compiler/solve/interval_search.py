@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 
 import numpy as np
 
+from poet_compiler import work
 from poet_compiler.schedule.from_program import schedule_from_program
 from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
@@ -85,7 +85,7 @@ EVICTION_START_SHARE = 0.1
 # 39 s, interleaved after 61.4 and 61.3 s (65-67 s in the pipeline), where a pipeline
 # run's share is about 120 s. Not bit for bit the same search: under load two runs on a
 # 40-node DAG returned different schedules. The energy model keeps the default: from the least-RAM
-# schedule, in 45 s, 678.6 J against 727.6 J interleaved. BENCHMARKS.md, session 16.
+# schedule, in 45 s, 678.6 J against 727.6 J interleaved. BENCHMARKS.md, "Optimizer grid".
 
 
 @dataclasses.dataclass
@@ -135,7 +135,7 @@ def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: fl
     """Solve the interval model of ``problem`` (its synchronous family) within
     ``time_limit_s``, from the first of ``hints`` it can hold; stop early at a schedule of
     at most ``target_j`` joules (e.g. within the gap limit of the cover bound)."""
-    started = time.perf_counter()
+    started = work.now()
     until = started + time_limit_s
     sync = problem if problem.synchronous else dataclasses.replace(problem, transfers="sync")
     usable = [h for h in hints if feasible_energy(sync, h) is not None]
@@ -145,7 +145,7 @@ def interval_search(problem: Problem, hints: list[Schedule], *, time_limit_s: fl
     least: IntervalOutcome | None = None      # the least-RAM search, when nothing was in hand
     solved: IntervalOutcome | None = None     # the cold solve, when it found a schedule
     if not usable:
-        now = time.perf_counter()
+        now = work.now()
         cold = _with_enough_copies(problem, sync, [], copies, now + COLD_SHARE * (until - now), target_j, threads)
         copies = cold.copies
         if cold.schedule is not None:
@@ -176,28 +176,28 @@ def _search(problem: Problem, sync: Problem, usable: list[Schedule], copies: int
     held = np.zeros(0, dtype=np.int64)        # bytes kept free per event (arena reserves)
     first: IntervalOutcome | None = None
     for attempt in range(ARENA_RETRIES + 1):
-        left = until - time.perf_counter()
+        left = until - work.now()
         share = left * (ARENA_SOLVE_SHARE if attempt < ARENA_RETRIES else 1.0)
         reserves = as_reserves(held)
         if attempt == 0 and solved is not None:
             out = solved
         elif reserves:
-            out = _solve(problem, sync, usable, copies, time.perf_counter() + share, target_j, threads, reserves)
+            out = _solve(problem, sync, usable, copies, work.now() + share, target_j, threads, reserves)
         else:
-            out = _with_enough_copies(problem, sync, usable, copies, time.perf_counter() + share, target_j, threads)
+            out = _with_enough_copies(problem, sync, usable, copies, work.now() + share, target_j, threads)
         copies = out.copies
         if out.schedule is None and least is not None and not reserves and first is None:
             out, least = least, None          # the energy model found nothing in time
         if out.schedule is None:
             if reserves:
                 held //= 2      # the reserves left no schedule (or none found in time): weaker ones
-            elif first is not None or out.status == "infeasible" or until - time.perf_counter() < MIN_SEARCH_ON_S:
+            elif first is not None or out.status == "infeasible" or until - work.now() < MIN_SEARCH_ON_S:
                 return first or out
             # else nothing found yet and nothing proven: search on with the time left
-            if until - time.perf_counter() < MIN_RETRY_S:
+            if until - work.now() < MIN_RETRY_S:
                 break
             continue
-        check_s = min(ARENA_CHECK_S, ARENA_CHECK_SHARE * (until - time.perf_counter()))
+        check_s = min(ARENA_CHECK_S, ARENA_CHECK_SHARE * (until - work.now()))
         laid = finalize(problem, out.schedule, strategy="optimal", arena_time_s=check_s, rescue_s=check_s)
         out.arena_retries = attempt
         if laid.program is None or laid.arena_bytes is None or laid.arena_bytes <= problem.activation_budget:
@@ -210,7 +210,7 @@ def _search(problem: Problem, sync: Problem, usable: list[Schedule], copies: int
         over = overflow_by_event(problem.graph, laid.program, problem.activation_budget)
         held = over if not held.size else held + over
         usable = [out.schedule, *usable]
-        if until - time.perf_counter() < MIN_RETRY_S:
+        if until - work.now() < MIN_RETRY_S:
             break
     return first or out
 
@@ -222,7 +222,7 @@ def _eviction_start(sync: Problem, until: float) -> Schedule | None:
     is not allowed or no such plan is found within EVICTION_START_SHARE of the time."""
     if not sync.allows_remat:
         return None
-    started = time.perf_counter()
+    started = work.now()
     high = reference(sync.graph, sync.costs).peak_bytes      # checkpoint-all's peak
     found = least_budget_program(sync.graph, sync.costs.compute_s, sync.activation_budget, high,
                                  until=started + EVICTION_START_SHARE * (until - started))
@@ -238,12 +238,12 @@ def _least_ram_search(problem: Problem, sync: Problem, copies: int, until: float
     does, or the time is up. A solve that ends above the budget without a proof (a
     child's failure) is followed by another from its least-RAM schedule while
     MIN_SEARCH_ON_S are left."""
-    started = time.perf_counter()
+    started = work.now()
     start: list[Schedule] = [] if start_from is None else [start_from]
     while True:
         out = _with_enough_copies(problem, sync, start, copies, until, None, threads, least_ram=True)
-        out.least_ram_s = round(time.perf_counter() - started, 3)
-        if out.schedule is not None or out.status == "infeasible" or until - time.perf_counter() < MIN_SEARCH_ON_S:
+        out.least_ram_s = round(work.now() - started, 3)
+        if out.schedule is not None or out.status == "infeasible" or until - work.now() < MIN_SEARCH_ON_S:
             return out
         copies, start = out.copies, [out.above_budget] if out.above_budget is not None else []
 
@@ -254,7 +254,7 @@ def _with_enough_copies(problem: Problem, sync: Problem, usable: list[Schedule],
     empty (deep recompute chains need more) and time is left."""
     while True:
         out = _solve(problem, sync, usable, copies, until, target_j, threads, [], least_ram)
-        if out.status != "infeasible" or copies >= MAX_RETRY_COPIES or until - time.perf_counter() < MIN_RETRY_S:
+        if out.status != "infeasible" or copies >= MAX_RETRY_COPIES or until - work.now() < MIN_RETRY_S:
             return out
         copies = min(MAX_RETRY_COPIES, 2 * copies)
 
@@ -265,12 +265,12 @@ def _solve(problem: Problem, sync: Problem, usable: list[Schedule], copies: int,
     by ``until``. With ``least_ram``, the least-RAM model from checkpoint-all, stopped at
     the first schedule within the budget: status "infeasible" when it proves none has at
     most ``copies`` stays per tensor."""
-    started = time.perf_counter()
+    started = work.now()
     im = build_interval(sync, copies=copies, reserves=reserves, least_ram=least_ram)
     # The first hint it holds; the least-RAM model checkpoint-all at worst.
     hinted = any(hint(im, h) for h in usable) or (least_ram and hint(im, checkpoint_all_schedule(sync)))
-    build_s = time.perf_counter() - started
-    left = until - time.perf_counter()
+    build_s = work.now() - started
+    left = until - work.now()
     if left <= 0.05:
         return IntervalOutcome(None, None, copies=copies, build_s=build_s, message="no time left to solve")
     budget_units = problem.activation_budget // im.unit

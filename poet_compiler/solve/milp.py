@@ -13,12 +13,13 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from poet_compiler import work
 from poet_compiler.errors import PoetError, SolverError
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve import guided as guided_mod
 from poet_compiler.solve.backends import SOLVERS, BackendResult
 from poet_compiler.solve.backends.base import within_gap
-from poet_compiler.solve.backends.memory import current_limit, self_rss
+from poet_compiler.solve.backends.memory import current_limit
 from poet_compiler.solve.clock import MIN_STAGE_S, Clock
 from poet_compiler.solve.cover import CoverBound, cover_bound, deeper_cover
 from poet_compiler.solve.feasibility import explain_infeasible, quick_infeasibility
@@ -28,7 +29,7 @@ from poet_compiler.solve.formulation.common import Built
 from poet_compiler.solve.formulation.fast import canonical
 from poet_compiler.solve.guided import GuidedOutcome, cover_schedule, guided_search
 from poet_compiler.solve.interval_search import interval_search
-from poet_compiler.solve.presence_stage import LateBound, presence_stage
+from poet_compiler.solve.presence_stage import presence_stage
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import Result, ResultExtra
 from poet_compiler.solve.row_generation import forecast_bytes, solve_built, solve_by_rows
@@ -45,6 +46,53 @@ from poet_compiler.units import format_bytes
 
 STRATEGY = "optimal"
 
+# Effort presets, in CP-SAT deterministic seconds shared by every stage (poet_compiler.work).
+# "default" is sized so that a default compile takes no more wall time on the project's
+# 2-core machines than the former default 60 s limit (bench/reproducibility.py; BENCHMARKS.md,
+# "Reproducibility").
+EFFORT_PRESETS = {"quick": 5.0, "default": 30.0, "thorough": 120.0}
+# Where the user's --time-limit is short, the default effort is what that limit holds at this
+# many units per wall second (so a short limit is not simply a cap that always binds).
+EFFORT_PER_LIMIT_S = 0.3
+# poetc's own resident bytes beside a full model's forecast (the memory-limit check).
+BASE_RSS_BYTES = 600 * 2**20
+
+
+def effort_units(effort: float | str | None, limit_s: float) -> float:
+    """The effort in deterministic seconds: a preset's, a number's, or (None) the default
+    preset's, at most EFFORT_PER_LIMIT_S per second of the user's time limit."""
+    if effort is None:
+        return min(EFFORT_PRESETS["default"], EFFORT_PER_LIMIT_S * float(limit_s))
+    if isinstance(effort, str):
+        if effort in EFFORT_PRESETS:
+            return EFFORT_PRESETS[effort]
+        try:
+            effort = float(effort)
+        except ValueError:
+            raise PoetError(f"effort must be one of {', '.join(EFFORT_PRESETS)} or a positive number "
+                            f"(deterministic seconds), got {effort!r}") from None
+    if not effort > 0 or effort != effort or effort == float("inf"):
+        raise PoetError(f"effort must be a positive number of deterministic seconds, got {effort!r}")
+    return float(effort)
+
+
+def _effort_text(clock: Clock) -> str:
+    """The solve's budget as a message names it ("30 deterministic s of effort")."""
+    return f"{clock.limit_s:g} deterministic s of effort"
+
+
+def stopped_by(res: Result, meter: work.Meter, clock: Clock, gap: float) -> str:
+    """What ended the solve: ``time`` (the wall cap decided something: the only case in
+    which two runs may differ), ``proof`` (optimal, or proven infeasible), ``gap`` (within
+    the gap limit), else ``effort``."""
+    if meter.time_hit:
+        return "time"
+    if res.status in ("optimal", "infeasible"):   # solve_milp reports "infeasible" only when proven
+        return "proof"
+    if res.gap is not None and res.gap <= max(gap, BOUND_NOISE):
+        return "gap"
+    return "effort"
+
 
 def fallback_result(problem: Problem, candidates: list[tuple[float, str, Schedule]], *, solver: str,
                     formulation: str, started: float, tries: int = 4, clock: Clock | None = None,
@@ -58,7 +106,7 @@ def fallback_result(problem: Problem, candidates: list[tuple[float, str, Schedul
     for _energy, name, schedule in candidates[:tries]:
         if clock is not None and not needed and clock.left() <= finalize_s:
             break
-        t_fin = time.perf_counter()
+        t_fin = work.now()
         arena_s = None if clock is None else max(clock.left(), NEEDED_ARENA_S if needed else 0.0)
         # Candidates are valid schedules: finalize raises InternalError on a broken one.
         res = finalize(problem, schedule, strategy=STRATEGY, status="feasible", solver=solver,
@@ -68,7 +116,7 @@ def fallback_result(problem: Problem, candidates: list[tuple[float, str, Schedul
         if res.ok:
             res.extra.fallback_schedule = name
             return res
-        finalize_s = max(finalize_s, time.perf_counter() - t_fin)
+        finalize_s = max(finalize_s, work.now() - t_fin)
     return None
 
 
@@ -124,13 +172,6 @@ RERUN_SHARE = 0.05
 # warm_start.QUICK_FIRST): capuchin alone took 51 s on gpt2_large at seq 512, so a compile
 # at --time-limit 20 ended after 83 s. The cover and the guided search need the rest.
 WARM_START_SHARE = 0.4
-# Share of the time limit the first solve may use; the rest is for fragmentation re-solves.
-# Since the arena planner packs exactly (fragmentation ~1.00 on the zoo), re-solves are rare:
-# most of the time goes to the first solve (0.75 left a quarter of every limit unused). With
-# one deadline for every stage, 0.9 cost kws_dscnn a72 30 % its full model (the guided stage
-# left less than MIN_FULL_SOLVE_S of the 90 %): re-solves get what the first solve leaves
-# (small graphs finish early; a large graph's first solve keeps the arena-fit fallback).
-FIRST_SOLVE_SHARE = 1.0
 # Cover bound: its CP-SAT limit (it closes in < 1 s on the zoo). Guided search: its share
 # of the time left; the full model gets the rest when the guided schedule is not yet
 # within the gap limit of the cover bound.
@@ -141,7 +182,7 @@ GUIDED_SHARE = 0.75
 # that gap was wide (VGG16-CIFAR a72 30 %: 4.8 %, 24.80 -> 25.74 J; ResNet-18-CIFAR a72
 # 30 %: 1.3 %, 44.188 -> 44.214 J), and only slowed the deep model where it was narrow
 # (ResNet-18-CIFAR a72 50 % 1.5x: 0.6 %, the same 44.025 J, closed at 15.8 s instead of
-# 5.7 s, and the cell ended dearer; BENCHMARKS.md, session 19).
+# 5.7 s, and the cell ended dearer; BENCHMARKS.md, "Optimizer grid").
 EXPOSURE_MIN_GAP = 0.01
 # The full model after the guided stage of a large graph only with at least this much
 # time left (after reserving what finalizing its schedule will take): on ResNet-18-CIFAR, CP-SAT
@@ -149,7 +190,7 @@ EXPOSURE_MIN_GAP = 0.01
 MIN_FULL_SOLVE_S = 5.0
 # Above this many nodes the stage model (n^2 variables: 8.4 GB on BERT-base's 578) is not
 # built when the guided stage has a schedule: the interval search and the guided
-# sub-problem give the schedule, the eviction cover the bound (issue 18's memory limits).
+# sub-problem give the schedule, the eviction cover the bound (the memory limit: --memory-limit).
 FULL_MODEL_MAX_NODES = 400
 # The full model is built only when its forecast memory with poetc's own is at most this
 # share of --memory-limit: the forecast is fitted on 30 s solves and a solver's memory
@@ -157,7 +198,7 @@ FULL_MODEL_MAX_NODES = 400
 # forecast is largest the full model pays least: on MobileNetV2 (362 nodes, a72 50 %,
 # forecast 3.9 GiB) it ran 43 s, measured 3.7 GiB and did not improve the guided schedule;
 # without it, the same schedule in 40 s instead of 83 s and 0.96 GiB (BENCHMARKS.md,
-# issue 18 session 7). The ResNet-18 (1.7 GiB) and DAG 250 (2.3 GiB) models still run.
+# "Scale"). The ResNet-18 (1.7 GiB) and DAG 250 (2.3 GiB) models still run.
 FULL_MODEL_MEMORY_SHARE = 0.75
 # Above it the guided stage (interval search, guided sub-problem) gets this share of the
 # time left: nothing comes after it but finalizing (arena planning) its schedule.
@@ -175,9 +216,6 @@ EXPLAIN_GRACE = 0.02
 # In recompute-only mode the interval search runs before the full model, with this share
 # of the time left (after the finalize reserve).
 INTERVAL_BEFORE_FULL_SHARE = 0.5
-# A presence search left running gets the time the skipped full model would have had, up
-# to this long before the deadline (stopping it and reporting follow).
-IDLE_MARGIN_S = 0.5
 # A fallback that is the only answer left plans its arena for at least this long (the
 # exact packing of a small program takes milliseconds; greedy layouts alone fragment).
 NEEDED_ARENA_S = 0.25
@@ -189,7 +227,7 @@ NEEDED_ARENA_S = 0.25
 # re-plan given all the time left took 39 of 60 s without a fit. On resnet18_cifar a72
 # 70 % 1.0x the full model's schedule (5 s to solve) failed a half-share re-plan of 24 s,
 # and the re-solves got no schedule in what was left; with a tenth, the second re-solve's
-# fits, 0.06 % above the bound, at 38 s (BENCHMARKS.md, session 13).
+# fits, 0.06 % above the bound, at 38 s (BENCHMARKS.md, "Optimizer grid").
 RESCUE_SHARE = 0.5
 RESCUE_EARLY_SHARE = 0.1
 RESCUE_RESERVE = 0.05
@@ -214,8 +252,16 @@ def solve_milp(
     warm_start: Schedule | None = None,
     gap_limit: float | None = None,
     stated_limit_s: float | None = None,
+    effort: float | str | None = None,
 ) -> Result:
-    """Solve ``problem`` to (proven) optimality or the time limit; see the module docstring.
+    """Solve ``problem`` to (proven) optimality, the gap limit or its effort; see the
+    module docstring.
+
+    ``effort``: the work every stage shares (:func:`effort_units`: a preset name or
+    deterministic seconds); None: the default preset, or less where ``stated_limit_s``
+    (the user's --time-limit, else ``time_limit_s``) would not hold it. Every decision is
+    taken on work (:mod:`poet_compiler.work`); ``time_limit_s`` is only the wall cap,
+    and ``Result.extra.stopped_by`` says which of proof, gap, effort or time ended it.
 
     On a DMA device where time matters (``problem.transfers == "stage"``) and a graph of
     at most ``UNION_MAX_NODES`` nodes, two program families are searched: stage-long
@@ -224,40 +270,40 @@ def solve_milp(
     optimizer searches"). The better schedule wins; its bound is the smaller of the two
     families' bounds.
     """
-    clock = Clock(time_limit_s, stated_s=stated_limit_s)
+    units = effort_units(effort, time_limit_s if stated_limit_s is None else stated_limit_s)
+    meter = work.Meter(wall_at=time.perf_counter() + time_limit_s)
+    with work.metered(meter):
+        clock = Clock(units, stated_s=units)
+        res = _solve_families(problem, clock, solver=solver, formulation=formulation, threads=threads,
+                              progress=progress, warm_start=warm_start, gap_limit=gap_limit)
+        res.extra.set(effort=round(units, 3), effort_used=round(meter.spent, 3),
+                      stopped_by=stopped_by(res, meter, clock, effective_gap(problem, gap_limit)))
+    return res
+
+
+def _solve_families(problem: Problem, clock: Clock, *, solver: str, formulation: str, threads: int,
+                    progress: bool, warm_start: Schedule | None, gap_limit: float | None) -> Result:
+    """The program families of :func:`solve_milp`, within ``clock``."""
     kw = dict(solver=solver, formulation=formulation, threads=threads, progress=progress,
               gap_limit=gap_limit)
     if problem.synchronous or problem.n > UNION_MAX_NODES:
         res = _solve_family(problem, clock=clock, warm_start=warm_start, **kw)  # type: ignore[arg-type]
         res.extra.transfers = problem.transfers
     else:
-        with clock.capped(clock.started + time_limit_s * STAGE_FAMILY_SHARE):
+        with clock.capped(clock.started + clock.limit_s * STAGE_FAMILY_SHARE):
             stage = _solve_family(problem, clock=clock, warm_start=warm_start, **kw)  # type: ignore[arg-type]
         sync = _solve_family(dataclasses.replace(problem, transfers="sync"), clock=clock,
                              warm_start=stage.schedule if stage.ok else None, **kw)  # type: ignore[arg-type]
-        res = union(stage, sync, clock.started)
+        res = union(stage, sync, clock.wall_started)
         keep_gap_claim_true(res, effective_gap(problem, gap_limit))
     res.solve_time_s = clock.elapsed()
     res.extra.stage_s = clock.report()
+    res.extra.stage_effort = clock.effort_report()
     return res
 
 
-def _solve_family(problem: Problem, *, clock: Clock, solver: str = "auto", formulation: str = "fast",
-                  threads: int = 2, progress: bool = False, warm_start: Schedule | None = None,
-                  gap_limit: float | None = None) -> Result:
-    """:func:`_attempts`, and the presence search it may leave running (:class:`LateBound`)
-    always stopped."""
-    late = LateBound()
-    try:
-        return _attempts(problem, late, clock=clock, solver=solver, formulation=formulation, threads=threads,
-                         progress=progress, warm_start=warm_start, gap_limit=gap_limit)
-    finally:
-        late.stop()
-
-
-def _attempts(
+def _solve_family(
     problem: Problem,
-    late: LateBound,
     *,
     clock: Clock,
     solver: str = "auto",
@@ -314,8 +360,7 @@ def _attempts(
         remaining = clock.left()
         if attempt and remaining < 1.0:
             break
-        # The first solve leaves 1 - FIRST_SOLVE_SHARE of the time for fragmentation re-solves.
-        share = remaining * FIRST_SOLVE_SHARE if attempt == 0 else remaining
+        share = remaining
         # A re-solve starts from the first attempt's warm starts that fit its budget and
         # the quick heuristics' plans at that budget.
         known = candidates
@@ -325,11 +370,10 @@ def _attempts(
                                                               - reserve), previous,
                               rerun=[h for h, s in heuristic_s.items() if s <= RERUN_SHARE * clock.left()],
                               until=clock.at)
-        with clock.capped(time.perf_counter() + share):
+        with clock.capped(work.now() + share):
             last = _solve_once(problem, reserve, solver=solver, formulation=formulation, clock=clock,
                                threads=threads, progress=progress, warm_start=previous if attempt == 0 else None,
-                               gap_limit=gap_limit, started=started, candidates=known,
-                               late=late if attempt == 0 else None)
+                               gap_limit=gap_limit, started=started, candidates=known)
         last.extra.set(fragmentation_retries=attempt, fragmentation_reserve_bytes=reserve)
         if attempt == 0:
             full_bound = last.extra.backend_bound_j
@@ -403,7 +447,7 @@ def _attempts(
             # Not proven: an arena that never fit, or a reduced budget the solver could
             # not meet in time. That is "no schedule in time", not infeasibility — and the
             # figures of a schedule that does not fit are not reported.
-            why = f"timeout: no schedule whose arena fits was found within {clock.limit_text()} ({res.message})"
+            why = f"timeout: no schedule whose arena fits was found within {_effort_text(clock)} ({res.message})"
             extra = res.extra
             res = _empty(problem, "timeout", solver, formulation, started, why)
             res.extra.merge(extra)
@@ -412,7 +456,7 @@ def _attempts(
         res.message = with_least_ram(res.message, res.extra, problem)
         res.solve_time_s = time.perf_counter() - started
         return res
-    apply_bound(best, late.raise_bound(full_bound, best.extra))
+    apply_bound(best, full_bound)
     keep_gap_claim_true(best, effective_gap(problem, gap_limit))
     best.solve_time_s = time.perf_counter() - started
     if best.arena_bytes is not None and best.peak_ram_bytes:
@@ -499,14 +543,14 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
     if not within_gap(guided.energy_j, cover.energy_j, gap):
         # Not proven yet: the full model comes next. Keep this schedule (finalized, so its
         # arena is known) in case the full model's does not fit its arena.
-        t_fin = time.perf_counter()
+        t_fin = work.now()
         with clock.stage("finalize"):
             res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
                            formulation=formulation, lower_bound_j=cover.energy_j,
                            solve_time_s=time.perf_counter() - started, arena_time_s=clock.left(),
                            rescue_s=RESCUE_EARLY_SHARE * clock.left(), clock=clock, layout=guided.layout,
                            fence_last=True)
-        extra.guided_finalize_s = round(time.perf_counter() - t_fin, 3)
+        extra.guided_finalize_s = round(work.now() - t_fin, 3)
         if res.ok and not _fenced(res):
             res.extra.merge(extra, solver_used=guided.source)
             return guided, res, False, cover
@@ -554,7 +598,7 @@ def _fences_cost_more(fenced: Result, other: Result | None) -> bool:
 def _cheaper_of_fenced(fenced: Result, kept: Result | None, extra: ResultExtra, source: str) -> Result | None:
     """The guided schedule with FENCEs (when its arena fitted that way) or ``kept``, the
     arena-fit fallback: the cheaper. The waits and copies can cost more than a fallback
-    that needs none (ResNet-18-CIFAR a72 50 % 2.0x, issue 18 session 8: 1.2 %); where no
+    that needs none (ResNet-18-CIFAR a72 50 % 2.0x: 1.2 %); where no
     fallback fits, or a worse one, they keep the guided schedule (ResNet-18-CIFAR a72
     30 % 2.0x: 46.64 J with 3 copies, where the best heuristic's was 54.00 J)."""
     if not fenced.ok or _fences_cost_more(fenced, kept):
@@ -600,7 +644,7 @@ def _arena_fit_fallback(problem: Problem, tight: Problem, cover: CoverBound, sol
     # With stage-long transfers and a full model to follow, that model searches the
     # problem's own family: the interval search's (synchronous) schedules mostly do not
     # hold there, and its time was the full model's (VGG16-CIFAR a72 30 % 2.0x: 22 s of 60
-    # for none, 28.46 J where the full model had reached 26.01 J; BENCHMARKS.md, session 12).
+    # for none, 28.46 J where the full model had reached 26.01 J; BENCHMARKS.md, "Optimizer grid").
     full_model_follows = problem.n <= FULL_MODEL_MAX_NODES
     if not problem.synchronous and full_model_follows:
         weak = False
@@ -626,8 +670,7 @@ def _arena_fit_fallback(problem: Problem, tight: Problem, cover: CoverBound, sol
 
 def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str, clock: Clock,
                 threads: int, progress: bool, warm_start: Schedule | None, gap_limit: float | None,
-                started: float, candidates: list[tuple[float, str, Schedule]],
-                late: LateBound | None = None) -> Result:
+                started: float, candidates: list[tuple[float, str, Schedule]]) -> Result:
     """One build + solve + finalize at the activation budget minus ``reserve``.
 
     With the fast formulation the eviction-cover bound (:mod:`.cover`) comes first: it
@@ -639,10 +682,6 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     ``extra`` carries ``backend_bound_j`` (a valid bound at this budget, even without a
     schedule) and ``proven_infeasible``. Every stage ends by ``clock``'s deadline."""
     tight = dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes - reserve)
-    # Only the first attempt, on more than one thread, may leave a presence search running;
-    # elsewhere an idle LateBound, whose held() and spare() change nothing.
-    background = late if threads > 1 else None
-    late = late if late is not None else LateBound()
     # The eviction-cover bound (fast formulation): a valid bound at this budget in a
     # fraction of a second, a proof of infeasibility, and the guide for the first schedules.
     cover = None
@@ -663,14 +702,12 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
                                clock=clock, threads=threads, extra=extra, proof="the eviction-cover bound")
         # From here on the cover's bound is the better of it and the presence bound, and
         # the presence model's schedule, when it is feasible and cheaper, is the hint.
-        cover, hint, hint_source = presence_stage(tight, cover, hint, extra, clock=clock, gap=gap,
-                                                  late=background)
+        cover, hint, hint_source = presence_stage(tight, cover, hint, extra, clock=clock, gap=gap)
         others = tuple(c[2] for c in candidates[1:]) if candidates else ()
-        with late.held():
-            guided, guided_res, done, cover = _guided_stage(problem, tight, cover, hint, hint_source, others,
-                                                     solver=solver, formulation=formulation,
-                                                     gap=max(gap, BOUND_NOISE), threads=threads, progress=progress,
-                                                     started=started, clock=clock, extra=extra)
+        guided, guided_res, done, cover = _guided_stage(problem, tight, cover, hint, hint_source, others,
+                                                        solver=solver, formulation=formulation,
+                                                        gap=max(gap, BOUND_NOISE), threads=threads,
+                                                        progress=progress, started=started, clock=clock, extra=extra)
         if done:
             return guided_res  # type: ignore[return-value]
         hint = guided.schedule if guided.schedule is not None else hint
@@ -699,10 +736,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         elif over_memory:
             why = f"{over_memory}; bound: the eviction cover"
         else:
-            why = f"stopped at the time limit ({clock.limit_text()}) before the full model"
-            if not _costly_copies(guided_res):    # else the time may go to a re-solve (_attempts)
-                with clock.stage("presence"):
-                    late.use_idle_time(clock.at - IDLE_MARGIN_S, guided_res.energy_j, gap)
+            why = f"stopped at the effort limit ({_effort_text(clock)}) before the full model"
         guided_res.message = f"the {guided_res.extra.solver_used} schedule; {why}"
         return guided_res
     if too_big or full_limit < MIN_STAGE_S:
@@ -711,7 +745,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         why = f"the full model is not built above {FULL_MODEL_MAX_NODES} nodes" if too_big else \
             "no time left for the full model"
         res = _empty(problem, "timeout", solver, formulation, started,
-                     f"timeout: no schedule within {clock.limit_text()} ({why})")
+                     f"timeout: no schedule within {_effort_text(clock)} ({why})")
         res.extra.merge(extra, backend_bound_j=cover.energy_j if cover is not None else None)
         return res
     if cover is not None and guided_res is not None and not problem.allows_paging:
@@ -720,20 +754,18 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         # the better. On DAG 250 at 90 % the full model ran 235 s from the guided schedule
         # and ended at 606.5-611.2 J; the interval search alone reached 602.03 J in 78 s
         # (an earlier pipeline's found 601.33 J, the presence bound).
-        with late.held():
-            guided_res = _interval_for_full_model(problem, tight, cover, guided, guided_res, extra, solver=solver,
-                                                  formulation=formulation, clock=clock, finalize_s=finalize_s,
-                                                  threads=threads, gap=gap, started=started,
-                                                  share=INTERVAL_BEFORE_FULL_SHARE)
+        guided_res = _interval_for_full_model(problem, tight, cover, guided, guided_res, extra, solver=solver,
+                                              formulation=formulation, clock=clock, finalize_s=finalize_s,
+                                              threads=threads, gap=gap, started=started,
+                                              share=INTERVAL_BEFORE_FULL_SHARE)
         if guided_res.extra.solver_used == "interval" and guided_res.schedule is not None:
             # The full model starts from it, and keeps it (already finalized) if it does no better.
             hint = guided_res.schedule
             guided = GuidedOutcome(hint, feasible_energy(tight, hint), "interval")
     with clock.stage("full_model"):
-        # A presence search still running holds one core: the full model gets the others.
         return _full_model(problem, tight, reserve, cover, guided, guided_res, hint, extra, solver=solver,
                            formulation=formulation, clock=clock, finalize_s=finalize_s,
-                           threads=late.spare(threads),
+                           threads=threads,
                            progress=progress, gap=gap, started=started)
 
 
@@ -741,10 +773,12 @@ def _over_memory(problem: Problem) -> str | None:
     """Why the full model is not built under the memory limit in force, or None: its
     forecast (:func:`~poet_compiler.solve.row_generation.forecast_bytes`) and poetc's own
     resident bytes exceed FULL_MODEL_MEMORY_SHARE of the limit."""
-    limit, mine = current_limit(), self_rss()
-    if limit is None or mine is None:
+    # The forecast alone (not poetc's measured resident bytes): the decision must not
+    # depend on a measurement.
+    limit = current_limit()
+    if limit is None:
         return None
-    need = forecast_bytes(problem) + mine
+    need = forecast_bytes(problem) + BASE_RSS_BYTES
     if need <= FULL_MODEL_MEMORY_SHARE * limit:
         return None
     return (f"the full model is not built: its forecast memory ({format_bytes(need)} with poetc's) is over "
@@ -826,14 +860,14 @@ def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBoun
             # Already finalized (arena planned) in the guided stage: not again.
             guided_res.extra.merge(extra, solver_used=source)
             guided_res.lower_bound_j = bound
-            guided_res.message = f"stopped at the time limit ({clock.limit_text()})"
+            guided_res.message = f"stopped at the effort limit ({_effort_text(clock)})"
             return guided_res
         schedule = guided.schedule
         extra.solver_used = source
         out = dataclasses.replace(out, status="feasible")
     if schedule is None:
         res = _empty(problem, "timeout", solver, formulation, started,
-                     f"timeout: {solver} found no schedule within {clock.limit_text()} ({out.message})")
+                     f"timeout: {solver} found no schedule within {_effort_text(clock)} ({out.message})")
         res.extra.merge(extra)
         return res
     if out.status == "optimal":
@@ -842,7 +876,7 @@ def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBoun
             out.objective - out.bound <= gap * abs(out.objective) + 1e-12:
         message = f"stopped within the relative gap limit {gap:g}"
     else:
-        message = f"stopped at the time limit ({clock.limit_text()})"
+        message = f"stopped at the effort limit ({_effort_text(clock)})"
     with clock.stage("finalize"):
         res = finalize(problem, schedule, strategy=STRATEGY, status=out.status, solver=solver,
                        formulation=formulation, lower_bound_j=bound, solve_time_s=time.perf_counter() - started,
@@ -884,14 +918,14 @@ def _solve_full(problem: Problem, tight: Problem, hint: Schedule | None, floor: 
                 gap: float) -> tuple[Built, BackendResult]:
     """The whole model in one solve (the dense formulation; the fast one goes by rounds,
     :mod:`.row_generation`)."""
-    t_build = time.perf_counter()
+    t_build = work.now()
     built = build(problem, formulation, budget=tight.activation_budget)
     extra.set_model_stats(built.model.stats())
-    extra.model_build_s = round(time.perf_counter() - t_build, 3)
+    extra.model_build_s = round(work.now() - t_build, 3)
     if hint is not None:
         built.hint_from(hint)
     built.model.objective_floor = floor
-    out = solve_built(built, time.perf_counter() - t_build, solver=solver, clock=clock, reserve_s=finalize_s,
+    out = solve_built(built, work.now() - t_build, solver=solver, clock=clock, reserve_s=finalize_s,
                       threads=threads, progress=progress, gap=gap)
     if out is None:
         out = BackendResult("timeout", None, None, None, 0.0, solver,

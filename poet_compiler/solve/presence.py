@@ -40,17 +40,17 @@ neither bound and doubled the time (demo: 8.2 s against 4.3 s), so they are not 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Any  # CP-SAT objects: the model is built on solve/backends/native.py
 
 import numpy as np
 
+from poet_compiler import work
 from poet_compiler.errors import ScheduleError
 from poet_compiler.schedule.build import assemble
 from poet_compiler.schedule.program import Op, Program
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.solve.backends.native import NativeLimits, NativeResult, NativeRun, new_model
+from poet_compiler.solve.backends.native import NativeLimits, NativeResult, new_model, solve_native
 from poet_compiler.solve.cover import (
     StagedChoice,
     add_deadline_row,
@@ -252,98 +252,37 @@ def _hint(md: _Model, image: dict[str, Any]) -> None:
         m.add_hint(x, int(k in image["out"]))
 
 
-class PresenceRun:
-    """The presence model's search, started (:func:`start_presence`) in a forked child:
-    wait for it a while (:meth:`wait`), read its bound at any time (:meth:`bound`), leave
-    it running in the background (:meth:`in_background`: the core search runs on one
-    worker, and the pipeline's other stages can use the other core), stop it
-    (:meth:`stop`)."""
-
-    def __init__(self, problem: Problem, md: _Model | None, run: NativeRun | None, started: float, size: int) -> None:
-        self.problem, self._md, self._run, self.started, self.size = problem, md, run, started, size
-
-    @property
-    def running(self) -> bool:
-        return self._run is not None and not self._run.ended
-
-    def wait(self, seconds: float, *, realize: bool = True) -> PresenceBound:
-        """Wait until it ends or ``seconds`` have passed; the bound so far, with its best
-        solution realized as a schedule when ``realize``."""
-        if self._run is not None:
-            self._run.wait(time.perf_counter() + max(0.0, seconds))
-        return self.bound(realize=realize)
-
-    def near(self, gap: float) -> bool:
-        """Its best solution so far is within ``gap`` (relative, in energy) of its bound."""
-        if self._run is None or self._md is None:
-            return False
-        res = self._run.answer()
-        if res.objective is None or res.bound is None:
-            return False
-        base = self.problem.costs.compute_only_j
-        lower = base + res.bound / self._md.e_scale
-        return base + res.objective / self._md.e_scale <= lower * (1 + gap)
-
-    def in_background(self) -> None:
-        if self._run is not None:
-            self._run.in_background()
-
-    def pause(self, paused: bool) -> None:
-        """Hold the search (it keeps what it has proven) or let it go on."""
-        if self._run is not None:
-            self._run.pause(paused)
-
-    def stop(self) -> PresenceBound:
-        """End the search; its bound (no schedule: the caller took it from :meth:`wait`)."""
-        return self.bound(self._run.stop() if self._run is not None else None)
-
-    def bound(self, res: NativeResult | None = None, *, realize: bool = False) -> PresenceBound:
-        """The bound of ``res`` (default: the search's answer so far)."""
-        elapsed = time.perf_counter() - self.started
-        md, size = self._md, self.size
-        if md is None or self._run is None:
-            return PresenceBound(None, True, True, elapsed, size, "a point's fixed RAM exceeds the budget")
-        res = self._run.answer() if res is None else res
-        if res.status == "infeasible":
-            return PresenceBound(None, True, True, elapsed, size)
-        if res.bound is None:
-            return PresenceBound(None, False, False, elapsed, size, res.message or res.status)
-        bound = self.problem.costs.compute_only_j + math.floor(res.bound + 1e-6) / md.e_scale
-        if not (realize and res.has_solution):
-            return PresenceBound(bound, False, res.status == "optimal", elapsed, size, res.message)
-        return PresenceBound(bound, False, res.status == "optimal", elapsed, size, res.message,
-                             schedule=_realize(self.problem, md, res), choice=_choice(md, res))
-
-
-def start_presence(problem: Problem, *, time_limit_s: float, budget: int | None = None,
-                   hint: Program | None = None, fix_to_hint: bool = False) -> PresenceRun:
-    """Build the presence model of ``problem`` at ``budget`` (default: its activation
-    budget) and start its search, for at most ``time_limit_s`` from now.
+def presence_bound(problem: Problem, *, time_limit_s: float, budget: int | None = None,
+                   hint: Program | None = None, fix_to_hint: bool = False) -> PresenceBound:
+    """The presence bound of ``problem`` at ``budget`` (default: its activation budget),
+    searched within ``time_limit_s`` (work inside a meter: :mod:`poet_compiler.work`),
+    with its best solution realized as a schedule.
 
     ``hint``: a Program (the best schedule known), a first solution. The search runs to
-    the model's optimum or the time limit. ``fix_to_hint``: only check that the hint
-    satisfies the model (every Program does: the tests' check of the relaxation)."""
-    started = time.perf_counter()
+    the model's optimum or its limit, in a child process (its memory is returned when it
+    ends). ``fix_to_hint``: only check that the hint satisfies the model (every Program
+    does: the tests' check of the relaxation)."""
+    started = work.now()
     limit = problem.activation_budget if budget is None else budget
     size = pairs(problem)
     md = _build(problem, limit)
     if md.infeasible:
-        return PresenceRun(problem, None, None, started, size)
+        return PresenceBound(None, True, True, work.now() - started, size, "a point's fixed RAM exceeds the budget")
     if hint is not None:
         _hint(md, image_of(problem, hint))
-    run = NativeRun(md.m, NativeLimits(time_limit_s=max(0.0, time_limit_s - (time.perf_counter() - started)),
-                                       core=True, fix_to_hint=fix_to_hint, isolate=True))
-    return PresenceRun(problem, md, run, started, size)
-
-
-def presence_bound(problem: Problem, *, time_limit_s: float, budget: int | None = None,
-                   hint: Program | None = None, fix_to_hint: bool = False) -> PresenceBound:
-    """The presence bound of ``problem`` (:func:`start_presence`), searched for at most
-    ``time_limit_s``, with its best solution realized as a schedule."""
-    run = start_presence(problem, time_limit_s=time_limit_s, budget=budget, hint=hint, fix_to_hint=fix_to_hint)
-    found = run.wait(math.inf)
-    run.stop()
-    return found
+    res = solve_native(md.m, NativeLimits(time_limit_s=max(0.0, time_limit_s - (work.now() - started)),
+                                          core=True, fix_to_hint=fix_to_hint, isolate=True))
+    elapsed = work.now() - started
+    if res.status == "infeasible":
+        return PresenceBound(None, True, True, elapsed, size)
+    if res.bound is None:
+        return PresenceBound(None, False, False, elapsed, size, res.message or res.status)
+    bound = problem.costs.compute_only_j + math.floor(res.bound + 1e-6) / md.e_scale
+    closed = res.status == "optimal"
+    if not res.has_solution:
+        return PresenceBound(bound, False, closed, elapsed, size, res.message)
+    return PresenceBound(bound, False, closed, elapsed, size, res.message,
+                         schedule=_realize(problem, md, res), choice=_choice(md, res))
 
 
 def _choice(md: _Model, res: NativeResult) -> StagedChoice:
@@ -380,5 +319,4 @@ def _realize(problem: Problem, md: _Model, res: NativeResult) -> Schedule | None
         return None
 
 
-__all__ = ["MAX_PAIRS", "PresenceBound", "PresenceRun", "horizons", "image_of", "pairs", "presence_bound",
-           "start_presence"]
+__all__ = ["MAX_PAIRS", "PresenceBound", "horizons", "image_of", "pairs", "presence_bound"]

@@ -70,6 +70,14 @@ class ResultExtra:
     """Instructions the cleanup removed from the linearized Program."""
     stage_s: dict[str, float] | None = field(default=None, metadata=MEASURED)
     """Wall seconds per stage of the compile (time accounting)."""
+    stage_effort: dict[str, float] | None = None
+    """Work per stage of the solve, in deterministic seconds (poet_compiler.work)."""
+    effort: float | None = None
+    effort_used: float | None = None
+    """The solve's effort (--effort, in deterministic seconds) and what it spent of it."""
+    stopped_by: str | None = None
+    """What ended the optimal solve: ``proof``, ``gap``, ``effort`` or ``time``. Only
+    ``time`` (the --time-limit wall cap decided) may make two runs' output differ."""
     startup_s: float | None = field(default=None, metadata=MEASURED)
     trace_s: float | None = field(default=None, metadata=MEASURED)
     costing_s: float | None = field(default=None, metadata=MEASURED)
@@ -268,7 +276,7 @@ class Result:
     )
 
     def report(self) -> dict[str, Any]:
-        """The report object (sidecar JSON, --json): the keys of issue 4 plus the set extras."""
+        """The report object (sidecar JSON, --json): the fixed report keys plus the set extras."""
         out = {k: getattr(self, k) for k in self.REPORT_KEYS}
         out["arena_bytes"] = self.arena_bytes
         out["message"] = self.message

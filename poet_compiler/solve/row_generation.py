@@ -23,9 +23,9 @@ the first round found a schedule of 0.03771 J that fits and a bound of 0.0348 J.
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass
 
+from poet_compiler import work
 from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.program import Op
 from poet_compiler.schedule.schedule import Schedule
@@ -46,7 +46,7 @@ MIN_ROUND_S = 0.2
 #: solver processes' own (CP-SAT and the ``auto`` portfolio's HiGHS racer) plus a share
 #: per ``useful`` (stage, tensor) pair, the variables' index, for the solvers' model and
 #: the Python model the build adds to poetc. Fitted on ``bench/full_model_memory.py``
-#: (BENCHMARKS.md, issue 18 session 7): measured 417-3,577 MiB over poetc's own bytes,
+#: (BENCHMARKS.md, "Optimizer grid"): measured 417-3,577 MiB over poetc's own bytes,
 #: from 2,718 pairs (the README demo) to 65,040 (MobileNetV2); the fit is within 8 % from
 #: 5,792 pairs up, and above the measure below.
 FORECAST_BASE_BYTES = 712 * 2**20
@@ -110,17 +110,11 @@ def solve_built(built: Built, build_s: float, *, solver: str, clock: Clock, rese
     # rebuilt there) at about the cost of building it: measured on a 500-node DAG, a 23 s
     # build, and a 13.9 s limit that ended after 30.3 s. Reserve that too.
     reserve = reserve_s + (build_s if large else 0.0)
-    limit = clock.solver_limit(clock.left(reserve) * share, reserve_s=reserve, large=large)
+    limit = clock.solver_limit(clock.left(reserve) * share, reserve_s=reserve)
     if limit < MIN_ROUND_S:
         return None
-
-    def rehint(values: list[float]) -> dict[int, float]:
-        # An incumbent as a complete hint (every auxiliary variable evaluated).
-        built.hint_from(built.schedule(values))
-        return dict(built.model.hint)
-
     opts = BackendOptions(time_limit_s=limit, threads=threads, progress=progress, relative_gap=gap, large=large)
-    return solve_model(built.model, solver, opts, rehint=rehint if solver == "auto" else None)
+    return solve_model(built.model, solver, opts)
 
 
 def solve_by_rows(problem: Problem, hint: Schedule | None, *, budget: int, floor: float | None, solver: str,
@@ -135,12 +129,12 @@ def solve_by_rows(problem: Problem, hint: Schedule | None, *, budget: int, floor
     last: BackendResult | None = None
     rounds, build_s, solve_s = 0, 0.0, 0.0
     while True:
-        t_build = time.perf_counter()
+        t_build = work.now()
         built = build_fast(problem, budget=budget, full_stages=full.__contains__)
         if hint is not None:
             built.hint_from(hint)
         built.model.objective_floor = floor
-        took = time.perf_counter() - t_build
+        took = work.now() - t_build
         build_s += took
         out = solve_built(built, took, solver=solver, clock=clock, reserve_s=finalize_s, threads=threads,
                           progress=progress, gap=gap, share=FIRST_ROUND_SHARE if rounds == 0 else 1.0)

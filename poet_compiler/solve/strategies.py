@@ -28,6 +28,7 @@ def _optimal(problem: Problem, opts: SolveOptions) -> Result:
         formulation=opts.formulation,
         time_limit_s=opts.time_limit_s,
         stated_limit_s=opts.stated_limit_s,
+        effort=opts.effort,
         threads=opts.threads,
         progress=opts.progress,
         gap_limit=opts.gap_limit,

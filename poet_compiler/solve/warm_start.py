@@ -8,9 +8,9 @@ upper bounds. Sources: a given schedule and the quick heuristics of :mod:`.basel
 
 from __future__ import annotations
 
-import time
 from collections.abc import Collection
 
+from poet_compiler import work
 from poet_compiler.errors import InternalError, PoetError, ScheduleError, UpdateOrderError
 from poet_compiler.schedule.from_program import schedule_from_program
 from poet_compiler.schedule.schedule import Schedule
@@ -39,7 +39,7 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None, *,
     heuristic's time. (Keeping every tensor to the end is no source: the checkpoint-all
     baseline computes the same and frees earlier, so it fits wherever that would.)
 
-    ``until`` (a ``time.perf_counter()`` instant): the heuristics run quick ones first
+    ``until`` (a ``work.now()`` instant): the heuristics run quick ones first
     (:data:`QUICK_FIRST`), none starts after it, and the iterative ones stop improving at
     it. checkpoint-all always runs: it takes well under a second on 1,500 nodes, and it is
     the schedule a solve can always fall back on."""
@@ -50,9 +50,9 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None, *,
     names = [h for h in QUICK_FIRST if h in HEURISTICS] + [h for h in HEURISTICS if h not in QUICK_FIRST]
     with plans_only(), step_until(until):
         for name in names if only is None else [h for h in names if h in only]:
-            if until is not None and name != "checkpoint_all" and time.perf_counter() >= until:
+            if until is not None and name != "checkpoint_all" and work.now() >= until:
                 break
-            started = time.perf_counter()
+            started = work.now()
             try:
                 res = BASELINES[name](problem)
             except UpdateOrderError:  # a heuristic that recomputes a parameter's reader after its update
@@ -63,7 +63,7 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None, *,
                 continue
             finally:
                 if seconds is not None:
-                    seconds[name] = time.perf_counter() - started
+                    seconds[name] = work.now() - started
             schedule = res.schedule
             if schedule is None and res.program is not None:  # dtr emits a Program
                 schedule = schedule_from_program(problem.graph, res.program, problem.mode,

@@ -9,9 +9,9 @@ import pytest
 from poet_compiler.schedule.linearize import check_schedule
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.baselines import BASELINES, HEURISTICS
-from tests.support.oracle import brute_force
 from poet_compiler.solve.problem import MODES
 from tests.support.graphs import random_problem
+from tests.support.oracle import brute_force
 
 CASES = [(seed, mode) for seed in range(12) for mode in MODES]
 

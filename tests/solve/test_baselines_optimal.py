@@ -8,8 +8,8 @@ import pytest
 
 from poet_compiler.solve.baselines import HEURISTICS
 from poet_compiler.solve.strategies import BASELINES
-from tests.support.oracle import brute_force
 from tests.support.graphs import random_problem
+from tests.support.oracle import brute_force
 
 
 @pytest.mark.parametrize("seed", range(4))

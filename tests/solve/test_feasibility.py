@@ -7,11 +7,11 @@ import dataclasses
 import pytest
 
 from poet_compiler.errors import InfeasibleError
-from tests.support.oracle import brute_force
 from poet_compiler.solve.feasibility import min_deadline, min_ram, working_set
 from poet_compiler.solve.milp import solve_milp
 from poet_compiler.units import format_bytes
 from tests.support.graphs import random_problem
+from tests.support.oracle import brute_force
 
 
 @pytest.mark.parametrize("mode", ["poet", "remat", "paging", "none"])

@@ -7,7 +7,6 @@ import pytest
 from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
-from tests.support.oracle import as_program, brute_force
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.problem import Problem
 from tests.support.graphs import (
@@ -15,6 +14,7 @@ from tests.support.graphs import (
     forward_backward_chain,
     random_problem,
 )
+from tests.support.oracle import as_program, brute_force
 
 
 def test_checkpoint_all_result():

@@ -6,7 +6,6 @@ import pytest
 
 from poet_compiler.schedule.linearize import check_schedule, linearize
 from poet_compiler.schedule.simulate import simulate
-from tests.support.oracle import brute_force
 from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.cover import CoverBound, cover_bound
 from poet_compiler.solve.formulation.fast import Restriction, build_fast
@@ -19,6 +18,7 @@ from poet_compiler.solve.guided import (
 from poet_compiler.solve.presence import presence_bound
 from poet_compiler.solve.problem import feasible_energy
 from tests.support.graphs import random_problem, training_problem
+from tests.support.oracle import brute_force
 
 
 @pytest.mark.parametrize("mode", ["poet", "remat", "paging"])

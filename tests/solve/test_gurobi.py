@@ -13,10 +13,10 @@ import pytest
 from poet_compiler.errors import SolverError
 from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.backends.gurobi import SIZE_LIMIT, size_limit_message
-from tests.support.oracle import brute_force
 from poet_compiler.solve.formulation import build
 from poet_compiler.solve.milp import solve_milp
 from tests.support.graphs import random_problem
+from tests.support.oracle import brute_force
 
 OPTS = BackendOptions(time_limit_s=30, threads=1)
 

@@ -78,22 +78,6 @@ def _partition(n: int = 40, seed: int = 1) -> tuple[Any, list[Any], list[int], i
     return m, xs, w, half
 
 
-def test_a_run_in_the_background_is_read_while_it_runs_and_stopped() -> None:
-    """The parent does other work (here: sleeps) while the child searches; it then reads
-    the latest solution with the best bound so far, and stop() ends the child."""
-    m, xs, w, half = _partition()
-    run = NativeRun(m, NativeLimits(time_limit_s=60.0, core=True, isolate=True))
-    run.in_background()
-    time.sleep(2.0)
-    now = run.answer()
-    assert not run.ended and now.status == "feasible" and now.bound is not None and now.objective is not None
-    assert half <= now.objective and now.bound <= now.objective
-    assert sum(wi * now.value(x) for wi, x in zip(w, xs)) == now.objective
-    out = run.stop()
-    assert not run._proc.is_alive()
-    assert out.objective is not None and out.objective <= now.objective and out.message == ""
-
-
 def test_a_run_waited_for_ends_with_its_result() -> None:
     m, xs, top = _model()
     run = NativeRun(m, NativeLimits(time_limit_s=10.0, isolate=True))

@@ -3,15 +3,11 @@ and proves infeasibility only when the oracle finds no Program either."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from poet_compiler.solve.cover import cover_bound
-from poet_compiler.solve.presence import image_of, pairs, presence_bound, start_presence
-from poet_compiler.solve.presence_stage import LateBound
+from poet_compiler.solve.presence import image_of, pairs, presence_bound
 from poet_compiler.solve.problem import Problem
-from poet_compiler.solve.result import ResultExtra
 from tests.support.graphs import random_problem, training_problem
 from tests.support.oracle import as_program, brute_force
 
@@ -136,63 +132,3 @@ def test_the_solve_is_proven_by_the_presence_bound_where_the_cover_is_loose(monk
     assert proven >= 1, "no seed where the cover is loose and the presence bound proves the optimum"
 
 
-def _search_in_background_on_dag100() -> tuple[LateBound, Problem]:
-    """The presence search of the layered DAG of 100 nodes at 80 % (minutes to close),
-    left running in the background."""
-    from poet_compiler.devices.cost_model import costs_for
-    from poet_compiler.solve.budgets import reference, resolve_ram
-    from tests.support.layered import layered_graph
-
-    graph = layered_graph(100)
-    costs = costs_for(graph, None)
-    big = Problem(graph, costs, resolve_ram("80%", reference(graph, costs), costs), mode="remat")
-    late = LateBound(start_presence(big, time_limit_s=120))
-    late.run.in_background()  # type: ignore[union-attr]
-    return late, big
-
-
-def test_a_search_left_in_the_background_gives_its_bound_when_stopped() -> None:
-    """The layered DAG of 100 nodes at 80 %, whose presence search takes minutes: left in
-    the background, it holds one of the solver threads, and stopping it gives the bound
-    it has proven so far (the best solution's energy is above it); on a small problem it
-    closes, and the bound it gives then is the one :func:`presence_bound` proves."""
-    late, big = _search_in_background_on_dag100()
-    time.sleep(3.0)
-    assert late.running and late.spare(2) == 1 and late.spare(1) == 1
-    extra = ResultExtra()
-    floor = big.costs.compute_only_j
-    raised = late.raise_bound(floor, extra)
-    assert not late.running and late.spare(2) == 2
-    assert raised is not None and raised >= floor and extra.presence["background"]
-    assert not extra.presence["closed"]
-
-    name, small = _cases("remat")[0]
-    direct = presence_bound(small, time_limit_s=20)
-    assert direct.closed and direct.energy_j is not None, name
-    run = start_presence(small, time_limit_s=20)
-    run.in_background()
-    late = LateBound(run)
-    deadline = time.perf_counter() + 20
-    while late.running and time.perf_counter() < deadline:
-        time.sleep(0.05)
-    assert late.raise_bound(None, extra) == direct.energy_j and extra.presence["closed"]
-
-
-def test_idle_time_goes_to_the_search_until_its_bound_is_within_the_gap() -> None:
-    """:meth:`LateBound.use_idle_time` (the full model skipped for want of time): the
-    search goes on until the instant given, and no longer than needed. On the layered
-    DAG of 100 nodes at 80 % (minutes to close) it returns at once when the schedule kept
-    is within the gap of the bound so far, and otherwise at the instant given, with the
-    search still running and its bound no lower than before."""
-    late, big = _search_in_background_on_dag100()
-    time.sleep(2.0)
-    before = late.run.bound().energy_j  # type: ignore[union-attr]
-    assert before is not None
-    t0 = time.perf_counter()
-    late.use_idle_time(t0 + 30, before, 1e-3)           # the schedule meets the bound: nothing to prove
-    assert time.perf_counter() - t0 < 1.0
-    t0 = time.perf_counter()
-    late.use_idle_time(t0 + 3, 10 * before, 1e-3)       # far from it: the search has the time
-    assert 3.0 <= time.perf_counter() - t0 < 5.0 and late.running
-    after = late.raise_bound(None, ResultExtra())
-    assert after is not None and after >= before

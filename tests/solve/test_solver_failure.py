@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 import time
 
-from poet_compiler.solve.backends import BackendOptions, solve_model
-from poet_compiler.solve.backends import cpsat
+from poet_compiler.solve.backends import BackendOptions, cpsat, solve_model
 from poet_compiler.solve.formulation.fast import build_fast
 from poet_compiler.solve.milp import solve_milp
 from tests.support.graphs import training_problem
@@ -40,7 +39,10 @@ def test_an_aborting_cpsat_leaves_the_heuristics_answer(monkeypatch) -> None:
     assert res.status != "optimal" or res.lower_bound_j <= res.energy_j * (1 + 1e-9)
 
 
-def test_a_solution_sent_before_the_child_dies_is_kept(monkeypatch) -> None:
+def test_a_good_enough_answer_sent_before_the_child_dies_is_the_answer(monkeypatch) -> None:
+    """The outside bound proves a solution good enough: the child sends it as its result
+    before stopping the search, so a stop that aborts the process (OR-Tools does, at
+    times that depend on the machine) changes nothing of the answer."""
     problem = training_problem(2, 3, "poet", slack=0.3)
     built = build_fast(problem)
 
@@ -49,11 +51,11 @@ def test_a_solution_sent_before_the_child_dies_is_kept(monkeypatch) -> None:
     def solve_then_abort(model, options, *, on_solution=None, **kwargs):  # noqa: ANN001, ANN003
         real = real_solve(model, options, **kwargs)
         on_solution(real.objective, real.values)      # as the solution callback does
-        kwargs["on_good_enough"]()                     # the stop request, then...
-        time.sleep(0.5)                                # ...the child sends it, and dies
-        os.abort()
+        kwargs["on_good_enough"](real)                 # the answer, then the stop...
+        time.sleep(0.5)
+        os.abort()                                     # ...which aborts the child
 
     monkeypatch.setattr(cpsat, "solve_cpsat_here", solve_then_abort)
     out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=10))
-    assert out.status == "feasible" and out.values is not None
-    assert "last solution is kept" in out.message
+    assert out.status in ("optimal", "feasible") and out.values is not None
+    assert out.message == ""

@@ -16,7 +16,8 @@ import pytest
 import poet_compiler.solve.guided as guided_mod
 import poet_compiler.solve.milp as milp
 import poet_compiler.solve.row_generation as row_generation
-from poet_compiler.solve.clock import CPSAT_WALL_FACTOR, CPSAT_WALL_PAD_S, SHORT_SHARE, STAGES, TOLERANCE, Clock
+from poet_compiler import work
+from poet_compiler.solve.clock import STAGES, Clock
 from poet_compiler.solve.milp import solve_milp
 from tests.support.graphs import random_problem
 
@@ -38,7 +39,8 @@ class _Recorder:
         real_explain = milp.explain_infeasible
 
         def left() -> float:
-            return self.deadline - time.perf_counter()
+            # The solve's deadlines are work (poet_compiler.work): what is left of its effort.
+            return self.deadline - work.now()
 
         def cover(real):  # noqa: ANN001, ANN202
             def run(problem, **kw):  # noqa: ANN001, ANN003, ANN202
@@ -53,10 +55,6 @@ class _Recorder:
                 # it plus the limit's tolerance (or, with too little left for the cap's pad,
                 # CP-SAT's limit at most half of what is left).
                 now_left = left()
-                cap = opts.time_limit_s * CPSAT_WALL_FACTOR + CPSAT_WALL_PAD_S
-                if not (cap <= now_left + TOLERANCE * self.limit_s + EPS
-                        or opts.time_limit_s <= SHORT_SHARE * now_left + EPS):
-                    self.calls.append(("solve_model wall cap", cap, now_left))
                 self.calls.append(("solve_model", opts.time_limit_s, now_left))
                 return real(model, solver, opts, **kw)
             return run
@@ -85,7 +83,7 @@ class _Recorder:
         monkeypatch.setattr(milp, "explain_infeasible", explain)
 
     def solve(self, problem, **kw):  # noqa: ANN001, ANN003, ANN201
-        self.deadline = time.perf_counter() + self.limit_s
+        self.deadline = milp.effort_units(None, self.limit_s)
         return solve_milp(problem, time_limit_s=self.limit_s, **kw)
 
 
@@ -137,15 +135,3 @@ def test_stage_seconds_are_exclusive() -> None:
     assert report["finalize"] >= 0.03 and 0.02 <= report["guided"] < report["guided"] + report["finalize"]
     assert sum(report.values()) == pytest.approx(clock.elapsed(), abs=5e-3)
     assert list(report) == [s for s in STAGES if s in report]
-
-
-def test_solver_limit_keeps_the_child_cap_within_the_time_left() -> None:
-    clock = Clock(10.0)
-    limit = clock.solver_limit(100.0, reserve_s=1.0)
-    assert limit * CPSAT_WALL_FACTOR + CPSAT_WALL_PAD_S <= clock.left(1.0) + TOLERANCE * 10.0 + 1e-3
-    assert limit <= clock.left(1.0)
-    with clock.capped(clock.started + 1.0):
-        assert clock.left() <= 1.0
-        # 1 s (+ 0.5 s) cannot hold the child's 2 s pad: CP-SAT gets half of what is left.
-        assert clock.solver_limit(100.0) <= SHORT_SHARE * 1.0
-    assert clock.left() > 9.0

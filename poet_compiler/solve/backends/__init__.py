@@ -1,6 +1,7 @@
 """Solver backends behind one interface: ``solve(model, options) -> BackendResult``.
 
-- ``auto`` (default): CP-SAT, then CP-SAT and HiGHS racing (:mod:`.portfolio`).
+- ``auto`` (default): CP-SAT. (A race of CP-SAT against HiGHS used to be the default: the
+  wall clock picked its answer, so it is gone; docs/optimizer.md, "Tried, not kept".)
 - ``cpsat``: OR-Tools CP-SAT, in process; costs are scaled to integers
   (:mod:`.scaling`).
 - ``highs``: HiGHS through highspy, in a child process — the OR-Tools wheel bundles its
@@ -14,25 +15,19 @@ search stops (:mod:`.native`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from poet_compiler.errors import SolverError
 from poet_compiler.solve.backends.base import BackendOptions, BackendResult
 from poet_compiler.solve.backends.cpsat import solve_cpsat
 from poet_compiler.solve.backends.gurobi import solve_gurobi
 from poet_compiler.solve.backends.highs import solve_highs
-from poet_compiler.solve.backends.portfolio import solve_auto
 from poet_compiler.solve.formulation.model import LinearModel
 
 SOLVERS = ("auto", "cpsat", "highs", "gurobi")
 
 
-def solve_model(model: LinearModel, solver: str, options: BackendOptions,
-                rehint: Callable[[list[float]], dict[int, float]] | None = None) -> BackendResult:
-    """Solve on one backend; ``rehint`` (auto only) turns an incumbent into a full hint."""
-    if solver == "auto":
-        return solve_auto(model, options, rehint)
-    if solver == "cpsat":
+def solve_model(model: LinearModel, solver: str, options: BackendOptions) -> BackendResult:
+    """Solve on one backend."""
+    if solver in ("auto", "cpsat"):
         return solve_cpsat(model, options)
     if solver == "highs":
         return solve_highs(model, options)

@@ -42,6 +42,9 @@ class BackendOptions:
     # by name (e.g. "max_lp"); empty: CP-SAT's whole portfolio. For sub-problems searched
     # from a hint, where the LNS workers find the schedules (see guided.GUIDED_SUBSOLVERS).
     full_subsolvers: tuple[str, ...] = ()
+    # CP-SAT only: its deterministic limit (poet_compiler.work); ``time_limit_s`` is then
+    # the wall allowance, the outer cap. None: the wall limit with DTIME_PER_S of it.
+    deterministic_s: float | None = None
 
 
 def exit_reason(code: int | None) -> str:
@@ -78,6 +81,8 @@ class BackendResult:
     solver: str
     message: str = ""
     stats: dict[str, Any] = field(default_factory=dict)
+    # CP-SAT's deterministic seconds (the work poet_compiler.work charges), when known.
+    deterministic_s: float | None = None
 
 
 def _report(source: str, incumbent: float | None, bound: float | None, unit: str, detail: str = "") -> bool:

@@ -12,6 +12,7 @@ child's latest solution: if the child then dies, that solution is kept.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import multiprocessing
 import signal
@@ -19,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from poet_compiler import work
 from poet_compiler.solve.backends.base import (
     BackendOptions,
     BackendResult,
@@ -40,7 +42,7 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
                      on_solver: Callable[[object], None] | None = None,
                      on_progress: Callable[[float | None, float | None], None] | None = None,
                      on_solution: Callable[[float, list[float]], None] | None = None,
-                     on_good_enough: Callable[[], None] | None = None) -> BackendResult:
+                     on_good_enough: Callable[[BackendResult], None] | None = None) -> BackendResult:
     """Solve on CP-SAT in this process. ``on_solver`` receives the ``CpSolver`` before
     the search starts; ``on_progress`` receives (incumbent, valid lower bound) in
     physical units as they improve; ``on_solution`` (objective, values) each solution;
@@ -85,7 +87,8 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
         # the answer can differ. Measured on ResNet-18-CIFAR at 30 %: same schedule twice,
         # and a better one (108.2 J) than the portfolio search in the same time (109.5 J).
         solver.parameters.interleave_search = True
-        solver.parameters.max_deterministic_time = max(0.01, DTIME_PER_S * float(options.time_limit_s))
+        solver.parameters.max_deterministic_time = max(0.01, DTIME_PER_S * float(options.time_limit_s)) \
+            if options.deterministic_s is None else max(0.01, float(options.deterministic_s))
     solver.parameters.relative_gap_limit = 0.0 if options.floor_only else max(0.0, float(options.relative_gap))
     if options.full_subsolvers:
         solver.parameters.subsolvers.extend(options.full_subsolvers)
@@ -115,9 +118,23 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
         return (math.ceil(b - 1e-9) - sc.obj_err) * sc.obj_unit
 
     floor = model.objective_floor
+    # The first solution the outside bound proves good enough: the answer, whatever the
+    # search found between it and the stop (the stop comes from another thread, at a
+    # moment that depends on the machine; this solution does not).
+    enough: list[BackendResult] = []
+    stats = {"u_t": sc.u_t, "u_e": sc.u_e, "objective_rounding": sc.obj_err * sc.obj_unit, **model.stats()}
+
+    def enough_result(obj: float, bound: float, values: list[float]) -> BackendResult:
+        phys = valid_bound(bound) if floor is None else max(valid_bound(bound), floor)
+        # Charged its whole deterministic limit (deterministic_s None): the time CP-SAT reports
+        # inside a callback depends on how far the other workers' tasks have run.
+        return BackendResult("feasible", values, obj * sc.obj_unit, phys, time.perf_counter() - started, "cpsat",
+                             "", stats)
 
     class _Callback(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self) -> None:
+            if enough:
+                return
             inc = to_phys(self.ObjectiveValue())
             line.update(inc, max(to_phys(self.BestObjectiveBound()), floor or -math.inf), force=True)
             if on_progress is not None:
@@ -129,7 +146,11 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
             # CP-SAT's bound ignores it).
             if floor is not None and on_good_enough is not None and \
                     within_gap(inc, floor, max(options.relative_gap, 1e-12)):
-                on_good_enough()
+                enough.append(enough_result(self.ObjectiveValue(), self.BestObjectiveBound(),
+                                            [float(v) for v in self.response_proto.solution[:len(xs)]]))
+                # The answer goes out now: stopping may abort the process (module docstring),
+                # and whether it does depends on timing.
+                on_good_enough(enough[0])
 
     def on_bound(b: float) -> None:
         line.update(bound=to_phys(b))
@@ -145,14 +166,17 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
         status = solver.solve(cp)
     line.close()
     elapsed = time.perf_counter() - started
-    stats = {"u_t": sc.u_t, "u_e": sc.u_e, "objective_rounding": sc.obj_err * sc.obj_unit, **model.stats()}
+    det_s = solver.deterministic_time
+    if enough:
+        return enough[0]
     if status == cp_model.INFEASIBLE:
-        return BackendResult("infeasible", None, None, None, elapsed, "cpsat", "proven infeasible", stats)
+        return BackendResult("infeasible", None, None, None, elapsed, "cpsat", "proven infeasible", stats,
+                             deterministic_s=det_s)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         msg = "model invalid" if status == cp_model.MODEL_INVALID else "no solution within the time limit"
         if status == cp_model.MODEL_INVALID:
             msg += ": " + cp.validate()
-        return BackendResult("timeout", None, None, None, elapsed, "cpsat", msg, stats)
+        return BackendResult("timeout", None, None, None, elapsed, "cpsat", msg, stats, deterministic_s=det_s)
     values = [float(solver.value(x)) for x in xs]
     obj = solver.objective_value if sc.objective else 0.0
     bound = solver.best_objective_bound if sc.objective else 0.0
@@ -165,7 +189,8 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
     closed = sc.objective == {} or math.ceil(bound - 1e-9) >= round(obj) or \
         (floor is not None and obj * sc.obj_unit <= floor * (1 + 1e-12))
     st: BackendStatus = "optimal" if status == cp_model.OPTIMAL and closed else "feasible"
-    return BackendResult(st, values, obj * sc.obj_unit, phys_bound, elapsed, "cpsat", "", stats)
+    return BackendResult(st, values, obj * sc.obj_unit, phys_bound, elapsed, "cpsat", "", stats,
+                         deterministic_s=det_s)
 
 
 class _ChildHandle:
@@ -197,13 +222,17 @@ def _child(conn, model: LinearModel, options: BackendOptions) -> None:  # noqa: 
         with send_lock:
             conn.send(msg)
 
+    def good_enough(res: BackendResult) -> None:
+        send(("result", res))
+        stop.set()
+
     def run() -> None:
         try:
             done.append(solve_cpsat_here(
                 model, options, on_solver=lambda s: holder.__setitem__("solver", s),
                 on_progress=lambda inc, b: send(("progress", inc, b)),
                 on_solution=lambda obj, vals: latest.__setitem__(slice(None), [(obj, vals)]),
-                on_good_enough=stop.set))
+                on_good_enough=good_enough))
         finally:
             stop.set()
 
@@ -250,7 +279,23 @@ def solve_cpsat(model: LinearModel, options: BackendOptions, *,
                 on_progress: Callable[[float | None, float | None], None] | None = None) -> BackendResult:
     """Solve on CP-SAT in a forked child process (module docstring). ``on_solver``
     receives a handle whose ``stop_search()`` a racing caller may call from another
-    thread; ``on_progress`` receives (incumbent, valid lower bound) in physical units."""
+    thread; ``on_progress`` receives (incumbent, valid lower bound) in physical units.
+
+    Inside a meter (:mod:`poet_compiler.work`) ``options.time_limit_s`` is work: it
+    becomes CP-SAT's deterministic limit, the wall allowance is the time to the meter's
+    cap, and the call is charged its deterministic time."""
+    det, wall = work.solver_limits(float(options.time_limit_s))
+    if det is not None:
+        options = dataclasses.replace(options, deterministic_s=det, time_limit_s=wall, deterministic=True)
+    out = _solve_cpsat_child(model, options, on_solver=on_solver, on_progress=on_progress)
+    work.settle(out.deterministic_s if out.deterministic_s is not None else det, out.solve_time_s,
+                float(options.time_limit_s))
+    return out
+
+
+def _solve_cpsat_child(model: LinearModel, options: BackendOptions, *,
+                       on_solver: Callable[[object], None] | None = None,
+                       on_progress: Callable[[float | None, float | None], None] | None = None) -> BackendResult:
     started = time.perf_counter()
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe(duplex=True)
@@ -290,6 +335,8 @@ def solve_cpsat(model: LinearModel, options: BackendOptions, *,
         elif now > wall_cap + 5.0 and not killed:
             proc.kill()
             killed = True
+    if result is not None and proc.is_alive():
+        proc.kill()     # the answer is in hand (a good-enough stop sends it before stopping)
     proc.join(timeout=5.0)
     parent.close()
     if result is not None:

@@ -29,10 +29,9 @@ never the end of poetc. The parent kills a child that outlives its wall limit by
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import math
 import multiprocessing
-import os
 import signal
 import threading
 import time
@@ -40,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from poet_compiler import work
 from poet_compiler.solve.backends.cpsat import next_message
 from poet_compiler.solve.backends.memory import Watch
 
@@ -108,6 +108,8 @@ class NativeResult:
     values: list[int] | None = None
     at_target: bool = False
     message: str = ""
+    # CP-SAT's deterministic seconds (the work poet_compiler.work charges), when known.
+    deterministic_s: float | None = None
 
     @property
     def has_solution(self) -> bool:
@@ -123,14 +125,25 @@ class NativeResult:
 
 def solve_native(m: Any, limits: NativeLimits) -> NativeResult:
     """Solve the native model ``m`` (from :func:`new_model`) under ``limits`` (the module's
-    stopping rule)."""
+    stopping rule). Inside a meter (:mod:`poet_compiler.work`) ``limits.time_limit_s`` is
+    work: the deterministic limit (unless one is given), with the time to the meter's wall
+    cap as the wall allowance; the call is charged its deterministic time."""
+    det, wall = work.solver_limits(float(limits.time_limit_s))
+    if det is not None:
+        det = det if limits.deterministic_s is None else min(det, limits.deterministic_s)
+        limits = dataclasses.replace(limits, time_limit_s=wall, deterministic_s=det,
+                                     interleave=limits.interleave or limits.workers > 1)
     if limits.target is None and not limits.isolate:
-        return _solve_here(m, limits)
-    return _solve_forked(m, limits)
+        out = _solve_here(m, limits)
+    else:
+        out = _solve_forked(m, limits)
+    work.settle(out.deterministic_s if out.deterministic_s is not None else det, out.solve_time_s,
+                float(limits.time_limit_s))
+    return out
 
 
 def _solve_here(m: Any, limits: NativeLimits,
-                on_solution: Callable[[float, float, list[int]], None] | None = None,
+                on_solution: Callable[..., None] | None = None,
                 on_bound: Callable[[float], None] | None = None) -> NativeResult:
     """Solve in this process; ``on_solution(objective, bound, values)`` sees each solution,
     ``on_bound(bound)`` each improvement of the bound."""
@@ -166,17 +179,19 @@ def _solve_here(m: Any, limits: NativeLimits,
             """Hands each solution on; never stops the search (module docstring)."""
 
             def on_solution_callback(self) -> None:
-                report(self.objective_value, self.best_objective_bound, list(self.response_proto.solution))
+                report(self.objective_value, self.best_objective_bound, list(self.response_proto.solution),
+                       self.deterministic_time)
 
         code = solver.solve(m, _Report())
     status: NativeStatus = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible",
                             cp_model.INFEASIBLE: "infeasible"}.get(code, "unknown")  # type: ignore[assignment]
     elapsed = time.perf_counter() - started
+    det = solver.deterministic_time
     if status not in ("optimal", "feasible"):
         message = "model invalid: " + m.validate() if code == cp_model.MODEL_INVALID else ""
-        return NativeResult(status, None, None, elapsed, message=message)
+        return NativeResult(status, None, None, elapsed, message=message, deterministic_s=det)
     return NativeResult(status, solver.objective_value, solver.best_objective_bound, elapsed,
-                        list(solver.response_proto.solution))
+                        list(solver.response_proto.solution), deterministic_s=det)
 
 
 def _child(conn: Any, m: Any, limits: NativeLimits) -> None:
@@ -187,11 +202,11 @@ def _child(conn: Any, m: Any, limits: NativeLimits) -> None:
     target = limits.target
     sent = False
 
-    def on_solution(objective: float, bound: float, values: list[int]) -> None:
+    def on_solution(objective: float, bound: float, values: list[int], det: float | None = None) -> None:
         nonlocal sent
         if not sent and target is not None and objective <= target:
             sent = True
-            conn.send(("target", objective, bound, values))
+            conn.send(("target", objective, bound, values, det))
         elif limits.isolate and not sent:
             conn.send(("solution", objective, bound, values))
 
@@ -207,13 +222,9 @@ def _child(conn: Any, m: Any, limits: NativeLimits) -> None:
 
 
 class NativeRun:
-    """A search in a forked child (module docstring) that its parent can wait for, leave
-    running while it does other work (:meth:`in_background`), read (:meth:`answer`: the
-    result, or the latest solution and bound so far) and stop (:meth:`stop`).
-
-    In the background a reader thread takes the child's messages as they come, so the
-    child never blocks on a full pipe, and applies the memory limit's watch; the parent's
-    other solver children count this one too (:mod:`.memory`)."""
+    """A search in a forked child (module docstring) that its parent waits for
+    (:meth:`wait`), reads (:meth:`answer`: the result, or the latest solution and bound
+    so far) and stops (:meth:`stop`), applying the memory limit's watch (:mod:`.memory`)."""
 
     def __init__(self, m: Any, limits: NativeLimits) -> None:
         self.started = time.perf_counter()
@@ -225,7 +236,6 @@ class NativeRun:
         self.cap = self.started + max(0.0, float(limits.time_limit_s)) + CHILD_GRACE_S
         self._watch = Watch(self._proc.pid)
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
         self.result: NativeResult | None = None
         self._latest: NativeResult | None = None     # the latest solution (isolated child)
         self._bound: float | None = None             # the best bound it reported
@@ -244,7 +254,7 @@ class NativeRun:
                     self.error = "the CP-SAT process outlived its time limit"
             elif msg[0] == "target":
                 self.result = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - self.started,
-                                           msg[3], at_target=True)
+                                           msg[3], at_target=True)   # charged its limit (see cpsat's good-enough stop)
             elif msg[0] == "solution":
                 self._latest = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - self.started, msg[3])
             elif msg[0] == "bound":
@@ -263,22 +273,6 @@ class NativeRun:
         while not self.ended and time.perf_counter() < until:
             self._pump(min(0.02, max(0.0, until - time.perf_counter())))
         return self.ended
-
-    def in_background(self) -> None:
-        """Go on taking its messages in a thread, until it ends or :meth:`stop`."""
-        def pump() -> None:
-            while not self.ended and not self._conn.closed:
-                self._pump(0.2)
-
-        self._thread = threading.Thread(target=pump, name="poetc-native-run", daemon=True)
-        self._thread.start()
-
-    def pause(self, paused: bool) -> None:
-        """Stop (SIGSTOP) or continue (SIGCONT) the child's process: it holds no core while
-        stopped, and its memory stays as it is."""
-        if self._proc.is_alive() and self._proc.pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self._proc.pid, signal.SIGSTOP if paused else signal.SIGCONT)
 
     def answer(self) -> NativeResult:
         """The search's result if it ended; else its latest solution (or none) with the
@@ -300,8 +294,6 @@ class NativeRun:
         if self._proc.is_alive():
             self._proc.kill()
         self._proc.join(timeout=5.0)
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
         self._conn.close()
         if self.result is None and out.values is not None and out.message:
             out.message = f"{out.message}; its last solution is kept"

@@ -23,7 +23,7 @@ Two rules, both run, the cheaper Program that meets the budgets is kept:
 Why both: on random layered DAGs, the first avoids the long chains of recomputes that
 online DTR builds (100 nodes at 80 % of the peak: 310 J against DTR's 1,706 J; optimum
 near 269 J), and the second fits where chains lock everything (500 and 1,000 nodes at
-80 %, where DTR and the first rule find nothing). BENCHMARKS.md, issue 18, session 10.
+80 %, where DTR and the first rule find nothing). BENCHMARKS.md, "Optimizer grid".
 """
 
 from __future__ import annotations

@@ -27,9 +27,16 @@ from poet_compiler.solve.baselines._common import finish, infeasible, refuse_wit
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
 
+# An eviction heuristic can thrash (recompute what it just evicted, recursively): a run
+# that has emitted more than this many COMPUTEs per node reports failure instead. A
+# schedule that computes every node this many times over costs more than any warm start
+# worth having; a 1,000-node random layered DAG at 90 % never returned without it.
+MAX_COMPUTES_PER_NODE = 8
+
 
 class EvictionFailed(Exception):
-    """Nothing evictable is left and the next allocation still does not fit."""
+    """Nothing evictable is left and the next allocation still does not fit, or the run
+    thrashed past its work bound (MAX_COMPUTES_PER_NODE)."""
 
 
 class EvictingRun:
@@ -50,6 +57,7 @@ class EvictingRun:
         self.clock = 0.0
         self.stage = 0          # the node whose first compute is under way
         self.out: list[Instruction] = []
+        self.computes = 0
 
     # ---- liveness ------------------------------------------------------------------
     def needed(self, t: int) -> list[bool]:
@@ -111,6 +119,9 @@ class EvictingRun:
                 self.materialize(i)
                 self.locked[i] = self.locked.get(i, 0) + 1
         self.make_room(self.size[k] + self.work[k])
+        self.computes += 1
+        if self.computes > MAX_COMPUTES_PER_NODE * self.g.n:
+            raise EvictionFailed(f"more than {MAX_COMPUTES_PER_NODE} computes per node (the eviction thrashes)")
         self.out.append(Instruction(Op.COMPUTE, k))
         self.ram.add(k)
         self.live += self.size[k]

@@ -35,7 +35,7 @@ budget up, and the objective is that capacity instead of energy. Checkpoint-all 
 per tensor, always held) is a solution of it, so the search starts from a schedule and
 works the peak down, where the model at the budget gives CP-SAT nothing to start from: on
 a 250-node layered DAG at 80 % the energy model found no solution in 280 s, this one
-reaches 81 % of the checkpoint-all peak in 140 s (BENCHMARKS.md, issue 18 session 5).
+reaches 81 % of the checkpoint-all peak in 140 s (BENCHMARKS.md, "Optimizer grid").
 
 **What it does not search** beyond the stage formulations' restrictions: more than ``C``
 stays per tensor, and page-ins allocated before their reader's slot (a page-in sits in

@@ -139,8 +139,11 @@ def test_least_ram_is_a_real_program_never_below_the_oracles_least_ram(seed, mod
 def test_with_nothing_in_hand_the_cold_solve_comes_first() -> None:
     """No hint: the energy model is solved cold first; when that finds a schedule (as
     here) the least-RAM search does not run."""
+    from poet_compiler import work
+
     problem = training_problem(3, 4, "remat", slack=0.05)
-    out = interval_search(problem, [], time_limit_s=30, threads=1)
+    with work.metered(work.Meter()):     # limits in deterministic seconds: not the machine's load
+        out = interval_search(problem, [], time_limit_s=30, threads=1)
     assert out.schedule is not None and out.least_ram_s is None
     assert feasible_energy(problem, out.schedule) == pytest.approx(out.energy_j)
 
@@ -155,8 +158,11 @@ def test_with_nothing_in_hand_the_least_ram_search_finds_the_first_schedule(monk
     from poet_compiler.solve import interval_search as search
 
     monkeypatch.setattr(search, "COLD_SHARE", 0.0)
+    from poet_compiler import work
+
     problem = training_problem(3, 4, "remat", slack=0.05)
-    out = interval_search(problem, [], time_limit_s=30, threads=1)
+    with work.metered(work.Meter()):     # limits in deterministic seconds: not the machine's load
+        out = interval_search(problem, [], time_limit_s=30, threads=1)
     assert out.schedule is not None and out.least_ram_s is not None
     assert out.least_ram_bytes is not None and out.least_ram_bytes <= problem.activation_budget
     assert feasible_energy(problem, out.schedule) == pytest.approx(out.energy_j)

@@ -1,0 +1,123 @@
+"""What each stage of `strategy="optimal"` contributes: the same compile with one stage
+switched off, at the same effort (the results do not depend on the machine's load; only
+the wall seconds do).
+
+    PYTHONPATH=. .venv/bin/python bench/ablation.py -o bench/results/ablation
+    PYTHONPATH=. .venv/bin/python bench/ablation.py --cells demo,poet_linear_m4 --variants all,no_presence
+
+Variants (each a monkeypatch of solve/milp.py's pipeline, in a fresh process):
+
+- ``all``: the pipeline as it is;
+- ``no_presence``: the presence stage returns the cover as it is;
+- ``no_deep_cover``: ``deeper_cover`` returns the one-level cover;
+- ``no_widening``: the guided stage searches the first sub-problem only;
+- ``no_interval_before_full``: recompute-only graphs go to the full model directly;
+- ``no_full_model``: the full model finds nothing (its round returns a timeout);
+- ``no_copies_resolve``: a compacted schedule is kept whatever its copies cost.
+
+Cells: those of bench/optimizer_grid.py. A row per (cell, variant): status, energy,
+bound, gap, stopped_by, effort used and per stage, wall seconds. Writes OUT.jsonl, OUT.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from optimizer_grid import CELLS  # noqa: E402
+
+VARIANTS = ("all", "no_presence", "no_deep_cover", "no_widening", "no_interval_before_full", "no_full_model",
+            "no_copies_resolve")
+
+
+def _switch_off(variant: str) -> None:
+    import poet_compiler.solve.milp as milp
+    import poet_compiler.solve.row_generation as row_generation
+    from poet_compiler.solve.backends import BackendResult
+
+    if variant == "no_presence":
+        milp.presence_stage = lambda tight, cover, hint, extra, **kw: (cover, hint, "warm start")  # type: ignore
+    elif variant == "no_deep_cover":
+        milp.deeper_cover = lambda tight, cover, **kw: cover  # type: ignore
+    elif variant == "no_widening":
+        real = milp.guided_search
+
+        def narrow(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+            return real(*args, **{**kw, "widen": False})
+
+        milp.guided_search = narrow  # type: ignore
+    elif variant == "no_interval_before_full":
+        milp.INTERVAL_BEFORE_FULL_SHARE = 0.0
+    elif variant == "no_full_model":
+        row_generation.solve_model = lambda model, solver, opts: BackendResult(  # type: ignore
+            "timeout", None, None, None, 0.0, "cpsat", "switched off")
+    elif variant == "no_copies_resolve":
+        milp.COPIES_RESOLVE_SHARE = float("inf")
+    elif variant != "all":
+        raise SystemExit(f"unknown variant {variant}")
+
+
+def _one(cell_args: list[str], variant: str) -> None:
+    """In this (fresh) process: switch ``variant``'s stage off, compile, print the row."""
+    _switch_off(variant)
+    from poet_compiler.cli import main
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "s.poet"
+        main(["compile", *cell_args, "-o", str(out), "--quiet"])
+        rep = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
+    keys = ("status", "energy_j", "lower_bound_j", "gap", "stopped_by", "effort_used", "stage_effort")
+    print("ROW " + json.dumps({k: rep.get(k) for k in keys}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-o", "--out", type=Path, default=Path("bench/results/ablation"))
+    ap.add_argument("--cells", default="demo,poet_linear_m4,r18_m4_50_1.5x,dag250_90")
+    ap.add_argument("--variants", default="all")
+    ap.add_argument("--one", nargs=2, metavar=("VARIANT", "ARGS_JSON"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        _one(json.loads(args.one[1]), args.one[0])
+        return
+    from tests.support.layered import layered_dag
+
+    tmp = Path(tempfile.mkdtemp(prefix="poetc-ablation-"))
+    (tmp / "dag250.json").write_text(json.dumps(layered_dag(250)))
+    variants = VARIANTS if args.variants == "all" else tuple(args.variants.split(","))
+    rows = []
+    for cell in args.cells.split(","):
+        cell_args = [a.replace("{dag250}", str(tmp / "dag250.json")) for a in CELLS[cell]]
+        for variant in variants:
+            started = time.perf_counter()
+            proc = subprocess.run([sys.executable, __file__, "--one", variant, json.dumps(cell_args)],
+                                  capture_output=True, text=True, check=False, env=os.environ)
+            line = next((x for x in proc.stdout.splitlines() if x.startswith("ROW ")), None)
+            row = {"cell": cell, "variant": variant, "wall_s": round(time.perf_counter() - started, 1),
+                   **(json.loads(line[4:]) if line else {"error": proc.stderr.strip()[-300:]})}
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lines = ["# Ablation (bench/ablation.py), default effort", "",
+             "| cell | variant | status | energy (J) | bound (J) | gap | stopped_by | effort used | wall (s) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        gap = "-" if r.get("gap") is None else f"{100 * r['gap']:.3f} %"
+        e, b = r.get("energy_j"), r.get("lower_bound_j")
+        lines.append(f"| {r['cell']} | {r['variant']} | {r.get('status', 'error')} | "
+                     f"{'-' if e is None else f'{e:.6g}'} | {'-' if b is None else f'{b:.6g}'} | {gap} | "
+                     f"{r.get('stopped_by')} | {r.get('effort_used')} | {r['wall_s']} |")
+    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
