@@ -2,7 +2,7 @@
 idle and under load, with the sha256 of every .poet it writes.
 
     PYTHONPATH=. .venv/bin/python bench/reproducibility.py -o bench/results/reproducibility
-    PYTHONPATH=. .venv/bin/python bench/reproducibility.py --quick      # the README demo only
+    PYTHONPATH=. .venv/bin/python bench/reproducibility.py --quick      # the README demo, --effort quick, once each way
 
 Cells (default flags: the default --effort and --threads 2):
 
@@ -75,12 +75,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--out", type=Path, default=Path("bench/results/reproducibility"))
     ap.add_argument("--cells", default=",".join(CELLS))
-    ap.add_argument("--quick", action="store_true", help="the README demo only")
+    ap.add_argument("--quick", action="store_true",
+                    help="the README demo at --effort quick, once idle, once loaded, once on one core")
     ap.add_argument("--idle", type=int, default=3)
     ap.add_argument("--loaded", type=int, default=2)
     ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more poetc flags (e.g. --effort quick)")
     args = ap.parse_args()
     cells = ["demo"] if args.quick else args.cells.split(",")
+    if args.quick:
+        args.idle, args.loaded, args.extra = 1, 1, args.extra or ["--effort", "quick"]
     tmp = Path(tempfile.mkdtemp(prefix="poetc-repro-"))
     (tmp / "dag250.json").write_text(json.dumps(layered_dag(250)))
     rows = []

@@ -20,7 +20,8 @@ NAMED = sorted(set(re.findall(r"make (bench-[a-z0-9-]+)", BENCHMARKS)))
 DEFINED = set(re.findall(r"(?m)^(bench-[a-z0-9-]+):", MAKEFILE))
 # What a target needs beyond the venv, the C compiler and make: tools on PATH, and the
 # environment variables that name a peer's checkout.
-NEEDS = {"bench-device": ("arm-none-eabi-gcc", "qemu-system-arm")}
+NEEDS = {"bench-device": ("arm-none-eabi-gcc", "qemu-system-arm"),
+         "bench-device-training": ("arm-none-eabi-gcc", "qemu-system-arm")}
 NEEDS_ENV = {"bench-peers-moccasin": ("MOCCASIN",)}
 
 
