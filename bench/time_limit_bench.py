@@ -1,4 +1,4 @@
-"""Does `poetc compile --time-limit S` stop at S? (issue 18, deliver 3)
+"""Does `poetc compile --time-limit S` stop at S, and with what? The optimizer grid, scale and DAG cells
 
 Runs `poetc compile ... --json` on a few cells, each in a fresh child process, and
 records the wall time of the whole command, the report's ``solve_time_s``, status, gap,
@@ -39,7 +39,7 @@ CELLS = {
     "resnet18_m4_50": (["resnet18_cifar", "--device", "m4", "--ram", "50%", "--deadline", "1.5x"], 60.0),
     "kws_a72_30": (["models/kws_dscnn.onnx", "--device", "a72", "--ram", "30%"], 30.0),
     "dag500_80": (["{dag500}", "--mode", "remat", "--ram", "80%"], 60.0),
-    # Issue 18's scale cells (the interval search): README demo, op-level models on a72,
+    # The scale cells (the interval search): README demo, op-level models on a72,
     # layered DAGs.
     "kws_m4_256k": (["models/kws_dscnn.onnx", "--device", "m4", "--ram", "256k"], 60.0),
     "mobilenetv2_a72_50": (["mobilenetv2", "--device", "a72", "--ram", "50%"], 120.0),
@@ -54,7 +54,7 @@ CELLS = {
     "dag100_90": (["{dag100}", "--mode", "remat", "--ram", "90%"], 60.0),
     "dag100_80": (["{dag100}", "--mode", "remat", "--ram", "80%"], 60.0),
     "dag100_90_120": (["{dag100}", "--mode", "remat", "--ram", "90%"], 120.0),
-    # The issue's DAG grid: 100/250/500/1,000 nodes at 80/90 %, --time-limit 300.
+    # The DAG grid: 100/250/500/1,000 nodes at 80/90 %, --time-limit 300.
     "dag100_90_300": (["{dag100}", "--mode", "remat", "--ram", "90%"], 300.0),
     "dag100_80_300": (["{dag100}", "--mode", "remat", "--ram", "80%"], 300.0),
     "dag250_80": (["{dag250}", "--mode", "remat", "--ram", "80%"], 300.0),
@@ -101,7 +101,7 @@ def emit(line: str, out: Path | None) -> None:
 
 
 def grid_cell(name: str) -> tuple[list[str], float]:
-    """A cell of issue 18's op-level grid by name, ``op_MODEL_DEVICE_RAM_DEADLINE`` (e.g.
+    """A cell of the op-level optimizer grid by name, ``op_MODEL_DEVICE_RAM_DEADLINE`` (e.g.
     ``op_resnet18_cifar_m4_30_1.5``: 30 % of the checkpoint-all peak, 1.5x the
     compute-only time), at the grid's 60 s limit."""
     parts = name.split("_")

@@ -44,7 +44,7 @@ def zoo_case(model: str, ram: str) -> ZooCase:
 import pytest  # noqa: E402
 
 # bert_tiny: ~6 s per budget (two heuristics fail before the fallback); resnet18_cifar:
-# 3-6 s per budget, so only its 50 % case (the size target) runs by default.
+# 3-6 s per budget, so only its 50 % case (the size target of docs/bytecode.md) runs by default.
 SLOW = {("bert_tiny", "30%"), ("bert_tiny", "50%"), ("bert_tiny", "70%"),
         ("resnet18_cifar", "30%"), ("resnet18_cifar", "70%")}
 CASES = [pytest.param(m, r, marks=[pytest.mark.slow] if (m, r) in SLOW else []) for m in MODELS for r in BUDGETS]

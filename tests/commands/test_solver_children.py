@@ -34,8 +34,8 @@ def _poetc(args: list[str], cwd: Path, fault: str = "") -> subprocess.CompletedP
     return subprocess.run([str(POETC), *args], capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
 
 
-# (solver, --time-limit): the limits of the issue that found the banner defect, where the
-# HiGHS child is reached.
+# (solver, --time-limit): limits at which the HiGHS child is reached (its banner broke
+# these before the child's results had a pipe of their own).
 SOLVERS = [("auto", "20"), ("cpsat", "20"), ("highs", "10")]
 
 
