@@ -140,15 +140,17 @@ def test_full_model_not_built_over_its_share_of_the_memory_limit(monkeypatch) ->
         problem = random_problem(seed, 9, "poet", deadline_prob=0.0, budget_fraction=0.2)
         with monkeypatch.context() as m:
             m.setattr(row_generation, "solve_model", no_full_model)
+            # The default effort: a 20 s limit alone implies 6 deterministic s, which stops
+            # before the full model whatever its memory (another reason, another message).
             with memory_limit(row_generation.forecast_bytes(problem)):
-                res = solve_milp(problem, gap_limit=0.0, time_limit_s=20)
+                res = solve_milp(problem, gap_limit=0.0, time_limit_s=20, effort="default")
         if not res.extra.full_model_skipped:
             continue
         assert res.ok, res.message
         assert res.lower_bound_j == pytest.approx(_bound_before_full_model(res))
         assert "the full model is not built: its forecast memory" in res.message
         assert "--memory-limit" in res.message
-        unlimited = solve_milp(problem, gap_limit=0.0, time_limit_s=20)
+        unlimited = solve_milp(problem, gap_limit=0.0, time_limit_s=20, effort="default")
         assert not unlimited.extra.full_model_skipped
         assert unlimited.energy_j <= res.energy_j * (1 + 1e-9)
         seen += 1
