@@ -120,7 +120,7 @@ bench: $(BENCH_TARGETS)
 
 bench-optimizer: setup
 	rm -f $(BENCH_RESULTS)/optimizer_grid.jsonl
-	$(BENCH) bench/time_limit_bench.py --cells $(call cells,$(if $(QUICK),op_vgg16_cifar_m4_70_1.5,$(GRID_CELLS))) -o $(BENCH_RESULTS)/optimizer_grid.jsonl
+	$(BENCH) bench/time_limit_bench.py --defaults --cells $(call cells,$(if $(QUICK),op_vgg16_cifar_m4_70_1.5,$(GRID_CELLS))) -o $(BENCH_RESULTS)/optimizer_grid.jsonl
 
 bench-scale: setup
 	rm -f $(BENCH_RESULTS)/scale.jsonl

@@ -118,17 +118,21 @@ def cell_args(name: str) -> tuple[list[str], float]:
     return args, float(at) if at else limit
 
 
-def run_cell(name: str, root: Path, dags: dict[str, Path], python: str) -> dict:
+def run_cell(name: str, root: Path, dags: dict[str, Path], python: str, defaults: bool = False) -> dict:
+    """One cell; with ``defaults``, at poetc's default effort and wall cap (no ``--time-limit``)
+    unless the name gives one (``NAME@S``)."""
     args, limit = cell_args(name)
+    timed = not defaults or "@" in name
     for key, path in dags.items():
         args = [a.replace("{" + key + "}", str(path)) for a in args]
     out = Path(tempfile.mkdtemp(prefix="poetc-bench-")) / "out.poet"
-    cmd = [python, "-c", _CHILD, "compile", *args, "--time-limit", f"{limit:g}", "--json", "-o", str(out)]
+    cmd = [python, "-c", _CHILD, "compile", *args, *(["--time-limit", f"{limit:g}"] if timed else []), "--json",
+           "-o", str(out)]
     env = dict(os.environ, PYTHONPATH=str(root))
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
-    row: dict = {"cell": name, "limit_s": limit, "wall_s": round(wall, 1), "exit": proc.returncode}
+    row: dict = {"cell": name, "limit_s": limit if timed else None, "wall_s": round(wall, 1), "exit": proc.returncode}
     try:
         rep = json.loads(proc.stdout)
     except json.JSONDecodeError:
@@ -139,6 +143,7 @@ def run_cell(name: str, root: Path, dags: dict[str, Path], python: str) -> dict:
             _, w, me, kids, _code = line.split()
             row.update(rss_self_mb=round(int(me) / 1024), rss_child_mb=round(int(kids) / 1024))
     row.update(solve_time_s=rep.get("solve_time_s"), status=rep.get("status"), gap=rep.get("gap"),
+               stopped_by=rep.get("stopped_by"), effort=rep.get("effort"), effort_used=rep.get("effort_used"),
                energy_j=rep.get("energy_j"), lower_bound_j=rep.get("lower_bound_j"),
                guided_source=rep.get("guided_source"), interval=rep.get("interval"),
                stage_s=rep.get("stage_s"), trace_s=rep.get("trace_s"), message=(rep.get("message") or "")[:160],
@@ -156,6 +161,8 @@ def main() -> None:
     ap.add_argument("--label", default="")
     ap.add_argument("--compare", default="",
                     help="LABEL=DIR,LABEL=DIR: run each cell on every checkout in turn (side by side)")
+    ap.add_argument("--defaults", action="store_true",
+                    help="run cells at poetc's default effort and wall cap (a cell NAME@S keeps its limit)")
     ap.add_argument("-o", "--out", type=Path)
     args = ap.parse_args()
     roots = [(lab, Path(d).resolve()) for lab, d in (x.split("=", 1) for x in args.compare.split(",") if x)] \
@@ -167,7 +174,7 @@ def main() -> None:
         dags[f"dag{n}"].write_text(json.dumps(layered_dag(n)))
     for name in args.cells.split(","):
         for label, root in roots:
-            row = run_cell(name, root, dags, sys.executable)
+            row = run_cell(name, root, dags, sys.executable, args.defaults)
             row["label"] = label
             emit(json.dumps(row), args.out)
 
