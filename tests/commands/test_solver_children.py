@@ -25,11 +25,13 @@ DEMO = ["compile", str(ROOT / "models" / "kws_dscnn.onnx"), "--device", "m4", "-
 pytestmark = pytest.mark.smoke
 
 
-def _poetc(args: list[str], cwd: Path, fault: str = "") -> subprocess.CompletedProcess[str]:
+def _poetc(args: list[str], cwd: Path, fault: str = "", ran: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     if fault:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SHIM), env.get("PYTHONPATH", "")) if p)
         env["POETC_TEST_HIGHSPY"] = fault
+    if ran is not None:
+        env["POETC_TEST_HIGHSPY_RAN"] = str(ran)
     env.pop("POETC_DEBUG", None)
     return subprocess.run([str(POETC), *args], capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
 
@@ -48,15 +50,23 @@ def test_readme_demo_gives_a_schedule_with_every_solver(tmp_path: Path, solver: 
     assert (tmp_path / "demo.poet").stat().st_size > 0
 
 
+# A small effort, so the cover and presence bounds leave the proof to a solve on the chosen
+# solver (the guided sub-problem), and a wall cap with room for the stages before it on a
+# loaded machine.
+HIGHS_RUN = ["--solver", "highs", "--effort", "3", "--time-limit", "120"]
+
+
 def test_a_banner_on_the_highs_childs_stdout_does_not_reach_the_result(tmp_path: Path) -> None:
-    proc = _poetc([*DEMO, "--solver", "highs", "--time-limit", "10", "-o", "demo.poet"], tmp_path, fault="banner")
+    ran = tmp_path.parent / f"{tmp_path.name}.ran"
+    proc = _poetc([*DEMO, *HIGHS_RUN, "-o", "demo.poet"], tmp_path, fault="banner", ran=ran)
     assert proc.returncode == 0, proc.stderr
+    assert ran.exists(), "the HiGHS child was never reached: the test proves nothing"
     assert "Traceback" not in proc.stderr
     assert json.loads((tmp_path / "demo.json").read_text())["status"] in ("optimal", "feasible")
 
 
 def test_a_fault_in_the_highs_child_is_one_line_and_exit_1(tmp_path: Path) -> None:
-    args = [*DEMO, "--solver", "highs", "--time-limit", "10", "-o", "demo.poet"]
+    args = [*DEMO, *HIGHS_RUN, "-o", "demo.poet"]
     proc = _poetc(args, tmp_path, fault="raise")
     err = proc.stderr.strip().splitlines()
     assert proc.returncode == 1, proc.stderr

@@ -7,6 +7,9 @@ imports this package, which loads the real highspy in its place and, by
 - ``banner``: writes a banner to the process's stdout, as highspy 1.16 does on import
   whatever ``output_flag`` says;
 - ``raise``: the banner, and ``Highs.run`` raises, as a bug in the child would.
+
+With ``POETC_TEST_HIGHSPY_RAN=PATH``, ``Highs.run`` first writes PATH: the test's proof
+that the child was reached.
 """
 
 import importlib
@@ -23,8 +26,17 @@ _fault = os.environ.get("POETC_TEST_HIGHSPY", "")
 if _fault in ("banner", "raise"):
     os.write(1, b"Running HiGHS 1.16.0 (git hash: 0000000): Copyright (c) 2026 under MIT licence terms\n"
                 b"Using BLAS: none\n")
-if _fault == "raise":
-    def _run(self):  # noqa: ANN001, ANN202
-        raise RuntimeError("injected fault in the HiGHS child")
+_real_run = _real.Highs.run
 
-    _real.Highs.run = _run
+
+def _run(self):  # noqa: ANN001, ANN202
+    mark = os.environ.get("POETC_TEST_HIGHSPY_RAN")
+    if mark:
+        with open(mark, "w") as fh:
+            fh.write("ran\n")
+    if _fault == "raise":
+        raise RuntimeError("injected fault in the HiGHS child")
+    return _real_run(self)
+
+
+_real.Highs.run = _run
