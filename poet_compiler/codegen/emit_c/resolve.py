@@ -7,6 +7,7 @@ prelude values, scratch) and which graph outputs a node must copy out after it r
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -42,10 +43,7 @@ class StaticArray:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
 
 @dataclass

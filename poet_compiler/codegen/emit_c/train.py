@@ -15,6 +15,7 @@ here (the set-up of ``make device-demo``'s step, closed into a loop).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -63,10 +64,7 @@ class TrainParam:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
 
 @dataclass(frozen=True)
