@@ -146,8 +146,10 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
             # CP-SAT's bound ignores it).
             if floor is not None and on_good_enough is not None and \
                     within_gap(inc, floor, max(options.relative_gap, 1e-12)):
+                # The proto's repeated field takes no slice (ortools 9.15): copy it first.
+                solution = list(self.response_proto.solution)[:len(xs)]
                 enough.append(enough_result(self.ObjectiveValue(), self.BestObjectiveBound(),
-                                            [float(v) for v in self.response_proto.solution[:len(xs)]]))
+                                            [float(v) for v in solution]))
                 # The answer goes out now: stopping may abort the process (module docstring),
                 # and whether it does depends on timing.
                 on_good_enough(enough[0])
