@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
+
 from poet_compiler.solve.backends import BackendOptions, cpsat, solve_model
 from poet_compiler.solve.formulation.fast import build_fast
 from poet_compiler.solve.milp import solve_milp
@@ -59,3 +61,18 @@ def test_a_good_enough_answer_sent_before_the_child_dies_is_the_answer(monkeypat
     out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=10))
     assert out.status in ("optimal", "feasible") and out.values is not None
     assert out.message == ""
+
+
+def test_a_floor_met_by_a_solution_ends_the_search_with_that_solution() -> None:
+    """The real callback path, not a stand-in: a floor equal to the optimum makes the first
+    optimal solution good enough. Its values come back as the answer (the callback once
+    sliced the proto's repeated field, which ortools 9.15 refuses: the child died and the
+    stage fell back to no schedule)."""
+    problem = training_problem(2, 3, "poet", slack=0.3)
+    built = build_fast(problem)
+    optimum = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=10))
+    assert optimum.status == "optimal" and optimum.objective is not None
+    built.model.objective_floor = optimum.objective
+    out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=10))
+    assert "failure" not in out.message, out.message
+    assert out.values is not None and out.objective == pytest.approx(optimum.objective)
