@@ -38,6 +38,9 @@ INTERNAL_HINT = ("a bug in poetc, not in your input: please report it with the c
 
 
 DEBUG_ENV = "POETC_DEBUG"
+# Set by ``--debug`` for the command being run (main() resets it): not the environment, so
+# one in-process call does not leak into the next.
+_debug_flag = False
 
 
 def _print_versions(value: bool) -> None:
@@ -54,12 +57,12 @@ def _root(debug: bool = typer.Option(False, "--debug", help=f"On an internal err
           version: bool = typer.Option(False, "--version", callback=_print_versions, is_eager=True,
                                        help="Print the versions of poetc and its solvers, and exit.")) -> None:
     """poetc: compile a training step into an energy-optimal remat + paging schedule."""
-    if debug:
-        os.environ[DEBUG_ENV] = "1"    # read by main() when an unexpected exception ends the command
+    global _debug_flag
+    _debug_flag = debug    # read by main() when an unexpected exception ends the command
 
 
 def _debugging() -> bool:
-    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    return _debug_flag or os.environ.get(DEBUG_ENV, "") not in ("", "0")
 
 
 def _internal(exc: BaseException) -> int:
@@ -120,12 +123,12 @@ def main(argv: list[str] | None = None, *, started: float | None = None) -> int:
     """Run one command; returns the process exit code. ``started``: the
     ``time.perf_counter()`` instant the command started, which ``--time-limit`` counts
     from (the console script passes its process's start; default: now)."""
+    global _debug_flag
+    _debug_flag = False
     usage, exits, aborts = _exception_families()
     try:
         with command_from(time.perf_counter() if started is None else started):
             result = app(args=argv, standalone_mode=False, prog_name="poetc")
-    except InternalError as exc:
-        return _internal(exc)
     except PoetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
