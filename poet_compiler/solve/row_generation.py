@@ -43,7 +43,7 @@ FIRST_ROUND_SHARE = 0.5
 #: No solve starts with less than this left (a solver started then only overruns).
 MIN_ROUND_S = 0.2
 #: The first round's memory, forecast before it is built (:func:`forecast_bytes`): the
-#: solver processes' own (CP-SAT and the ``auto`` portfolio's HiGHS racer) plus a share
+#: solver processes' own (CP-SAT or HiGHS) plus a share
 #: per ``useful`` (stage, tensor) pair, the variables' index, for the solvers' model and
 #: the Python model the build adds to poetc. Fitted on ``bench/full_model_memory.py``
 #: (BENCHMARKS.md, "Optimizer grid"): measured 417-3,577 MiB over poetc's own bytes,

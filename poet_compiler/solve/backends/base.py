@@ -33,8 +33,8 @@ class BackendOptions:
     # Large models: cheaper presolve (CP-SAT's presolve alone can take most of a minute
     # on ~70k binaries) and a stronger LP relaxation.
     large: bool = False
-    # HiGHS child process only: report incumbent/bound on its message pipe for a parent
-    # that races it (see .portfolio) instead of a progress line on the terminal.
+    # HiGHS child process only: report incumbent/bound on its message pipe, which the
+    # parent forwards to the live status line, instead of a progress line of its own.
     progress_pipe: bool = False
     # Reproducible answers (CP-SAT: interleaved search stopped on deterministic time).
     deterministic: bool = True

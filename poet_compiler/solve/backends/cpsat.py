@@ -6,7 +6,7 @@ whole process ("Check failed: solution->size() == postsolve_mapping.size()") whe
 search is stopped while a hinted solution is still being postsolved early in the solve:
 POET's own ``linear`` graph at 3388 B (shared/regressions) did it every time, from a
 solution callback and from another thread alike. So poetc never stops CP-SAT from a
-callback, and whatever stops it (the outside bound, the portfolio race) first takes the
+callback, and whatever stops it (the outside bound, the wall cap) first takes the
 child's latest solution: if the child then dies, that solution is kept.
 """
 

@@ -5,9 +5,8 @@ fails with undefined symbols, whichever is imported first. So the model is pickl
 fresh interpreter (:mod:`.highs_worker`) that imports highspy only. HiGHS takes the
 physical (floating-point) coefficients directly: no scaling.
 
-:class:`HighsJob` runs the child without blocking (the portfolio of :mod:`.portfolio`
-races it against CP-SAT): it follows incumbent/bound from the child's message pipe and can
-be killed; :func:`solve_highs` is the blocking form.
+:class:`HighsJob` runs the child without blocking: it follows incumbent/bound from the
+child's message pipe (forwarded to the live status line) and can be killed; :func:`solve_highs` is the blocking form.
 """
 
 from __future__ import annotations

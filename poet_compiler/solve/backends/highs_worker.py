@@ -84,7 +84,7 @@ def run(model: LinearModel, options: BackendOptions, send: Connection | None = N
     last = [0.0]
 
     def report(inc: float, bound: float) -> None:
-        # Throttled machine-readable line for a racing parent (.portfolio).
+        # Throttled progress for the parent's status line.
         now = time.perf_counter()
         if now - last[0] >= 0.2:
             last[0] = now
