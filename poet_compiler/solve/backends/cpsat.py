@@ -290,7 +290,7 @@ def solve_cpsat(model: LinearModel, options: BackendOptions, *,
     if det is not None:
         options = dataclasses.replace(options, deterministic_s=det, time_limit_s=wall, deterministic=True)
     out = _solve_cpsat_child(model, options, on_solver=on_solver, on_progress=on_progress)
-    work.settle(out.deterministic_s if out.deterministic_s is not None else det, out.solve_time_s,
+    work.settle(out.deterministic_s if out.deterministic_s is not None else det, det, out.solve_time_s,
                 float(options.time_limit_s))
     return out
 

@@ -137,7 +137,7 @@ def solve_native(m: Any, limits: NativeLimits) -> NativeResult:
         out = _solve_here(m, limits)
     else:
         out = _solve_forked(m, limits)
-    work.settle(out.deterministic_s if out.deterministic_s is not None else det, out.solve_time_s,
+    work.settle(out.deterministic_s if out.deterministic_s is not None else det, det, out.solve_time_s,
                 float(limits.time_limit_s))
     return out
 
