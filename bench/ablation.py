@@ -13,9 +13,13 @@ Variants (each a monkeypatch of solve/milp.py's pipeline, in a fresh process):
 - ``no_widening``: the guided stage searches the first sub-problem only;
 - ``no_interval_before_full``: recompute-only graphs go to the full model directly;
 - ``no_full_model``: the full model finds nothing (its round returns a timeout);
-- ``no_copies_resolve``: a compacted schedule is kept whatever its copies cost.
+- ``no_copies_resolve``: a compacted schedule is kept whatever its copies cost;
+- ``no_interval``: the interval search (solve/interval_search.py) finds nothing, wherever it runs;
+- ``no_arena_retries``: no re-solve below an arena that did not fit;
+- ``no_rescue``: finalize does not re-plan a too-large arena harder.
 
-Cells: those of bench/optimizer_grid.py. A row per (cell, variant): status, energy,
+Cells: those of bench/optimizer_grid.py, or bench/time_limit_bench.py's names (grid cells
+``op_MODEL_DEVICE_RAM_DEADLINE``, ``dagN_P``, ``gpt2_a72_70``, ...), run at the default effort. A row per (cell, variant): status, energy,
 bound, gap, stopped_by, effort used and per stage, wall seconds. Writes OUT.jsonl, OUT.md.
 """
 
@@ -35,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from optimizer_grid import CELLS  # noqa: E402
 
 VARIANTS = ("all", "no_presence", "no_deep_cover", "no_widening", "no_interval_before_full", "no_full_model",
-            "no_copies_resolve")
+            "no_copies_resolve", "no_interval", "no_arena_retries", "no_rescue")
 
 
 def _switch_off(variant: str) -> None:
@@ -61,6 +65,18 @@ def _switch_off(variant: str) -> None:
             "timeout", None, None, None, 0.0, "cpsat", "switched off")
     elif variant == "no_copies_resolve":
         milp.COPIES_RESOLVE_SHARE = float("inf")
+    elif variant == "no_interval":
+        import poet_compiler.solve.guided as guided
+        from poet_compiler.solve.interval_search import IntervalOutcome
+
+        def nothing(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+            return IntervalOutcome(None, None, status="switched off")
+
+        milp.interval_search = guided.interval_search = nothing  # type: ignore
+    elif variant == "no_arena_retries":
+        milp.MAX_ARENA_RETRIES = 0
+    elif variant == "no_rescue":
+        milp.RESCUE_SHARE = milp.RESCUE_EARLY_SHARE = 0.0
     elif variant != "all":
         raise SystemExit(f"unknown variant {variant}")
 
@@ -89,16 +105,20 @@ def main() -> None:
         _one(json.loads(args.one[1]), args.one[0])
         return
     from tests.support.layered import layered_dag
+    from time_limit_bench import cell_args
 
     tmp = Path(tempfile.mkdtemp(prefix="poetc-ablation-"))
-    (tmp / "dag250.json").write_text(json.dumps(layered_dag(250)))
+    for n in (100, 250, 500, 1000):
+        (tmp / f"dag{n}.json").write_text(json.dumps(layered_dag(n)))
     variants = VARIANTS if args.variants == "all" else tuple(args.variants.split(","))
     rows = []
     for cell in args.cells.split(","):
-        cell_args = [a.replace("{dag250}", str(tmp / "dag250.json")) for a in CELLS[cell]]
+        args_of = CELLS[cell] if cell in CELLS else cell_args(cell)[0]
+        for n in (100, 250, 500, 1000):
+            args_of = [a.replace(f"{{dag{n}}}", str(tmp / f"dag{n}.json")) for a in args_of]
         for variant in variants:
             started = time.perf_counter()
-            proc = subprocess.run([sys.executable, __file__, "--one", variant, json.dumps(cell_args)],
+            proc = subprocess.run([sys.executable, __file__, "--one", variant, json.dumps(args_of)],
                                   capture_output=True, text=True, check=False, env=os.environ)
             line = next((x for x in proc.stdout.splitlines() if x.startswith("ROW ")), None)
             row = {"cell": cell, "variant": variant, "wall_s": round(time.perf_counter() - started, 1),
