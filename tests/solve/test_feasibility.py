@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -10,7 +11,7 @@ from poet_compiler.errors import InfeasibleError
 from poet_compiler.solve.feasibility import min_deadline, min_ram, working_set
 from poet_compiler.solve.milp import solve_milp
 from poet_compiler.units import format_bytes
-from tests.support.graphs import random_problem
+from tests.support.graphs import random_problem, training_problem
 from tests.support.oracle import brute_force
 
 
@@ -85,3 +86,33 @@ def test_below_a_working_set_a_large_graph_is_refused_without_any_model(monkeypa
     res = milp.solve_milp(tight, time_limit_s=30)
     assert res.status == "infeasible"
     assert f"at least {format_bytes(ws)}" in res.message and problem.graph.nodes[node].name in res.message
+
+
+def test_the_deadline_side_note_of_a_ram_that_is_too_small_builds_no_model(monkeypatch) -> None:
+    """When the RAM is the reason, the smallest deadline at that RAM is a side note: its
+    range comes from the cover (a model's solve took 25 s of wall on VGG16-CIFAR and
+    gave the range the cover gave)."""
+    import poet_compiler.solve.feasibility as feas
+
+    problem = training_problem(0, 5, "poet")
+    problem = dataclasses.replace(problem, deadline_s=problem.costs.compute_only_s)
+    need = min_ram(problem)
+    assert need > working_set(problem)[0]      # the RAM, not one node, is the reason
+    built: list[str] = []
+    real = feas.build_fast
+
+    def counted(problem, objective="energy", **kw):  # noqa: ANN001, ANN003, ANN202
+        built.append(objective)
+        return real(problem, objective=objective, **kw)
+
+    monkeypatch.setattr(feas, "build_fast", counted)
+    short = dataclasses.replace(problem, ram_budget_bytes=need - 1)
+    why = feas.explain_infeasible(short)
+    assert why.message.startswith(f"infeasible: RAM {format_bytes(need - 1)} < {format_bytes(need)} needed")
+    assert "at this RAM a deadline of" in why.message
+    assert "time" not in built
+    # The range is real: a schedule meets its upper end at that RAM, none its lower end's undercut.
+    upper = float(re.search(r"a deadline of ([0-9.e+-]+) s works", why.message).group(1))  # type: ignore[union-attr]
+    lower = why.extra.min_deadline_lower_s
+    assert lower is not None and upper >= lower * (1 - 1e-6)
+    assert brute_force(dataclasses.replace(short, deadline_s=upper * (1 + 1e-5))) is not None
