@@ -15,8 +15,7 @@ Variants (each a monkeypatch of solve/milp.py's pipeline, in a fresh process):
 - ``no_full_model``: the full model finds nothing (its round returns a timeout);
 - ``no_copies_resolve``: a compacted schedule is kept whatever its copies cost;
 - ``no_interval``: the interval search (solve/interval_search.py) finds nothing, wherever it runs;
-- ``no_arena_retries``: no re-solve below an arena that did not fit;
-- ``no_rescue``: finalize does not re-plan a too-large arena harder.
+- ``no_arena_retries``: no re-solve below an arena that did not fit.
 
 Cells: those of bench/optimizer_grid.py, or bench/time_limit_bench.py's names (grid cells
 ``op_MODEL_DEVICE_RAM_DEADLINE``, ``dagN_P``, ``gpt2_a72_70``, ...), run at the default effort. A row per (cell, variant): status, energy,
@@ -39,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from optimizer_grid import CELLS  # noqa: E402
 
 VARIANTS = ("all", "no_presence", "no_deep_cover", "no_widening", "no_interval_before_full", "no_full_model",
-            "no_copies_resolve", "no_interval", "no_arena_retries", "no_rescue")
+            "no_copies_resolve", "no_interval", "no_arena_retries")
 
 
 def _switch_off(variant: str) -> None:
@@ -75,8 +74,6 @@ def _switch_off(variant: str) -> None:
         milp.interval_search = guided.interval_search = nothing  # type: ignore
     elif variant == "no_arena_retries":
         milp.MAX_ARENA_RETRIES = 0
-    elif variant == "no_rescue":
-        milp.RESCUE_SHARE = milp.RESCUE_EARLY_SHARE = 0.0
     elif variant != "all":
         raise SystemExit(f"unknown variant {variant}")
 

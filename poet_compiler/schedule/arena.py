@@ -447,8 +447,7 @@ def exact_packing_applies(program: Program) -> bool:
 
 
 def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
-               budget_bytes: int | None = None, time_limit_s: float | None = None,
-               seeds: int = 1) -> Program:
+               budget_bytes: int | None = None, time_limit_s: float | None = None) -> Program:
     """Return ``program`` with every buffer's offset and ``arena_bytes`` set.
 
     ``effort`` adds that many seeded perturbed greedy orders and scales the local search
@@ -457,8 +456,7 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
     search from a different start can end higher within its time. With a
     ``budget_bytes``, the search stops once a layout fits it. ``time_limit_s``: wall
     seconds for the whole plan (the first greedy layout is always made; the local search
-    and the exact packing stop at the limit, CP-SAT by its wall-clock limit). ``seeds``:
-    run the exact passes with that many CP-SAT seeds (0, 1, ...) while no layout fits.
+    and the exact packing stop at the limit, CP-SAT by its wall-clock limit).
     """
     until = None if time_limit_s is None else work.now() + max(0.0, time_limit_s)
     buffers = buffers_of(graph, program)
@@ -491,17 +489,14 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
             best = (arena, offsets, "local")
     if not done() and exact_packing_applies(program):
         det_s = EXACT_DETERMINISTIC_S * (1 + effort / 16) / len(EXACT_PASSES)
-        for seed in range(max(1, seeds)):
-            for level, coarse in EXACT_PASSES:
-                wall = None if until is None else until - work.now()
-                if wall is not None and wall < 0.05:
-                    break
-                found = _exact(inst, best[1], best[0], peak, det_s, budget_bytes, level, coarse, wall, seed)
-                if found is not None and found[0] < best[0] and inst.valid(found[1]):
-                    best = (found[0], found[1], "exact" if not seed else f"exact#{seed}")
-                if done():
-                    break
-            if done() or out_of_time():
+        for level, coarse in EXACT_PASSES:
+            wall = None if until is None else until - work.now()
+            if wall is not None and wall < 0.05:
+                break
+            found = _exact(inst, best[1], best[0], peak, det_s, budget_bytes, level, coarse, wall)
+            if found is not None and found[0] < best[0] and inst.valid(found[1]):
+                best = (found[0], found[1], "exact")
+            if done():
                 break
     arena, offsets, name = best
     at_start = {b.start: off for b, off in zip(buffers, offsets)}
@@ -509,28 +504,3 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
     meta = dict(program.meta)
     meta.update(peak_bytes=peak, fragmentation=(arena / peak) if peak else 1.0, arena_order=name)
     return Program(n_nodes=program.n_nodes, instructions=placed, arena_bytes=arena, meta=meta)
-
-
-# Harder re-plans of a program whose live bytes fit the budget but whose first arenas did
-# not (finalize's two plans): (effort, CP-SAT seeds), tried in order while time is left.
-RESCUE_EFFORTS: tuple[tuple[int, int], ...] = ((48, 2), (128, 3))
-
-
-def rescue_arena(graph: TrainingGraph, program: Program, budget_bytes: int, *,
-                 time_limit_s: float) -> Program | None:
-    """A layout of ``program`` within ``budget_bytes`` from harder re-plans
-    (:data:`RESCUE_EFFORTS`: more perturbed orders, a longer local search, longer exact
-    packing with more seeds), within ``time_limit_s`` wall seconds; None when none fits.
-    Deterministic when the time limit does not bind (each step is seeded and stopped on
-    deterministic time)."""
-    until = work.now() + max(0.0, time_limit_s)
-    for effort, seeds in RESCUE_EFFORTS:
-        left = until - work.now()
-        if left <= 0.05:
-            return None
-        planned = plan_arena(graph, program, effort=effort, budget_bytes=budget_bytes, time_limit_s=left,
-                             seeds=seeds)
-        if planned.arena_bytes is not None and planned.arena_bytes <= budget_bytes:
-            planned.meta["arena_rescue_effort"] = effort
-            return planned
-    return None

@@ -17,18 +17,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from contextlib import nullcontext
 
 from poet_compiler import work
 from poet_compiler.errors import InternalError, OverBudgetError, ScheduleError
-from poet_compiler.schedule.arena import exact_packing_applies, plan_arena, rescue_arena
+from poet_compiler.schedule.arena import exact_packing_applies, plan_arena
 from poet_compiler.schedule.cleanup import remove_pointless_work
 from poet_compiler.schedule.compact import compact_arena, without_moves
 from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.program import Op, Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
-from poet_compiler.solve.clock import Clock
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
 
@@ -55,24 +53,18 @@ def finalize(
     solve_time_s: float = 0.0,
     message: str = "",
     arena_time_s: float | None = None,
-    rescue_s: float = 0.0,
-    clock: Clock | None = None,
     layout: Program | None = None,
     fence_last: bool = False,
 ) -> Result:
     """Linearize, clean up, plan the arena, simulate, and fill a :class:`Result`.
 
     ``arena_time_s``: wall seconds for the arena plans (None: no limit; 0: the greedy
-    layouts only). ``rescue_s``: when the live bytes fit but both plans' arenas do not,
-    up to that many seconds for harder re-plans (:func:`~poet_compiler.schedule.arena.rescue_arena`);
-    ``program.meta["arena_rescued"]`` says when one fitted; its seconds go to the
-    ``clock``'s ``arena_rescue`` stage when given. ``layout``: an earlier finalize's
+    layouts only). ``layout``: an earlier finalize's
     Program for the same plan (e.g. a search's arena check); its arena is kept instead of
     planned again when its instructions are the plan's and it fits the budget (the
     simulator checks its offsets like any other). When the live bytes fit and the two
-    plans' arenas do not, the arena is compacted (MOVEs) before any rescue; the rescue
-    then runs only if compaction finds no room (buffers in flight). ``fence_last``: when
-    the rescue does not fit either, compact once more with FENCEs that free the buffers in
+    plans' arenas do not, the arena is compacted (MOVEs). ``fence_last``: when compaction
+    finds no room (buffers in flight), compact once more with FENCEs that free the buffers in
     flight (``program.meta["added_fences"]``): for a caller that compares the result with
     another schedule it holds.
 
@@ -81,8 +73,7 @@ def finalize(
     try:
         return _finalize(problem, plan, strategy=strategy, status=status, solver=solver, formulation=formulation,
                          lower_bound_j=lower_bound_j, solve_time_s=solve_time_s, message=message,
-                         arena_time_s=arena_time_s, rescue_s=rescue_s, clock=clock, layout=layout,
-                         fence_last=fence_last)
+                         arena_time_s=arena_time_s, layout=layout, fence_last=fence_last)
     except ScheduleError as exc:
         raise InternalError(f"{strategy}: the plan breaks a rule of the execution model: {exc}") from exc
 
@@ -99,8 +90,6 @@ def _finalize(
     solve_time_s: float,
     message: str,
     arena_time_s: float | None = None,
-    rescue_s: float = 0.0,
-    clock: Clock | None = None,
     layout: Program | None = None,
     fence_last: bool = False,
 ) -> Result:
@@ -145,15 +134,6 @@ def _finalize(
         if compacted is not None:
             compacted.meta["static_arena_bytes"] = program.arena_bytes
             program = compacted
-    if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes and rescue_s > 0:
-        # The live bytes fit: before the schedule is given up, re-plan harder.
-        with clock.stage("arena_rescue") if clock is not None else nullcontext():
-            # rescue_s was given before the plans above ran: never past the arena's deadline.
-            limit = rescue_s if until is None else min(rescue_s, left() or 0.0)
-            rescued = rescue_arena(graph, program, budget, time_limit_s=limit) if limit > 0 else None
-        if rescued is not None:
-            rescued.meta["arena_rescued"] = True
-            program = rescued
     if fence_last and program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes:
         # The last resort: where buffers in flight block the room, wait for the channel.
         limit = None if until is None else max(COMPACT_MIN_S, left() or 0.0)

@@ -198,7 +198,7 @@ def _search(problem: Problem, sync: Problem, usable: list[Schedule], copies: int
                 break
             continue
         check_s = min(ARENA_CHECK_S, ARENA_CHECK_SHARE * (until - work.now()))
-        laid = finalize(problem, out.schedule, strategy="optimal", arena_time_s=check_s, rescue_s=check_s)
+        laid = finalize(problem, out.schedule, strategy="optimal", arena_time_s=check_s)
         out.arena_retries = attempt
         if laid.program is None or laid.arena_bytes is None or laid.arena_bytes <= problem.activation_budget:
             out.arena_fits, out.layout = True, laid.program

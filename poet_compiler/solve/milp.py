@@ -111,8 +111,7 @@ def fallback_result(problem: Problem, candidates: list[tuple[float, str, Schedul
         # Candidates are valid schedules: finalize raises InternalError on a broken one.
         res = finalize(problem, schedule, strategy=STRATEGY, status="feasible", solver=solver,
                        formulation=formulation, solve_time_s=time.perf_counter() - started,
-                       arena_time_s=arena_s, rescue_s=0.0 if clock is None else RESCUE_SHARE * clock.left(),
-                       clock=clock)
+                       arena_time_s=arena_s)
         if res.ok:
             res.extra.fallback_schedule = name
             return res
@@ -219,18 +218,6 @@ INTERVAL_BEFORE_FULL_SHARE = 0.5
 # A fallback that is the only answer left plans its arena for at least this long (the
 # exact packing of a small program takes milliseconds; greedy layouts alone fragment).
 NEEDED_ARENA_S = 0.25
-# Harder arena re-plans (finalize's rescue_s) of a schedule whose live bytes fit: at most
-# this share of the time left; before the full model (which may still give a schedule
-# that fits), and for the full model's schedule (a re-solve below the overshoot may still
-# follow), a smaller one. The full model leaves RESCUE_RESERVE of the limit for its
-# schedule's re-plan. Measured on resnet18_cifar m4 50 % (bench/time_limit_bench.py): a
-# re-plan given all the time left took 39 of 60 s without a fit. On resnet18_cifar a72
-# 70 % 1.0x the full model's schedule (5 s to solve) failed a half-share re-plan of 24 s,
-# and the re-solves got no schedule in what was left; with a tenth, the second re-solve's
-# fits, 0.06 % above the bound, at 38 s (BENCHMARKS.md, "Optimizer grid").
-RESCUE_SHARE = 0.5
-RESCUE_EARLY_SHARE = 0.1
-RESCUE_RESERVE = 0.05
 # The interval search's share of the time left when no schedule in hand fits its arena
 # (measured on a 100-node layered DAG at 90 %: its third re-solve fitted after 90 s). On
 # graphs where no full model follows (> FULL_MODEL_MAX_NODES) it also runs when the
@@ -452,7 +439,7 @@ def _solve_family(
             res = _empty(problem, "timeout", solver, formulation, started, why)
             res.extra.merge(extra)
         if arena_failures:
-            res.extra.arena_rescue = {"replanned": 0, "resolved": 0, "lost": arena_failures}
+            res.extra.arena_rescue = {"resolved": 0, "lost": arena_failures}
         res.message = with_least_ram(res.message, res.extra, problem)
         res.solve_time_s = time.perf_counter() - started
         return res
@@ -548,8 +535,7 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
             res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
                            formulation=formulation, lower_bound_j=cover.energy_j,
                            solve_time_s=time.perf_counter() - started, arena_time_s=clock.left(),
-                           rescue_s=RESCUE_EARLY_SHARE * clock.left(), clock=clock, layout=guided.layout,
-                           fence_last=True)
+                           layout=guided.layout, fence_last=True)
         extra.guided_finalize_s = round(work.now() - t_fin, 3)
         if res.ok and not _fenced(res):
             res.extra.merge(extra, solver_used=guided.source)
@@ -563,7 +549,7 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
         res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
                        formulation=formulation, lower_bound_j=cover.energy_j,
                        solve_time_s=time.perf_counter() - started, message=message, arena_time_s=clock.left(),
-                       rescue_s=RESCUE_SHARE * clock.left(), clock=clock, layout=guided.layout)
+                       layout=guided.layout)
     extra.set(backend_bound_j=cover.energy_j, warm_start_found=True, solver_used=guided.source)
     if res.ok and res.energy_j is not None and not within_gap(res.energy_j, cover.energy_j, gap):
         # Finalizing added energy (the arena's copies): no longer within the gap, so the
@@ -712,8 +698,8 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
             return guided_res  # type: ignore[return-value]
         hint = guided.schedule if guided.schedule is not None else hint
     # Finalizing the full model's schedule (arena planning) comes after its limit: leave
-    # it the time the guided schedule's finalize took.
-    finalize_s = (extra.guided_finalize_s or 0.0) + RESCUE_RESERVE * clock.limit_s
+    # it the work the guided schedule's finalize took.
+    finalize_s = extra.guided_finalize_s or 0.0
     full_limit = clock.solver_limit(clock.left(), reserve_s=finalize_s)
     too_late = (large and clock.left(extra.guided_finalize_s or 0.0) < MIN_FULL_SOLVE_S) or full_limit < MIN_STAGE_S
     too_big = cover is not None and problem.n > FULL_MODEL_MAX_NODES
@@ -814,7 +800,7 @@ def _interval_for_full_model(problem: Problem, tight: Problem, cover: CoverBound
     with clock.stage("finalize"):
         res = finalize(problem, found.schedule, strategy=STRATEGY, status="feasible", solver=solver,
                        formulation=formulation, lower_bound_j=cover.energy_j,
-                       solve_time_s=time.perf_counter() - started, arena_time_s=clock.left(), clock=clock,
+                       solve_time_s=time.perf_counter() - started, arena_time_s=clock.left(),
                        layout=found.layout)
     if not res.ok or res.energy_j is None or res.energy_j >= kept.energy_j:
         return kept
@@ -880,8 +866,7 @@ def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBoun
     with clock.stage("finalize"):
         res = finalize(problem, schedule, strategy=STRATEGY, status=out.status, solver=solver,
                        formulation=formulation, lower_bound_j=bound, solve_time_s=time.perf_counter() - started,
-                       message=message, arena_time_s=clock.left(), rescue_s=RESCUE_EARLY_SHARE * clock.left(),
-                       clock=clock, fence_last=True)
+                       message=message, arena_time_s=clock.left(), fence_last=True)
     if res.ok and _fenced(res) and _fences_cost_more(res, guided_res):
         # Its arena fitted only with waits for the channel (the last resort), which cost
         # more than the schedule kept from the guided stage: keep that one.
@@ -907,7 +892,7 @@ def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBoun
         guided_res.extra.merge(extra, solver_used=kept)
         if "arena" in res.message and res.peak_ram_bytes is not None and \
                 res.peak_ram_bytes <= problem.activation_budget:
-            guided_res.extra.arena_rescue = {"replanned": 0, "resolved": 0, "lost": 1}
+            guided_res.extra.arena_rescue = {"resolved": 0, "lost": 1}
         guided_res.lower_bound_j = bound if bound is not None else guided_res.lower_bound_j
         return guided_res
     return res

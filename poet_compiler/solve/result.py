@@ -98,8 +98,8 @@ class ResultExtra:
     """The ``--memory-limit`` the solver processes were held to, and how many it stopped
     (solve/backends/memory.py; set only when it stopped one)."""
     arena_rescue: dict[str, int] | None = None
-    """Schedules whose live bytes fit but whose first arenas did not: how many a harder arena
-    re-plan kept (``replanned``), a re-solve against the arena kept (``resolved``), and
+    """Schedules whose live bytes fit but whose first arenas did not: whether compaction kept
+    the answer (``compacted``), a re-solve against the arena kept it (``resolved``), and
     how many were given up (``lost``)."""
 
     # -- the MILP driver (solve/milp.py) -----------------------------------------------

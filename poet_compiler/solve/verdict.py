@@ -100,14 +100,13 @@ def union(stage: Result, sync: Result, started: float) -> Result:
 
 def count_rescues(res: Result, arena_failures: int) -> None:
     """``arena_rescue`` of the answer: did compaction keep its schedule (``compacted``:
-    its arena laid out with MOVEs, or re-placed online without any), a harder arena
-    re-plan (``replanned``), a re-solve against the arena (``resolved``), and how many
+    its arena laid out with MOVEs, or re-placed online without any), a re-solve against
+    the arena (``resolved``), and how many
     schedules whose live bytes fit were given up for their arena (``lost``)."""
     compacted = int(bool(res.program is not None and res.program.meta.get("arena_order") == "compacted"))
-    replanned = int(bool(res.program is not None and res.program.meta.get("arena_rescued")))
     resolved = int(bool(res.extra.fragmentation_retries) and res.extra.fallback_schedule is None)
     lost = max(0, arena_failures - resolved) + (res.extra.arena_rescue or {}).get("lost", 0)
-    if compacted or replanned or resolved or lost:
-        res.extra.arena_rescue = {"replanned": replanned, "resolved": resolved, "lost": lost}
+    if compacted or resolved or lost:
+        res.extra.arena_rescue = {"resolved": resolved, "lost": lost}
         if compacted:
             res.extra.arena_rescue["compacted"] = compacted

@@ -1,14 +1,12 @@
 """No schedule lost to fragmentation: a schedule whose live bytes fit
 but whose first arena plans do not is compacted (MOVEs, schedule/compact.py); where
-compaction finds no room (buffers in flight) it is re-planned harder (rescue_arena), then,
-if that fails too, re-solved against the arena; ``extra.arena_rescue`` counts which step
-kept it.
+compaction finds no room (buffers in flight) it is re-solved against the arena;
+``extra.arena_rescue`` counts which step kept it.
 
 The first plans are made to fragment on purpose (a planner that reports 3 bytes more
-than its layout needs, as in test_milp's fragmentation test): before this change the
-optimum at the user's budget was then always dropped for a re-solve at a lower budget,
-i.e. a costlier schedule (or none); the harder re-plan, which runs the real planner,
-keeps it.
+than its layout needs, as in test_milp's fragmentation test): without compaction the
+optimum at the user's budget is then dropped for a re-solve at a lower budget, i.e. a
+costlier schedule (or none); compaction keeps it.
 """
 
 from __future__ import annotations
@@ -18,8 +16,6 @@ import dataclasses
 import pytest
 
 import poet_compiler.solve.finalize as fin
-from poet_compiler.schedule.arena import plan_arena, rescue_arena
-from poet_compiler.schedule.linearize import linearize
 from poet_compiler.solve.milp import solve_milp
 from tests.support.fragmentation import costlier_below_peak
 from tests.support.graphs import random_problem
@@ -53,60 +49,23 @@ def test_compaction_keeps_the_optimum(monkeypatch) -> None:
         assert res.ok and res.status == "optimal", res.message
         assert res.arena_bytes <= problem.activation_budget
         assert res.energy_j == pytest.approx(best, rel=1e-6) and res.energy_j < worse
-        assert res.extra.arena_rescue == {"replanned": 0, "resolved": 0, "lost": 0, "compacted": 1}
+        assert res.extra.arena_rescue == {"resolved": 0, "lost": 0, "compacted": 1}
         assert not res.extra.fragmentation_retries
         return
     pytest.fail("no random case needed compaction")
 
 
-def test_harder_replan_keeps_the_optimum(monkeypatch) -> None:
+def test_resolve_is_counted_when_compaction_finds_no_room(monkeypatch) -> None:
     _wasteful_first_plans(monkeypatch)
     _no_room_to_compact(monkeypatch)
-    seen = 0
-    for problem, best, worse in _cases():
-        res = solve_milp(problem, gap_limit=0.0, time_limit_s=30)
-        assert res.ok, res.message
-        assert res.arena_bytes <= problem.activation_budget
-        assert res.program.meta.get("arena_rescued")
-        # The optimum at the user's budget, not the re-solve's costlier one.
-        assert res.energy_j == pytest.approx(best, rel=1e-6) and res.energy_j < worse
-        assert res.status == "optimal"
-        assert res.extra.arena_rescue == {"replanned": 1, "resolved": 0, "lost": 0}
-        assert not res.extra.fragmentation_retries
-        seen += 1
-        if seen == 3:
-            return
-    assert seen, "no random case needed the re-plan"
-
-
-def test_resolve_is_counted_when_no_replan_fits(monkeypatch) -> None:
-    _wasteful_first_plans(monkeypatch)
-    _no_room_to_compact(monkeypatch)
-    monkeypatch.setattr(fin, "rescue_arena", lambda *a, **kw: None)
     for problem, _best, worse in _cases():
         res = solve_milp(problem, gap_limit=0.0, time_limit_s=30)
         assert res.ok, res.message
         assert res.energy_j == pytest.approx(worse, rel=1e-6)
-        assert res.extra.arena_rescue == {"replanned": 0, "resolved": 1, "lost": 0}
+        assert res.extra.arena_rescue == {"resolved": 1, "lost": 0}
         assert "arena: re-solved" in res.message
         return
     pytest.fail("no random case needed the re-solve")
-
-
-def test_rescue_arena_is_deterministic_and_fits_or_says_none() -> None:
-    p = random_problem(4, 14, "poet", deadline_prob=0.0)
-    from poet_compiler.schedule.schedule import Schedule
-
-    program = linearize(p.graph, Schedule.checkpoint_all(p.n))
-    first = plan_arena(p.graph, program)
-    peak = first.meta["peak_bytes"]
-    a = rescue_arena(p.graph, program, peak, time_limit_s=30)
-    b = rescue_arena(p.graph, program, peak, time_limit_s=30)
-    if a is None:
-        assert b is None
-    else:
-        assert a.arena_bytes <= peak and [i.offset for i in a.instructions] == [i.offset for i in b.instructions]
-    assert rescue_arena(p.graph, program, peak - 1, time_limit_s=30) is None   # below the peak: impossible
 
 
 def test_finalize_reports_what_compaction_cost(monkeypatch) -> None:
@@ -167,7 +126,6 @@ def test_a_reserve_that_leaves_no_schedule_is_halved(monkeypatch) -> None:
     from tests.support.oracle import min_ram
 
     _no_room_to_compact(monkeypatch)
-    monkeypatch.setattr(fin, "rescue_arena", lambda *a, **kw: None)
     monkeypatch.setattr(milp, "MAX_ARENA_RETRIES", 20)
     real_plan, real_once = fin.plan_arena, milp._solve_once
     least = {"ram": 0}

@@ -202,7 +202,6 @@ def test_fragmentation_feedback_resolves_with_a_smaller_budget(monkeypatch) -> N
         return dataclasses.replace(out, arena_bytes=(out.arena_bytes or 0) + waste)
 
     monkeypatch.setattr(fin, "plan_arena", wasteful)
-    monkeypatch.setattr(fin, "rescue_arena", lambda *a, **kw: None)   # no harder re-plan either
     monkeypatch.setattr(fin, "compact_arena", lambda *a, **kw: None)  # nor compaction (as with buffers in flight)
     from poet_compiler.solve.budgets import reference
 
