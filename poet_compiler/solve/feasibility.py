@@ -23,13 +23,13 @@ from poet_compiler.errors import InfeasibleError
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.baselines.keep_all import checkpoint_all_schedule
+from poet_compiler.solve.clock import step_until
 from poet_compiler.solve.cover import (
     CoverBound,
     cover_bound,
     cover_min_budget,
     cover_min_time,
 )
-from poet_compiler.solve.clock import step_until
 from poet_compiler.solve.formulation.common import BuildDeadline, Built
 from poet_compiler.solve.formulation.fast import build_fast
 from poet_compiler.solve.guided import cover_schedule, realize_within
