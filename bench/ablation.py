@@ -15,7 +15,9 @@ Variants (each a monkeypatch of solve/milp.py's pipeline, in a fresh process):
 - ``no_full_model``: the full model finds nothing (its round returns a timeout);
 - ``no_copies_resolve``: a compacted schedule is kept whatever its copies cost;
 - ``no_interval``: the interval search (solve/interval_search.py) finds nothing, wherever it runs;
-- ``no_arena_retries``: no re-solve below an arena that did not fit.
+- ``no_arena_retries``: no re-solve below an arena that did not fit;
+- ``MODULE.NAME=VALUE``: a constant of ``poet_compiler.solve.MODULE`` set to VALUE (e.g.
+  ``presence_stage.PRESENCE_SHARE=0.4``).
 
 Cells: those of bench/optimizer_grid.py, or bench/time_limit_bench.py's names (grid cells
 ``op_MODEL_DEVICE_RAM_DEADLINE``, ``dagN_P``, ``gpt2_a72_70``, ...), run at the default effort. A row per (cell, variant): status, energy,
@@ -74,6 +76,16 @@ def _switch_off(variant: str) -> None:
         milp.interval_search = guided.interval_search = nothing  # type: ignore
     elif variant == "no_arena_retries":
         milp.MAX_ARENA_RETRIES = 0
+    elif "=" in variant:
+        import importlib
+
+        target, value = variant.split("=", 1)
+        module, name = target.rsplit(".", 1)
+        mod = importlib.import_module(f"poet_compiler.solve.{module}")
+        setattr(mod, name, type(getattr(mod, name))(value))
+        for other in (milp,):   # constants imported by name into the pipeline
+            if hasattr(other, name) and other is not mod:
+                setattr(other, name, getattr(mod, name))
     elif variant != "all":
         raise SystemExit(f"unknown variant {variant}")
 
