@@ -13,7 +13,6 @@ Variants (each a monkeypatch of solve/milp.py's pipeline, in a fresh process):
 - ``no_widening``: the guided stage searches the first sub-problem only;
 - ``no_interval_before_full``: recompute-only graphs go to the full model directly;
 - ``no_full_model``: the full model finds nothing (its round returns a timeout);
-- ``no_copies_resolve``: a compacted schedule is kept whatever its copies cost;
 - ``no_interval``: the interval search (solve/interval_search.py) finds nothing, wherever it runs;
 - ``no_arena_retries``: no re-solve below an arena that did not fit;
 - ``MODULE.NAME=VALUE``: a constant of ``poet_compiler.solve.MODULE`` set to VALUE (e.g.
@@ -40,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from optimizer_grid import CELLS  # noqa: E402
 
 VARIANTS = ("all", "no_presence", "no_deep_cover", "no_widening", "no_interval_before_full", "no_full_model",
-            "no_copies_resolve", "no_interval", "no_arena_retries")
+            "no_interval", "no_arena_retries")
 
 
 def _switch_off(variant: str) -> None:
@@ -64,8 +63,6 @@ def _switch_off(variant: str) -> None:
     elif variant == "no_full_model":
         row_generation.solve_model = lambda model, solver, opts: BackendResult(  # type: ignore
             "timeout", None, None, None, 0.0, "cpsat", "switched off")
-    elif variant == "no_copies_resolve":
-        milp.COPIES_RESOLVE_SHARE = float("inf")
     elif variant == "no_interval":
         import poet_compiler.solve.guided as guided
         from poet_compiler.solve.interval_search import IntervalOutcome

@@ -138,13 +138,6 @@ def effective_gap(problem: Problem, gap_limit: float | None) -> float:
     return DEFAULT_GAP_LIMIT if problem.n > LARGE_GRAPH_NODES else 0.0
 
 
-def _costly_copies(res: Result) -> bool:
-    """Whether ``res``'s arena was compacted with copies that cost more than
-    COPIES_RESOLVE_SHARE of its energy."""
-    cost = res.extra.compaction_j
-    return cost is not None and res.energy_j is not None and cost > COPIES_RESOLVE_SHARE * res.energy_j
-
-
 def _empty(problem: Problem, status: str, solver: str, formulation: str, started: float, message: str) -> Result:
     return Result(status=status, strategy=STRATEGY, mode=problem.mode, ram_budget_bytes=problem.ram_budget_bytes,  # type: ignore[arg-type]
                   deadline_s=problem.deadline_s, n_nodes=problem.n, solver=solver, formulation=formulation,
@@ -158,12 +151,6 @@ DEFAULT_GAP_LIMIT = 1e-3
 # Fragmentation feedback: re-solves with a budget lowered by the arena's overshoot (at
 # least below the peak of the schedule that did not fit), while time is left.
 MAX_ARENA_RETRIES = 8
-# A schedule kept by compacting its arena, whose copies (MOVEs and the time they take) cost
-# more than this share of its energy (the default gap limit: the copies alone would leave a
-# proven schedule unproven), is re-solved the same way while time is left, and the cheaper
-# of the two kept. Measured on MobileNetV2 a72 70 % (120 s): 122 copies of 102 MB cost
-# 4.4 % of the energy, and 80 s of the limit were left unused.
-COPIES_RESOLVE_SHARE = 1e-3
 # A re-solve runs again, at its budget, the heuristics that took at most this share of the
 # time left in the first attempt (the others' plans are reused where they fit).
 RERUN_SHARE = 0.05
@@ -373,19 +360,7 @@ def _solve_family(
                         f"(the schedule at the full budget needed a {first_arena} B arena)")
                 last.message = f"{last.message}; {note}" if last.message else note
             best = better(best, last)
-            # Only with MIN_FULL_SOLVE_S left: a re-solve's stages all end by the clock's
-            # deadline since it no longer runs the heuristics again (gpt2_large_mini, 300 s:
-            # one that ran them, started with 67 s left, ended at 322 s).
-            if not _costly_copies(last) or last.extra.static_arena_bytes is None or clock.left() < MIN_FULL_SOLVE_S:
-                break
-            # Compaction kept it, but its copies cost more than the gap limit allows: solve
-            # again against the arena (its static layout's overshoot held back), keeping it.
-            first_arena = first_arena or last.extra.static_arena_bytes
-            reserve += max(1, last.extra.static_arena_bytes - problem.activation_budget)
-            previous = last.schedule
-            if problem.activation_budget - reserve < 1:
-                break
-            continue
+            break
         if attempt and last.status == "infeasible" and last.schedule is None and reserve - too_little > 1:
             # The reserve left no schedule: one whose peak lies between may still have an
             # arena that fits (its layout need not fragment as much). Halve the interval.

@@ -86,36 +86,6 @@ def test_finalize_reports_what_compaction_cost(monkeypatch) -> None:
     pytest.fail("no random case needed compaction")
 
 
-def test_costly_copies_are_weighed_against_a_resolve(monkeypatch) -> None:
-    """When compaction's copies cost more than COPIES_RESOLVE_SHARE of the energy, the
-    model is solved again with the static overshoot held back, and the cheaper schedule
-    is kept: here the compacted optimum, since the re-solve's budget costs more. Whatever
-    is kept, a message that claims the gap limit holds it."""
-    import poet_compiler.solve.milp as milp
-
-    _wasteful_first_plans(monkeypatch)
-    monkeypatch.setattr(milp, "COPIES_RESOLVE_SHARE", -1.0)     # every compaction is costly
-    budgets: list[int] = []
-    real = milp._solve_once
-
-    def counting(problem, reserve, **kw):  # noqa: ANN001, ANN003, ANN202
-        budgets.append(problem.activation_budget - reserve)
-        return real(problem, reserve, **kw)
-
-    monkeypatch.setattr(milp, "_solve_once", counting)
-    for problem, best, worse in _cases():
-        budgets.clear()
-        res = solve_milp(problem, gap_limit=0.0, time_limit_s=30)
-        assert res.ok, res.message
-        assert len(budgets) >= 2 and budgets[0] == problem.activation_budget
-        assert budgets[1] <= problem.activation_budget - WASTE
-        assert res.energy_j == pytest.approx(best, rel=1e-6) and res.energy_j < worse
-        if "within the relative gap limit" in res.message:
-            assert res.gap is not None and res.gap <= 1e-9
-        return
-    pytest.fail("no random case needed compaction")
-
-
 def test_a_reserve_that_leaves_no_schedule_is_halved(monkeypatch) -> None:
     """Only programs at the least RAM have an arena that fits (the planner wastes the
     whole budget on any other), so the overshoot of the first schedule is held back and
