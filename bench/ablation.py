@@ -11,16 +11,15 @@ Variants (each a monkeypatch of solve/milp.py's pipeline, in a fresh process):
 - ``no_presence``: the presence stage returns the cover as it is;
 - ``no_deep_cover``: ``deeper_cover`` returns the one-level cover;
 - ``no_widening``: the guided stage searches the first sub-problem only;
-- ``no_interval_before_full``: recompute-only graphs go to the full model directly;
 - ``no_full_model``: the full model finds nothing (its round returns a timeout);
-- ``no_interval``: the interval search (solve/interval_search.py) finds nothing, wherever it runs;
 - ``no_arena_retries``: no re-solve below an arena that did not fit;
 - ``MODULE.NAME=VALUE``: a constant of ``poet_compiler.solve.MODULE`` set to VALUE (e.g.
   ``presence_stage.PRESENCE_SHARE=0.4``).
 
 Cells: those of bench/optimizer_grid.py, or bench/time_limit_bench.py's names (grid cells
-``op_MODEL_DEVICE_RAM_DEADLINE``, ``dagN_P``, ``gpt2_a72_70``, ...), run at the default effort. A row per (cell, variant): status, energy,
-bound, gap, stopped_by, effort used and per stage, wall seconds. Writes OUT.jsonl, OUT.md.
+``op_MODEL_DEVICE_RAM_DEADLINE``, ``dagN_P``, ``gpt2_a72_70``, ...), run at the default
+effort. A row per (cell, variant): status, energy, bound, gap, stopped_by, effort used and
+per stage, wall seconds. Writes OUT.jsonl, OUT.md.
 """
 
 from __future__ import annotations
@@ -38,8 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from optimizer_grid import CELLS  # noqa: E402
 
-VARIANTS = ("all", "no_presence", "no_deep_cover", "no_widening", "no_interval_before_full", "no_full_model",
-            "no_interval", "no_arena_retries")
+VARIANTS = ("all", "no_presence", "no_deep_cover", "no_widening", "no_full_model", "no_arena_retries")
 
 
 def _switch_off(variant: str) -> None:
@@ -58,19 +56,9 @@ def _switch_off(variant: str) -> None:
             return real(*args, **{**kw, "widen": False})
 
         milp.guided_search = narrow  # type: ignore
-    elif variant == "no_interval_before_full":
-        milp.INTERVAL_BEFORE_FULL_SHARE = 0.0
     elif variant == "no_full_model":
         row_generation.solve_model = lambda model, solver, opts: BackendResult(  # type: ignore
             "timeout", None, None, None, 0.0, "cpsat", "switched off")
-    elif variant == "no_interval":
-        import poet_compiler.solve.guided as guided
-        from poet_compiler.solve.interval_search import IntervalOutcome
-
-        def nothing(*args, **kw):  # noqa: ANN002, ANN003, ANN202
-            return IntervalOutcome(None, None, status="switched off")
-
-        milp.interval_search = guided.interval_search = nothing  # type: ignore
     elif variant == "no_arena_retries":
         milp.MAX_ARENA_RETRIES = 0
     elif "=" in variant:
@@ -110,8 +98,9 @@ def main() -> None:
     if args.one:
         _one(json.loads(args.one[1]), args.one[0])
         return
-    from tests.support.layered import layered_dag
     from time_limit_bench import cell_args
+
+    from tests.support.layered import layered_dag
 
     tmp = Path(tempfile.mkdtemp(prefix="poetc-ablation-"))
     for n in (100, 250, 500, 1000):

@@ -145,7 +145,7 @@ def run_cell(name: str, root: Path, dags: dict[str, Path], python: str, defaults
     row.update(solve_time_s=rep.get("solve_time_s"), status=rep.get("status"), gap=rep.get("gap"),
                stopped_by=rep.get("stopped_by"), effort=rep.get("effort"), effort_used=rep.get("effort_used"),
                energy_j=rep.get("energy_j"), lower_bound_j=rep.get("lower_bound_j"),
-               guided_source=rep.get("guided_source"), interval=rep.get("interval"),
+               guided_source=rep.get("guided_source"),
                stage_s=rep.get("stage_s"), trace_s=rep.get("trace_s"), message=(rep.get("message") or "")[:160],
                arena_rescue=rep.get("arena_rescue"), n_move=rep.get("n_move"), move_bytes=rep.get("move_bytes"),
                memory_stops=rep.get("memory_stops"), memory_peak_mb=rep.get("memory_peak_mb"),

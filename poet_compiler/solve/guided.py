@@ -36,7 +36,6 @@ import numpy as np
 from poet_compiler import work
 from poet_compiler.errors import InternalError, ScheduleError, UpdateOrderError
 from poet_compiler.schedule.build import assemble
-from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import Simulation
 from poet_compiler.solve.backends import BackendOptions, solve_model
@@ -46,32 +45,12 @@ from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, StagedChoice,
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.formulation.common import BuildDeadline, Built
 from poet_compiler.solve.formulation.fast import Restriction, build_fast, canonical
-from poet_compiler.solve.interval_search import IntervalOutcome, interval_search
 from poet_compiler.solve.problem import Problem, feasible_energy, simulate_schedule
 
 CASCADE_DEPTH = 2   # inputs, and their inputs, may be recomputed with a chosen node
 # A sub-problem that closes short of the gap is followed by wider ones, each with one
 # level deeper of inputs recomputed with a chosen node, up to this many.
 WIDER_CASCADES = 2
-# Graphs with more nodes than this and no schedule in hand (no heuristic fits, the
-# cover's realization does not either) run the interval search (:mod:`.interval_search`)
-# before the guided sub-problem, with this share of the stage's time. Measured
-# (BENCHMARKS.md, "Scale"): run on every large graph it took the time the guided
-# sub-problem and the full model needed (MobileNetV2 a72 50 %: 10.5 % gap instead of
-# 0.4 % at 120 s; kws_dscnn m4 256k: 0.0444 J instead of 0.0423 J at 60 s, from the
-# same hints); where a heuristic schedule exists those do better. With nothing in hand
-# it gets all of the stage's time: its least-RAM search is the one part of the pipeline
-# that finds a first schedule there, and it returns after its first energy solve (half of
-# what is left), leaving the rest to the guided sub-problem. At 75 % of the stage it ended
-# 84.7 % of the way down on DAG 1,000 at 80 % (1,212 of 1,144 B) with 90 s of 300 unused.
-INTERVAL_MIN_NODES = 40
-INTERVAL_SHARE = 1.0
-# A schedule in hand more than this above the bound counts as none for that rule (with
-# synchronous transfers; see guided_search): the
-# offline-eviction heuristic's 310.5 J on DAG 100 at 80 % (bound 255.8 J) kept the
-# interval search from running, and the guided sub-problem alone ended at 288.9 J where
-# the interval search had reached 274.9 J (BENCHMARKS.md, "Optimizer grid").
-INTERVAL_WEAK_GAP = 0.10
 # CP-SAT's full-problem subsolvers beside its neighbourhood (LNS) ones in the sub-problems.
 # In the interleaved search a batch waits for its slowest task, and each of the eight
 # full-problem subsolvers' first task is seconds long on ResNet-18 (its first LP): the LNS
@@ -290,22 +269,15 @@ class GuidedOutcome:
     energy_j: float | None
     source: str
     solve_s: float = 0.0
-    interval: IntervalOutcome | None = None   # what the interval search found, if it ran
-    layout: Program | None = None             # the schedule laid out with an arena that fits, if known
 
 
 def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *, solver: str,
                   time_limit_s: float, threads: int, relative_gap: float,
-                  progress: bool = False, clock: Clock | None = None,
-                  others: tuple[Schedule, ...] = (), warm_source: str = "warm start",
+                  progress: bool = False, clock: Clock | None = None, warm_source: str = "warm start",
                   widen: bool = True) -> GuidedOutcome:
     """The cover's realization, then the guided sub-problem seeded with the better of it
     and ``warm``; stops as soon as a schedule is within ``relative_gap`` of the cover bound.
 
-    On a graph of more than ``INTERVAL_MIN_NODES`` nodes with no schedule in hand (neither
-    ``warm`` nor the realization, or only one more than ``INTERVAL_WEAK_GAP`` above the
-    bound), the interval search runs first, hinted from ``others``
-    (the other heuristics' schedules: the first the model can hold is its hint).
     ``warm_source`` names where ``warm`` came from (a heuristic, or the presence model).
 
     ``time_limit_s`` is the stage's share; with a ``clock`` (the solve's deadline) the
@@ -327,23 +299,6 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
     bound = cover.energy_j
     if bound is None or (best.energy_j is not None and within_gap(best.energy_j, bound, relative_gap)):
         return best
-    found: IntervalOutcome | None = None
-    # The weak-schedule rule only with synchronous transfers: the interval search solves
-    # that family, and with stage-long transfers its schedules mostly do not hold (on
-    # ResNet-18-CIFAR a72 30 % 2.0x it took 30 s of 60 for none, and the cell went from
-    # 45.66 to 51.72 J).
-    weak = best.energy_j is None or (problem.synchronous
-                                     and not within_gap(best.energy_j, bound, INTERVAL_WEAK_GAP))
-    if problem.n > INTERVAL_MIN_NODES and weak:
-        share = INTERVAL_SHARE * (until - work.now())
-        found = interval_search(problem, [h for h in (best.schedule, warm, *others) if h is not None],
-                                time_limit_s=share if clock is None else clock.solver_limit(share),
-                                threads=threads, target_j=bound * (1 + relative_gap))
-        if found.energy_j is not None and (best.energy_j is None or found.energy_j < best.energy_j):
-            best = GuidedOutcome(found.schedule, found.energy_j, "interval", interval=found, layout=found.layout)
-            if within_gap(found.energy_j, bound, relative_gap):
-                return best
-    best.interval = found
     # The sub-problem, then, while one closes (to its own bound) short of the gap and time
     # is left, wider ones from the schedule found. On BERT-base a72 70 % the refined
     # cover's choice alone ended at 109.898 J (its own bound 109.857 J) in 4.5 s of 87 s,
@@ -374,7 +329,7 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
                                          relative_gap=relative_gap, large=large,
                                          floor_only=k > 0 and k == len(steps) - 1,
                                          full_subsolvers=GUIDED_SUBSOLVERS))
-        best = _better(problem, best, built, out.values, found)
+        best = _better(problem, best, built, out.values)
         best.solve_s += out.solve_time_s
     return best
 
@@ -399,13 +354,12 @@ def _widenings(cover: CoverBound) -> Iterator[tuple[CoverBound, int]]:
         yield wide, depth
 
 
-def _better(problem: Problem, best: GuidedOutcome, built: Built, values: list[float] | None,
-            found: IntervalOutcome | None) -> GuidedOutcome:
+def _better(problem: Problem, best: GuidedOutcome, built: Built, values: list[float] | None) -> GuidedOutcome:
     """``best``, or the sub-problem's solution ``values`` when it is a cheaper schedule."""
     if values is None:
         return best
     s = built.schedule(values)
     e = feasible_energy(problem, s)
     if e is not None and (best.energy_j is None or e < best.energy_j):
-        return GuidedOutcome(s, e, "guided", solve_s=best.solve_s, interval=found)
+        return GuidedOutcome(s, e, "guided", solve_s=best.solve_s)
     return best

@@ -16,7 +16,6 @@ import time
 from poet_compiler import work
 from poet_compiler.errors import PoetError, SolverError
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.solve import guided as guided_mod
 from poet_compiler.solve.backends import SOLVERS, BackendResult
 from poet_compiler.solve.backends.base import within_gap
 from poet_compiler.solve.backends.memory import current_limit
@@ -28,7 +27,6 @@ from poet_compiler.solve.formulation import FORMULATIONS, build
 from poet_compiler.solve.formulation.common import Built
 from poet_compiler.solve.formulation.fast import canonical
 from poet_compiler.solve.guided import GuidedOutcome, cover_schedule, guided_search
-from poet_compiler.solve.interval_search import interval_search
 from poet_compiler.solve.presence_stage import presence_stage
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import Result, ResultExtra
@@ -119,17 +117,6 @@ def fallback_result(problem: Problem, candidates: list[tuple[float, str, Schedul
     return None
 
 
-def with_least_ram(message: str, extra: ResultExtra, problem: Problem) -> str:
-    """``message`` and, when the interval search's least-RAM search ran out of time above
-    the budget, the least activation RAM it reached: a budget the user can try."""
-    least = (extra.interval or {}).get("least_ram_bytes")
-    if least is None or least <= problem.activation_budget:
-        return message
-    note = (f"the least activation RAM of a schedule found was {format_bytes(least)} "
-            f"({least / problem.activation_budget:.0%} of the budget's {format_bytes(problem.activation_budget)})")
-    return f"{message}; {note}" if message else note
-
-
 def effective_gap(problem: Problem, gap_limit: float | None) -> float:
     """The relative gap limit in force: ``gap_limit``, else DEFAULT_GAP_LIMIT above
     LARGE_GRAPH_NODES nodes and 0 below."""
@@ -175,8 +162,8 @@ EXPOSURE_MIN_GAP = 0.01
 # spent 5 s loading the model whatever its limit, and overran the time limit by that.
 MIN_FULL_SOLVE_S = 5.0
 # Above this many nodes the stage model (n^2 variables: 8.4 GB on BERT-base's 578) is not
-# built when the guided stage has a schedule: the interval search and the guided
-# sub-problem give the schedule, the eviction cover the bound (the memory limit: --memory-limit).
+# built when the guided stage has a schedule: the guided sub-problem gives the schedule,
+# the eviction cover the bound (the memory limit: --memory-limit).
 FULL_MODEL_MAX_NODES = 400
 # The full model is built only when its forecast memory with poetc's own is at most this
 # share of --memory-limit: the forecast is fitted on 30 s solves and a solver's memory
@@ -186,7 +173,7 @@ FULL_MODEL_MAX_NODES = 400
 # without it, the same schedule in 40 s instead of 83 s and 0.96 GiB (BENCHMARKS.md,
 # "Scale"). The ResNet-18 (1.7 GiB) and DAG 250 (2.3 GiB) models still run.
 FULL_MODEL_MEMORY_SHARE = 0.75
-# Above it the guided stage (interval search, guided sub-problem) gets this share of the
+# Above it the guided stage gets this share of the
 # time left: nothing comes after it but finalizing (arena planning) its schedule.
 LARGE_GUIDED_SHARE = 0.9
 # ... of the time left after this reserve per node for finalizing its schedule (arena
@@ -199,20 +186,9 @@ QUICK_EXPLAIN_S = 10.0
 # The infeasibility analysis after a failed solve gets the time left plus this share of the
 # limit (the limit's 5 % tolerance): its message needs a bound even when the solve used it all.
 EXPLAIN_GRACE = 0.02
-# In recompute-only mode the interval search runs before the full model, with this share
-# of the time left (after the finalize reserve).
-INTERVAL_BEFORE_FULL_SHARE = 0.5
 # A fallback that is the only answer left plans its arena for at least this long (the
 # exact packing of a small program takes milliseconds; greedy layouts alone fragment).
 NEEDED_ARENA_S = 0.25
-# The interval search's share of the time left when no schedule in hand fits its arena
-# (measured on a 100-node layered DAG at 90 %: its third re-solve fitted after 90 s). On
-# graphs where no full model follows (> FULL_MODEL_MAX_NODES) it also runs when the
-# cover's arena-fit schedule does fit but is more than ARENA_INTERVAL_GAP above the cover
-# bound (598.93 J against a bound of 236.56 J on that DAG, where the interval search's
-# schedule is 242.79 J).
-ARENA_INTERVAL_SHARE = 0.6
-ARENA_INTERVAL_GAP = 0.05
 
 
 def solve_milp(
@@ -415,7 +391,6 @@ def _solve_family(
             res.extra.merge(extra)
         if arena_failures:
             res.extra.arena_rescue = {"resolved": 0, "lost": arena_failures}
-        res.message = with_least_ram(res.message, res.extra, problem)
         res.solve_time_s = time.perf_counter() - started
         return res
     apply_bound(best, full_bound)
@@ -460,7 +435,7 @@ def _infeasible(problem: Problem, reserve: int, *, solver: str, formulation: str
 
 
 def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Schedule | None, hint_source: str,
-                  others: tuple[Schedule, ...], *, solver: str,
+                  *, solver: str,
                   formulation: str, gap: float, threads: int, progress: bool, started: float,
                   clock: Clock, extra: ResultExtra) -> tuple[GuidedOutcome, Result | None, bool, CoverBound]:
     """The cover-guided search at the (possibly reduced) budget of ``tight``.
@@ -476,18 +451,13 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
     with clock.stage("guided"):
         guided = guided_search(tight, cover, hint, solver=solver, threads=threads, relative_gap=gap,
                                time_limit_s=share * clock.left(reserve_s), progress=progress, clock=clock,
-                               others=others,
                                warm_source=hint_source,
-                               # Wider sub-problems where no full model follows, and with
-                               # paging (m4 ResNet-18 cells: 0.2-0.25 % cheaper than the full
-                               # model got in that time). In recompute-only mode the interval
-                               # search before the full model uses the time (on DAG 250 at
-                               # 80 % the widenings took it: 690.52 J against 659.89 J).
+                               # Wider sub-problems where no full model follows (BERT-base a72
+                               # 70 %: 109.856 J, 109.898 J without), and with paging. In
+                               # recompute-only mode the full model uses the time better (on
+                               # DAG 250 at 80 % the widenings took it: 690.52 J against 659.89 J).
                                widen=large or problem.allows_paging)
     extra.set(guided_source=guided.source, guided_solve_s=round(guided.solve_s, 3))
-    if guided.interval is not None:
-        iv = guided.interval
-        extra.set(interval=iv.summary(), interval_solve_s=round(iv.build_s + iv.solve_s, 3))
     if guided.energy_j is None or cover.energy_j is None:
         return guided, None, False, cover
     assert guided.schedule is not None  # it has an energy
@@ -510,21 +480,19 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
             res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
                            formulation=formulation, lower_bound_j=cover.energy_j,
                            solve_time_s=time.perf_counter() - started, arena_time_s=clock.left(),
-                           layout=guided.layout, fence_last=True)
+                           fence_last=True)
         extra.guided_finalize_s = round(work.now() - t_fin, 3)
         if res.ok and not _fenced(res):
             res.extra.merge(extra, solver_used=guided.source)
             return guided, res, False, cover
-        kept = _arena_fit_fallback(problem, tight, cover, solver, formulation, started, extra, clock, threads,
-                                   hints=[guided.schedule])
+        kept = _arena_fit_fallback(problem, tight, cover, solver, formulation, started, extra, clock)
         return guided, _cheaper_of_fenced(res, kept, extra, guided.source), False, cover
     message = "" if within_gap(guided.energy_j, cover.energy_j, BOUND_NOISE) else \
         f"stopped within the relative gap limit {gap:g} of the {_bound_name(cover, extra)} bound"
     with clock.stage("finalize"):
         res = finalize(problem, guided.schedule, strategy=STRATEGY, status="feasible", solver=solver,
                        formulation=formulation, lower_bound_j=cover.energy_j,
-                       solve_time_s=time.perf_counter() - started, message=message, arena_time_s=clock.left(),
-                       layout=guided.layout)
+                       solve_time_s=time.perf_counter() - started, message=message, arena_time_s=clock.left())
     extra.set(backend_bound_j=cover.energy_j, warm_start_found=True, solver_used=guided.source)
     if res.ok and res.energy_j is not None and not within_gap(res.energy_j, cover.energy_j, gap):
         # Finalizing added energy (the arena's copies): no longer within the gap, so the
@@ -538,8 +506,7 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
     if not res.ok:
         # Within the gap, but its arena does not fit: keep a cover schedule whose arena
         # does as the fallback, and let the full model try (no fragmentation re-solve yet).
-        fallback = _arena_fit_fallback(problem, tight, cover, solver, formulation, started, extra, clock, threads,
-                                       hints=[guided.schedule])
+        fallback = _arena_fit_fallback(problem, tight, cover, solver, formulation, started, extra, clock)
         if fallback is not None:
             return guided, fallback, False, cover
     return guided, res, True, cover
@@ -576,56 +543,21 @@ def _bound_name(cover: CoverBound, extra: ResultExtra) -> str:
 
 
 def _arena_fit_fallback(problem: Problem, tight: Problem, cover: CoverBound, solver: str, formulation: str,
-                        started: float, extra: ResultExtra, clock: Clock, threads: int = 2,
-                        hints: list[Schedule] | None = None) -> Result | None:
-    """A schedule whose static arena fits (paging-heavy schedules and arbitrary sizes
-    fragment), finalized: the cover's arena-fit schedule and, on a graph of more than
-    ``INTERVAL_MIN_NODES`` nodes when that one is missing (or, above
-    ``FULL_MODEL_MAX_NODES``, more than ``ARENA_INTERVAL_GAP`` above the cover bound),
-    the interval search's from ``hints`` (which re-solves with arena reserves) with
-    ``ARENA_INTERVAL_SHARE`` of the time left: the better of the two. With stage-long
-    transfers the interval search runs only where no full model follows."""
+                        started: float, extra: ResultExtra, clock: Clock) -> Result | None:
+    """The cover's arena-fit schedule (paging-heavy schedules and arbitrary sizes
+    fragment), finalized, when its static arena fits; else None."""
     if clock.expired():
         return None
-    res: Result | None = None
-    source = ""
     with clock.stage("arena_rescue"):
         schedule = cover_schedule(tight, cover, arena_fit=True, until=clock.at)
-        if schedule is not None:
-            res = finalize(problem, schedule, strategy=STRATEGY, status="feasible", solver=solver,
-                           formulation=formulation, lower_bound_j=cover.energy_j,
-                           solve_time_s=time.perf_counter() - started, arena_time_s=clock.left())
-            source = "cover (arena fit)"
-    # Above FULL_MODEL_MAX_NODES no full model follows; below it, a weak schedule is left to
-    # the full model, which did better with the time (DAG 100 at 90 %, 300 s: 243.85 J
-    # from the full model's schedule re-planned, 597.96 J when the interval search took
-    # 120 s of its time and its own schedule did not fit).
-    weak = res is None or not res.ok or res.energy_j is None or cover.energy_j is None or \
-        (problem.n > FULL_MODEL_MAX_NODES and not within_gap(res.energy_j, cover.energy_j, ARENA_INTERVAL_GAP))
-    # With stage-long transfers and a full model to follow, that model searches the
-    # problem's own family: the interval search's (synchronous) schedules mostly do not
-    # hold there, and its time was the full model's (VGG16-CIFAR a72 30 % 2.0x: 22 s of 60
-    # for none, 28.46 J where the full model had reached 26.01 J; BENCHMARKS.md, "Optimizer grid").
-    full_model_follows = problem.n <= FULL_MODEL_MAX_NODES
-    if not problem.synchronous and full_model_follows:
-        weak = False
-    if weak and problem.n > guided_mod.INTERVAL_MIN_NODES and not clock.expired():
-        with clock.stage("interval"):
-            found = interval_search(tight, list(hints or []),
-                                    time_limit_s=clock.solver_limit(ARENA_INTERVAL_SHARE * clock.left()),
-                                    threads=threads)
-        extra.set(interval=found.summary(), interval_solve_s=round(found.build_s + found.solve_s, 3))
-        if found.schedule is not None and found.arena_fits and \
-                (res is None or not res.ok or (found.energy_j or 0.0) < (res.energy_j or 0.0)):
-            kept = finalize(problem, found.schedule, strategy=STRATEGY, status="feasible", solver=solver,
-                            formulation=formulation, lower_bound_j=cover.energy_j,
-                            solve_time_s=time.perf_counter() - started, arena_time_s=clock.left(),
-                            layout=found.layout)
-            if kept.ok:
-                res, source = kept, "interval (arena fit)"
-    if res is None or not res.ok:
+        if schedule is None:
+            return None
+        res = finalize(problem, schedule, strategy=STRATEGY, status="feasible", solver=solver,
+                       formulation=formulation, lower_bound_j=cover.energy_j,
+                       solve_time_s=time.perf_counter() - started, arena_time_s=clock.left())
+    if not res.ok:
         return None
-    res.extra.merge(extra, solver_used=source)
+    res.extra.merge(extra, solver_used="cover (arena fit)")
     return res
 
 
@@ -664,8 +596,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         # From here on the cover's bound is the better of it and the presence bound, and
         # the presence model's schedule, when it is feasible and cheaper, is the hint.
         cover, hint, hint_source = presence_stage(tight, cover, hint, extra, clock=clock, gap=gap)
-        others = tuple(c[2] for c in candidates[1:]) if candidates else ()
-        guided, guided_res, done, cover = _guided_stage(problem, tight, cover, hint, hint_source, others,
+        guided, guided_res, done, cover = _guided_stage(problem, tight, cover, hint, hint_source,
                                                         solver=solver, formulation=formulation,
                                                         gap=max(gap, BOUND_NOISE), threads=threads,
                                                         progress=progress, started=started, clock=clock, extra=extra)
@@ -686,10 +617,6 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         # loading it alone takes seconds on 100+ node graphs): keep the guided stage's
         # schedule, with the cover's bound.
         extra.set(backend_bound_j=cover.energy_j, full_model_skipped=True)
-        if (too_big or over_memory) and not too_late:
-            guided_res = _interval_for_full_model(problem, tight, cover, guided, guided_res, extra, solver=solver,
-                                                  formulation=formulation, clock=clock, finalize_s=finalize_s,
-                                                  threads=threads, gap=gap, started=started)
         guided_res.extra.merge(extra)
         if too_big:
             why = f"the full model is not built above {FULL_MODEL_MAX_NODES} nodes (its size grows with n^2); " \
@@ -709,20 +636,6 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
                      f"timeout: no schedule within {_effort_text(clock)} ({why})")
         res.extra.merge(extra, backend_bound_j=cover.energy_j if cover is not None else None)
         return res
-    if cover is not None and guided_res is not None and not problem.allows_paging:
-        # Recompute only (the interval model is Moccasin's there): the interval search from
-        # the guided schedule first, with a share of the time; the full model goes on from
-        # the better. On DAG 250 at 90 % the full model ran 235 s from the guided schedule
-        # and ended at 606.5-611.2 J; the interval search alone reached 602.03 J in 78 s
-        # (an earlier pipeline's found 601.33 J, the presence bound).
-        guided_res = _interval_for_full_model(problem, tight, cover, guided, guided_res, extra, solver=solver,
-                                              formulation=formulation, clock=clock, finalize_s=finalize_s,
-                                              threads=threads, gap=gap, started=started,
-                                              share=INTERVAL_BEFORE_FULL_SHARE)
-        if guided_res.extra.solver_used == "interval" and guided_res.schedule is not None:
-            # The full model starts from it, and keeps it (already finalized) if it does no better.
-            hint = guided_res.schedule
-            guided = GuidedOutcome(hint, feasible_energy(tight, hint), "interval")
     with clock.stage("full_model"):
         return _full_model(problem, tight, reserve, cover, guided, guided_res, hint, extra, solver=solver,
                            formulation=formulation, clock=clock, finalize_s=finalize_s,
@@ -744,44 +657,6 @@ def _over_memory(problem: Problem) -> str | None:
         return None
     return (f"the full model is not built: its forecast memory ({format_bytes(need)} with poetc's) is over "
             f"{FULL_MODEL_MEMORY_SHARE:.0%} of the memory limit ({format_bytes(limit)}; --memory-limit)")
-
-
-def _interval_for_full_model(problem: Problem, tight: Problem, cover: CoverBound, guided: GuidedOutcome | None,
-                             kept: Result, extra: ResultExtra, *, solver: str, formulation: str, clock: Clock,
-                             finalize_s: float, threads: int, gap: float, started: float,
-                             share: float = 1.0) -> Result:
-    """Above FULL_MODEL_MAX_NODES, the interval model (n·C, not n²) takes the full model's
-    place: from the schedule ``kept`` (and the guided one), with ``share`` of the time
-    left, stopping within ``gap`` of the cover bound. Returns the better of its schedule
-    and ``kept``. In recompute-only mode it also runs before the full model (``share``
-    INTERVAL_BEFORE_FULL_SHARE).
-    On DAG 500 at 80 % the guided stage ended at 153 s of 300 with 1.2 % open and nothing
-    else to run. Only with synchronous transfers: on BERT-base a72 70 % (stage-long
-    transfers) it spent 70.6 s of the 120 s limit and its schedule did not hold under them."""
-    if not problem.synchronous or cover.energy_j is None or kept.energy_j is None or \
-            within_gap(kept.energy_j, cover.energy_j, gap):
-        return kept
-    limit = clock.solver_limit(share * clock.left(finalize_s), reserve_s=finalize_s)
-    if limit < MIN_FULL_SOLVE_S:
-        return kept
-    hints = [s for s in (kept.schedule, guided.schedule if guided is not None else None) if s is not None]
-    with clock.stage("interval"):
-        found = interval_search(tight, hints, time_limit_s=limit, threads=threads,
-                                target_j=cover.energy_j * (1 + gap))
-    extra.set(interval={**(extra.interval or {}), **found.summary()},
-              interval_solve_s=round((extra.interval_solve_s or 0.0) + found.build_s + found.solve_s, 3))
-    if found.schedule is None or not found.arena_fits or found.energy_j is None or found.energy_j >= kept.energy_j:
-        return kept
-    with clock.stage("finalize"):
-        res = finalize(problem, found.schedule, strategy=STRATEGY, status="feasible", solver=solver,
-                       formulation=formulation, lower_bound_j=cover.energy_j,
-                       solve_time_s=time.perf_counter() - started, arena_time_s=clock.left(),
-                       layout=found.layout)
-    if not res.ok or res.energy_j is None or res.energy_j >= kept.energy_j:
-        return kept
-    res.extra.merge(kept.extra, overwrite=False)
-    res.extra.set(solver_used="interval")
-    return res
 
 
 def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBound | None,

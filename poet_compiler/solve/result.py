@@ -116,11 +116,6 @@ class ResultExtra:
     guided_source: str | None = None
     guided_solve_s: float | None = field(default=None, metadata=MEASURED)
     guided_finalize_s: float | None = field(default=None, metadata=MEASURED)
-    interval: dict[str, Any] | None = None
-    """The interval search on a large graph (solve/interval_search.py): copies per tensor,
-    status, simulated energy of its schedule, its own bound (for at most that many copies
-    per tensor: never an optimality claim), message."""
-    interval_solve_s: float | None = field(default=None, metadata=MEASURED)
     presence: dict[str, Any] | None = None
     """The presence bound (solve/presence.py): ``bound_j`` (valid at this budget),
     ``closed`` (solved to optimality or within the gap of its best solution), ``pairs``

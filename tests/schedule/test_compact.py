@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from poet_compiler.errors import ScheduleError
@@ -21,15 +19,15 @@ from tests.support.graphs import training_problem
 
 
 def _fragmenting():
-    """A 9-node problem whose interval optimum (25.175 J) has live bytes within the
-    budget (24,576 of 25,292 B) and no static arena that fits (25,600 B)."""
-    from poet_compiler.solve import interval_search as search
+    """A 9-node problem whose optimum (25.175 J) has live bytes within the budget (24,576
+    of 25,292 B) and no static arena that fits (25,600 B)."""
+    from poet_compiler.solve.milp import solve_milp
 
     problem = training_problem(3, 4, "remat", slack=0.3)
-    out = search._solve(problem, problem, [], 2, time.perf_counter() + 60, None, 1, [])
-    assert out.schedule is not None
-    program = remove_pointless_work(problem.graph, linearize(problem.graph, out.schedule, mode=problem.mode))
-    return problem, out.schedule, program
+    schedule = solve_milp(problem, time_limit_s=60).schedule
+    assert schedule is not None
+    program = remove_pointless_work(problem.graph, linearize(problem.graph, schedule, mode=problem.mode))
+    return problem, schedule, program
 
 
 def test_a_fragmented_program_is_compacted_within_the_budget() -> None:

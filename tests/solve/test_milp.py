@@ -259,42 +259,6 @@ def test_the_guided_stage_keeps_the_fenced_schedule_only_when_cheaper(monkeypatc
     assert _cheaper_of_fenced(plain, cheaper, extra, "guided") is cheaper
 
 
-@pytest.mark.parametrize("mode", ["remat", "poet"])
-def test_recompute_only_runs_the_interval_search_before_the_full_model(monkeypatch, mode: str) -> None:
-    """The layered DAG of 40 nodes at 80 %: in recompute-only mode the interval search runs
-    from the guided schedule with half the time left before the full model, and the answer
-    is never above the schedule it had then; with paging allowed it does not run there."""
-    import poet_compiler.solve.milp as milp_mod
-    from poet_compiler.devices.cost_model import costs_for
-    from poet_compiler.solve.budgets import reference, resolve_ram
-    from poet_compiler.solve.problem import Problem
-    from tests.support.layered import layered_graph
-
-    calls: list[tuple[float, float | None]] = []
-    real = milp_mod._interval_for_full_model
-
-    def recording(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        kept = args[4]
-        out = real(*args, **kwargs)
-        calls.append((kwargs.get("share", 1.0), kept.energy_j))
-        assert out.energy_j is not None and kept.energy_j is not None and out.energy_j <= kept.energy_j
-        return out
-
-    monkeypatch.setattr(milp_mod, "_interval_for_full_model", recording)
-    monkeypatch.setattr(milp_mod, "FULL_MODEL_MEMORY_SHARE", 1e9)   # the full model always runs
-    graph = layered_graph(40)
-    costs = costs_for(graph, None)
-    problem = Problem(graph, costs, resolve_ram("80%", reference(graph, costs), costs), mode=mode)  # type: ignore[arg-type]
-    res = solve_milp(problem, time_limit_s=120.0, effort=20.0, threads=2, gap_limit=0.0)
-    assert res.ok
-    before_full = [c for c in calls if c[0] == milp_mod.INTERVAL_BEFORE_FULL_SHARE]
-    if mode == "remat":
-        assert before_full, "the interval search did not run before the full model"
-        assert res.energy_j is not None and res.energy_j <= before_full[0][1] * (1 + 1e-9)
-    else:
-        assert not before_full
-
-
 def test_a_full_model_bound_under_the_cover_does_not_lower_the_reported_bound(monkeypatch) -> None:
     """The full model stopped without a solution and reported its own bound, under the
     cover's (the ``auto`` portfolio's timeout: CP-SAT's bound without the floor; on
