@@ -1,11 +1,29 @@
-"""``solve_milp``: Problem -> optimal (or best found) schedule -> simulated Result.
+"""``solve_milp``: Problem -> the least-energy schedule found within the effort -> simulated Result.
 
-Builds a formulation (:mod:`.formulation`), warm-starts it from a heuristic, solves it on
-a backend (:mod:`.backends`), reads the schedule back and hands it to
-:func:`~poet_compiler.solve.finalize.finalize`, which re-simulates every figure. Status:
-``optimal`` only when the solver proved it, ``feasible`` with a gap from the solver's
-bound, ``timeout`` when no schedule was found in time, ``infeasible`` when proven so —
-then with the smallest RAM / deadline that would work (:mod:`.feasibility`).
+The pipeline, in the order it runs; every step takes its share of one effort budget
+(:class:`~.clock.Clock`, in the work units of :mod:`poet_compiler.work`) and returns
+bounds, schedules or both:
+
+1. **quick proofs** (:func:`_solve_family`): :func:`~.feasibility.quick_infeasibility`, a
+   node's working set above the budget or a deadline below the compute-only time;
+2. **incumbents** (:func:`~.warm_start.warm_start_candidates`): every heuristic's plan
+   that fits, the answer whenever nothing below beats it (:func:`fallback_result`);
+3. **bounds** (:func:`_solve_once`): the eviction cover (:func:`~.cover.cover_bound`,
+   which may prove infeasibility), then the presence model
+   (:func:`~.presence_stage.presence_stage`);
+4. **improvement**: :func:`_guided_stage` (the cover's schedules, the guided
+   sub-problem, the deep cover), then :func:`_full_model` (the fast formulation by rounds
+   of rows, up to ``FULL_MODEL_MAX_NODES``), each stopping once within the gap limit of
+   the best bound;
+5. **arena and finalize**: every schedule goes through :func:`~.finalize.finalize`
+   (arena, compaction, replay in the simulator); one whose arena does not fit even so
+   makes :func:`_solve_family` run steps 3-4 again below the overshoot
+   (``MAX_ARENA_RETRIES``).
+
+On small DMA graphs :func:`_solve_families` runs it for two program families and keeps
+the better. Status: ``optimal`` only for a closed gap, ``feasible`` with the gap to the
+best bound, ``timeout`` when no schedule was found within the effort, ``infeasible`` when
+proven so, with the smallest RAM / deadline that would work (:mod:`.feasibility`).
 """
 
 from __future__ import annotations
@@ -189,6 +207,17 @@ EXPLAIN_GRACE = 0.02
 # A fallback that is the only answer left plans its arena for at least this long (the
 # exact packing of a small program takes milliseconds; greedy layouts alone fragment).
 NEEDED_ARENA_S = 0.25
+# With DMA and time that matters, both program families are searched only on graphs of
+# at most this many nodes. On larger ones each family's fixed costs (warm starts, cover,
+# arena) and the halved search time cost more than the second family gains: measured on
+# kws_dscnn (75 nodes) a72 30 %, the union ended at 0.0607 J and 66 s for a 30 s limit
+# where the stage-long family alone reached 0.0484 J in 30 s.
+UNION_MAX_NODES = 40
+# The stage-long family's share of the time limit when both are searched.
+# Measured (bench/semantics_bench.py, kws_dscnn a72 30 %): at 0.5 the stage-long family
+# lost 15 % energy to the shorter search; the synchronous family mostly needs little time
+# (it is warm-started from the first family's schedule).
+STAGE_FAMILY_SHARE = 0.75
 
 
 def solve_milp(
@@ -401,18 +430,6 @@ def _solve_family(
     count_rescues(best, arena_failures)
     return best
 
-
-# With DMA and time that matters, both program families are searched only on graphs of
-# at most this many nodes. On larger ones each family's fixed costs (warm starts, cover,
-# arena) and the halved search time cost more than the second family gains: measured on
-# kws_dscnn (75 nodes) a72 30 %, the union ended at 0.0607 J and 66 s for a 30 s limit
-# where the stage-long family alone reached 0.0484 J in 30 s.
-UNION_MAX_NODES = 40
-# The stage-long family's share of the time limit when both are searched.
-# Measured (bench/semantics_bench.py, kws_dscnn a72 30 %): at 0.5 the stage-long family
-# lost 15 % energy to the shorter search; the synchronous family mostly needs little time
-# (it is warm-started from the first family's schedule).
-STAGE_FAMILY_SHARE = 0.75
 
 def _infeasible(problem: Problem, reserve: int, *, solver: str, formulation: str, started: float,
                 clock: Clock, threads: int, extra: ResultExtra, proof: str) -> Result:
