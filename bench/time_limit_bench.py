@@ -78,7 +78,7 @@ from poet_compiler.cli import main
 t0 = time.perf_counter()
 kw = {}
 if "started" in inspect.signature(main).parameters:    # as the console script: from the process start
-    from poet_compiler.solve.clock import process_started
+    from poet_compiler.command_start import process_started
     kw["started"] = process_started()
 try:
     code = main(sys.argv[1:], **kw)

@@ -21,8 +21,8 @@ import traceback
 import typer
 
 from poet_compiler import commands
+from poet_compiler.command_start import command_from, process_started
 from poet_compiler.errors import InternalError, PoetError
-from poet_compiler.solve.clock import command_from, process_started
 
 app = typer.Typer(
     name="poetc",

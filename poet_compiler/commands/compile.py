@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Find the least-energy schedule within the RAM budget and deadline, and write it."""
         from poet_compiler.api import compile as compile_model
-        from poet_compiler.solve.clock import command_started
+        from poet_compiler.command_start import command_started
 
         out = schedule_path(model, output)
         shapes = None

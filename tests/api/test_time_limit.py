@@ -88,7 +88,7 @@ def test_process_started_is_this_process_start() -> None:
     import subprocess
     import sys
 
-    code = ("import time; time.sleep(0.5); from poet_compiler.solve.clock import process_started; "
+    code = ("import time; time.sleep(0.5); from poet_compiler.command_start import process_started; "
             "print(time.perf_counter() - process_started())")
     age = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert 0.45 <= age < 30.0

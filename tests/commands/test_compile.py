@@ -87,10 +87,8 @@ def _spy_started(monkeypatch) -> list[float | None]:  # noqa: ANN001
     import time
 
     from poet_compiler import api
-    from poet_compiler.solve import clock
 
-    monkeypatch.setattr(clock, "process_started", lambda: time.perf_counter() - 600.0)
-    monkeypatch.setattr("poet_compiler.cli.process_started", clock.process_started)
+    monkeypatch.setattr("poet_compiler.cli.process_started", lambda: time.perf_counter() - 600.0)
     seen: list[float | None] = []
     real = api.compile
 
@@ -134,9 +132,10 @@ def test_the_console_script_counts_the_limit_from_its_process_start(tmp_path, mo
 
 
 def test_the_same_inputs_give_the_same_schedule_bytes(tmp_path) -> None:
-    """The README demo twice, on two threads: the same schedule file, byte for byte. Its
-    presence search closes within its share and every CP-SAT search after it stops on
-    deterministic time there; the report differs only in its timings."""
+    """The README demo twice, on two threads, at the default effort: the same schedule
+    file, byte for byte (every stage stops on work; the 600 s wall cap is far). A short
+    --time-limit would lower the effort and could make the wall cap decide on a loaded
+    machine (stopped_by=time), the one case where the bytes may differ."""
     from pathlib import Path
 
     demo = Path(__file__).resolve().parents[2] / "models" / "kws_dscnn.onnx"
@@ -145,6 +144,6 @@ def test_the_same_inputs_give_the_same_schedule_bytes(tmp_path) -> None:
         out = tmp_path / run / "kws.poet"
         out.parent.mkdir()
         assert main(["compile", str(demo), "--device", "m4", "--ram", "256k", "-o", str(out), "-q",
-                     "--threads", "2", "--time-limit", "60"]) == 0
+                     "--threads", "2"]) == 0
         written.append(out.read_bytes())
     assert written[0] == written[1]

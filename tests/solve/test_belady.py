@@ -86,26 +86,3 @@ def test_modes_without_recomputation_are_refused_in_one_line() -> None:
     result = BASELINES["belady"](problem)
     assert not result.ok
     assert result.message.startswith("belady: ") and "\n" not in result.message
-
-
-def test_least_budget_program_starts_where_no_rule_fits() -> None:
-    """DAG 250 at 80 %: no rule fits the budget; the bisection finds a budget between it
-    and checkpoint-all's peak where one does, and the simulator accepts that Program
-    under that budget (not under the problem's)."""
-    import time
-
-    from poet_compiler.solve.baselines.belady import least_budget_program
-
-    problem = _layered(250, "80%")
-    assert not BASELINES["belady"](problem).ok
-    budget = problem.activation_budget
-    peak = reference(problem.graph, problem.costs).peak_bytes
-    found = least_budget_program(problem.graph, problem.costs.compute_s, budget, peak)
-    assert found is not None
-    at, program = found
-    assert budget < at < peak
-    ran = simulate(problem.graph, problem.costs, program, ram_budget_bytes=at)
-    assert budget < ran.peak_bytes <= at
-    # No time: no run, no answer.
-    assert least_budget_program(problem.graph, problem.costs.compute_s, budget, peak,
-                                until=time.perf_counter() - 1.0) is None

@@ -65,10 +65,6 @@ def idle_gaps(graph: TrainingGraph, R: np.ndarray) -> list[Gap]:
     return gaps
 
 
-def has_paging(schedule: Schedule) -> bool:
-    return bool(schedule.M_in.any() or schedule.M_out.any())
-
-
 @dataclass(frozen=True)
 class Figures:
     """What a heuristic needs to compare candidates: simulated peak, time, energy."""

@@ -113,37 +113,6 @@ def belady_program(graph: TrainingGraph, compute_s: tuple[float, ...], budget: i
     return _OfflineRun(graph, compute_s, budget, rule).execute()
 
 
-def least_budget_program(graph: TrainingGraph, compute_s: tuple[float, ...], low: int, high: int, *,
-                         until: float | None = None) -> tuple[int, Program] | None:
-    """An offline-eviction Program at about the least budget in ``(low, high]`` where a
-    rule's run succeeds, and that budget (bisected: success is not monotone in the
-    budget, so this is *a* boundary, not the least); None if no run under ``high``
-    succeeds, or the deadline ``until`` (a ``time.perf_counter()`` instant) passes first.
-
-    Where no rule fits the budget (a 250-node layered DAG at 80 %: both end in a chain of
-    recomputes that locks it all), this is a start for a search that works the peak down
-    (the interval search's least-RAM model): 948 B for a budget of 885 B, against
-    checkpoint-all's 1,107 B. Started there, that search reached the budget in 32 s where
-    from checkpoint-all it was still at 905 B after 72 s."""
-    best: tuple[int, Program] | None = None
-    while high - low > max(1, low // 1000):
-        if until is not None and time.perf_counter() >= until:
-            break
-        mid = (low + high) // 2
-        found = None
-        for rule in RULES:
-            try:
-                found = belady_program(graph, compute_s, mid, rule)
-                break
-            except (EvictionFailed, RecursionError):
-                continue
-        if found is None:
-            low = mid
-        else:
-            high, best = mid, (mid, found)
-    return best
-
-
 def belady(problem: Problem) -> Result:
     started = time.perf_counter()
     name = "belady"
