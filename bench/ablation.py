@@ -37,6 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from optimizer_grid import CELLS  # noqa: E402
 
+from bench.rows import figure, gap_text, write_rows  # noqa: E402
+
 VARIANTS = ("all", "no_presence", "no_deep_cover", "no_widening", "no_full_model", "no_arena_retries")
 
 
@@ -120,18 +122,12 @@ def main() -> None:
                    **(json.loads(line[4:]) if line else {"error": proc.stderr.strip()[-300:]})}
             print(json.dumps(row), flush=True)
             rows.append(row)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    lines = ["# Ablation (bench/ablation.py), default effort", "",
-             "| cell | variant | status | energy (J) | bound (J) | gap | stopped_by | effort used | wall (s) |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        gap = "-" if r.get("gap") is None else f"{100 * r['gap']:.3f} %"
-        e, b = r.get("energy_j"), r.get("lower_bound_j")
-        lines.append(f"| {r['cell']} | {r['variant']} | {r.get('status', 'error')} | "
-                     f"{'-' if e is None else f'{e:.6g}'} | {'-' if b is None else f'{b:.6g}'} | {gap} | "
-                     f"{r.get('stopped_by')} | {r.get('effort_used')} | {r['wall_s']} |")
-    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    write_rows(args.out, rows, ["# Ablation (bench/ablation.py), default effort", ""], [
+        ("cell", lambda r: r["cell"]), ("variant", lambda r: r["variant"]),
+        ("status", lambda r: r.get("status", "error")), ("energy (J)", lambda r: figure(r.get("energy_j"))),
+        ("bound (J)", lambda r: figure(r.get("lower_bound_j"))), ("gap", gap_text),
+        ("stopped_by", lambda r: r.get("stopped_by")), ("effort used", lambda r: r.get("effort_used")),
+        ("wall (s)", lambda r: r["wall_s"])])
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.rows import figure, gap_text, write_rows
 from tests.support.layered import layered_dag
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,22 +80,16 @@ def main() -> None:
             row = {"cell": cell, "side": side, **run(root, cell_args + flags.split(), tmp / f"{cell}_{side}.poet")}
             print(json.dumps(row), flush=True)
             rows.append(row)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    lines = ["# Optimizer grid, old against new (bench/optimizer_grid.py)", "",
-             f"Machine: {os.cpu_count()} cores, shared with other jobs (wall times are noisy; CPU seconds "
-             f"less so). Old: `{args.old_flags}`; new: `{args.new_flags or 'defaults'}`.", "",
-             "| cell | side | status | energy (J) | bound (J) | gap | stopped_by | effort used | wall (s) | CPU (s) "
-             "| peak RSS (MB) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        gap = "-" if r.get("gap") is None else f"{100 * r['gap']:.3f} %"
-        e = r.get("energy_j")
-        b = r.get("lower_bound_j")
-        lines.append(f"| {r['cell']} | {r['side']} | {r.get('status', r.get('error'))} | "
-                     f"{'-' if e is None else f'{e:.6g}'} | {'-' if b is None else f'{b:.6g}'} | {gap} | "
-                     f"{r.get('stopped_by') or '-'} | {r.get('effort_used') or '-'} | {r.get('wall_s')} | "
-                     f"{r.get('cpu_s', '-')} | {r.get('peak_rss_mb', '-')} |")
-    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    write_rows(args.out, rows, [
+        "# Optimizer grid, old against new (bench/optimizer_grid.py)", "",
+        f"Machine: {os.cpu_count()} cores, shared with other jobs (wall times are noisy; CPU seconds "
+        f"less so). Old: `{args.old_flags}`; new: `{args.new_flags or 'defaults'}`.", ""], [
+        ("cell", lambda r: r["cell"]), ("side", lambda r: r["side"]),
+        ("status", lambda r: r.get("status", r.get("error"))), ("energy (J)", lambda r: figure(r.get("energy_j"))),
+        ("bound (J)", lambda r: figure(r.get("lower_bound_j"))), ("gap", gap_text),
+        ("stopped_by", lambda r: r.get("stopped_by") or "-"), ("effort used", lambda r: r.get("effort_used") or "-"),
+        ("wall (s)", lambda r: r.get("wall_s")), ("CPU (s)", lambda r: r.get("cpu_s", "-")),
+        ("peak RSS (MB)", lambda r: r.get("peak_rss_mb", "-"))])
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.rows import gap_text, write_rows
 from tests.support.layered import layered_dag
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,26 +105,22 @@ def main() -> None:
             row = {"cell": cell, "run": i, "load": load, **row}
             print(json.dumps(row), flush=True)
             rows.append(row)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    lines = [f"# Reproducibility (bench/reproducibility.py{' --quick' if args.quick else ''})", "",
-             f"Machine: {os.cpu_count()} cores, shared with other jobs (timings are noisy). "
-             f"Flags: defaults{(' + ' + ' '.join(args.extra)) if args.extra else ''}.", "",
-             "| cell | run | load | sha256 (12) | stopped_by | status | energy (J) | gap | effort used | wall (s) "
-             "| CPU (s) | peak RSS (MB) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        gap = "-" if r.get("gap") is None else f"{100 * r['gap']:.3f} %"
-        lines.append(f"| {r['cell']} | {r['run']} | {r['load']} | {(r.get('sha256') or '-')[:12]} | "
-                     f"{r.get('stopped_by')} | {r.get('status')} | {r.get('energy_j')} | {gap} | "
-                     f"{r.get('effort_used')} | {r.get('wall_s')} | {r.get('cpu_s')} | {r.get('peak_rss_mb')} |")
-    lines.append("")
+    notes = []
     for cell in cells:
         mine = [r for r in rows if r["cell"] == cell]
         shas = {r.get("sha256") for r in mine}
         by = sorted({str(r.get("stopped_by")) for r in mine})
         same = "the same bytes in every run" if len(shas) == 1 else f"{len(shas)} different files"
-        lines.append(f"- {cell}: {len(mine)} runs, {same}; stopped_by {', '.join(by)}")
-    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+        notes.append(f"- {cell}: {len(mine)} runs, {same}; stopped_by {', '.join(by)}")
+    write_rows(args.out, rows, [
+        f"# Reproducibility (bench/reproducibility.py{' --quick' if args.quick else ''})", "",
+        f"Machine: {os.cpu_count()} cores, shared with other jobs (timings are noisy). "
+        f"Flags: defaults{(' + ' + ' '.join(args.extra)) if args.extra else ''}.", ""], [
+        ("cell", lambda r: r["cell"]), ("run", lambda r: r["run"]), ("load", lambda r: r["load"]),
+        ("sha256 (12)", lambda r: (r.get("sha256") or "-")[:12]), ("stopped_by", lambda r: r.get("stopped_by")),
+        ("status", lambda r: r.get("status")), ("energy (J)", lambda r: r.get("energy_j")), ("gap", gap_text),
+        ("effort used", lambda r: r.get("effort_used")), ("wall (s)", lambda r: r.get("wall_s")),
+        ("CPU (s)", lambda r: r.get("cpu_s")), ("peak RSS (MB)", lambda r: r.get("peak_rss_mb"))], notes)
     shutil.rmtree(tmp, ignore_errors=True)
 
 
