@@ -192,11 +192,16 @@ def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, thread
         return None
     lower = max(problem.costs.compute_only_s, quick[0])
     fastest = _quick_fastest(free, quick[1], limit, until)
-    if fastest is not None and fastest[0] <= lower * (1 + 1e-9) + 1e-12:
-        return Requirement(lower=min(lower, fastest[0]), upper=fastest[0])
-    if not model or _solver_limit(until) <= MIN_SOLVE_S:
+
+    def so_far() -> Requirement:
+        """The range the bound and the fastest schedule found so far give."""
         return Requirement(lower=lower if fastest is None else min(lower, fastest[0]),
                            upper=None if fastest is None else fastest[0])
+
+    if fastest is not None and fastest[0] <= lower * (1 + 1e-9) + 1e-12:
+        return so_far()
+    if not model or _solver_limit(until) <= MIN_SOLVE_S:
+        return so_far()
     # The heuristics' schedules within the RAM: the fastest is an upper bound and a hint.
     for _, _, schedule in warm_start_candidates(free, until=until):
         runtime = simulate_schedule(free, schedule).runtime_s
@@ -204,8 +209,7 @@ def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, thread
             fastest = (runtime, schedule)
     built = _build_within(free, "time", until)
     if built is None:
-        return Requirement(lower=lower if fastest is None else min(lower, fastest[0]),
-                           upper=None if fastest is None else fastest[0])
+        return so_far()
     if fastest is not None:
         built.hint_from(fastest[1])
     built.model.objective_floor = lower
@@ -220,9 +224,7 @@ def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, thread
             fastest = (runtime, sched)
         if out.status == "optimal":
             lower = min(lower, runtime)
-    if fastest is None:
-        return Requirement(lower=lower, upper=None)
-    return Requirement(lower=min(lower, fastest[0]), upper=fastest[0])
+    return so_far()
 
 
 def min_ram(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> int:
