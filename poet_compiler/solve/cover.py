@@ -50,6 +50,14 @@ from poet_compiler.solve.problem import Problem
 RECOMPUTE, PAGE = "recompute", "page"
 _SCALE = 1e7          # integer units per largest cost: rounding loses < 1e-7 of it per choice
 _DEADLINE_TOL = 1e-9  # the formulations' deadline row has the same relative slack
+# The most effort one cover solve gets (and at most a quarter of what its caller has
+# left): it closes in under a second on the zoo; the cap is for graphs where it does not.
+COVER_LIMIT_S = 10.0
+
+
+def cover_limit(left: float) -> float:
+    """The effort a caller with ``left`` to spend gives one cover solve."""
+    return min(COVER_LIMIT_S, left / 4)
 
 
 @dataclass(frozen=True)
@@ -390,7 +398,7 @@ def _require(m: Any, a: Any, gap: _Gap, req: tuple[Any, ...]) -> None:
         m.add(a <= rec) if r is IMPOSSIBLE else m.add(a <= rec + r)
 
 
-def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: float = 10.0,
+def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: float = COVER_LIMIT_S,
                 closure: bool = False, workers: int = 1) -> CoverBound:
     """The eviction-cover bound of ``problem`` at ``budget`` (default: its activation budget).
 
@@ -563,7 +571,7 @@ def _bound(res: NativeResult) -> float:
     return res.bound
 
 
-def cover_min_budget(problem: Problem, *, time_limit_s: float = 10.0) -> int | None:
+def cover_min_budget(problem: Problem, *, time_limit_s: float = COVER_LIMIT_S) -> int | None:
     """A lower bound on the smallest activation budget at which a schedule meets the
     problem's deadline: the cover's rows with the budget as the variable. Every schedule
     that fits a budget B gives a cover choice that fits B, so no budget below the optimum
@@ -587,7 +595,7 @@ def cover_min_budget(problem: Problem, *, time_limit_s: float = 10.0) -> int | N
 
 
 def cover_min_time(problem: Problem, *, budget: int | None = None,
-                   time_limit_s: float = 10.0) -> tuple[float, CoverBound] | None:
+                   time_limit_s: float = COVER_LIMIT_S) -> tuple[float, CoverBound] | None:
     """A lower bound on the step time of any schedule within ``budget`` (default: the
     activation budget), ignoring the deadline: the cover's rows with the restores' time
     as the objective (paging time counts only where transfers do not overlap compute,

@@ -23,10 +23,11 @@ from poet_compiler.errors import InfeasibleError
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.baselines.keep_all import checkpoint_all_schedule
-from poet_compiler.solve.clock import step_until
+from poet_compiler.solve.clock import MIN_STAGE_S, step_until
 from poet_compiler.solve.cover import (
     CoverBound,
     cover_bound,
+    cover_limit,
     cover_min_budget,
     cover_min_time,
 )
@@ -39,13 +40,10 @@ from poet_compiler.solve.warm_start import warm_start_candidates
 from poet_compiler.units import format_bytes
 
 _DEADLINE_TOL = 1e-9
-# Search for the smallest deadline when the RAM, not the deadline, is the reason.
-SIDE_NOTE_S = 5.0
-# Below a single node's working set, graphs larger than this are refused without
-# searching for the exact minimum RAM (a second or more on op-level graphs).
-EXACT_MIN_RAM_NODES = 40
-# Below this much effort left a minimizing model is neither built nor solved.
-MIN_SOLVE_S = 0.05
+# The most effort one quick search of the analysis gets: the smallest deadline when the
+# RAM, not the deadline, is the reason (a side note), and the cover's schedule at the
+# least RAM's lower bound. Both end in well under a second on the zoo.
+QUICK_SEARCH_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -96,14 +94,14 @@ def _solver_limit(until: float) -> float:
 def _build_within(problem: Problem, objective: str, until: float) -> Built | None:
     """The fast formulation minimizing ``objective``, or None when no effort is left to
     solve it by ``until`` (the build stops there too)."""
-    if _solver_limit(until) <= MIN_SOLVE_S:
+    if _solver_limit(until) <= MIN_STAGE_S:
         return None
     try:
         with step_until(until):
             built = build_fast(problem, objective=objective)
     except BuildDeadline:
         return None
-    return built if _solver_limit(until) > MIN_SOLVE_S else None
+    return built if _solver_limit(until) > MIN_STAGE_S else None
 
 
 def _quick_ram_upper(problem: Problem, lower: int, until: float | None = None) -> tuple[int, Schedule] | None:
@@ -112,11 +110,11 @@ def _quick_ram_upper(problem: Problem, lower: int, until: float | None = None) -
     (its cover solves end by ``until`` when given)."""
     found: list[tuple[int, Schedule]] = []
     at_lower = dataclasses.replace(problem, ram_budget_bytes=lower + _fixed(problem))
-    cap = 5.0 if until is None else min(5.0, _left(until))
+    cap = QUICK_SEARCH_S if until is None else min(QUICK_SEARCH_S, _left(until))
     candidates: list[Schedule | None] = [checkpoint_all_schedule(problem)]
     cover = cover_bound(at_lower, time_limit_s=cap) if cap > 0 else None
     if cover is not None and cover.energy_j is not None:
-        candidates.append(cover_schedule(at_lower, cover, time_limit_s=5.0, until=until))
+        candidates.append(cover_schedule(at_lower, cover, time_limit_s=QUICK_SEARCH_S, until=until))
     for schedule in candidates:
         if schedule is None:
             continue
@@ -139,7 +137,7 @@ def ram_requirement(problem: Problem, *, time_limit_s: float = 30.0, threads: in
         raise InfeasibleError(
             f"deadline {problem.deadline_s:.6g} s is below the compute-only minimum "
             f"{problem.costs.compute_only_s:.6g} s: no RAM budget helps")
-    floor = max(working_set(problem)[0], cover_min_budget(problem, time_limit_s=min(10.0, time_limit_s / 4)) or 0)
+    floor = max(working_set(problem)[0], cover_min_budget(problem, time_limit_s=cover_limit(time_limit_s)) or 0)
     quick = _quick_ram_upper(problem, floor, until)
     if quick is not None and quick[0] <= floor:
         return Requirement(lower=float(floor + _fixed(problem)), upper=float(quick[0] + _fixed(problem)))
@@ -186,7 +184,7 @@ def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, thread
     ``time_limit_s`` bounds the whole search."""
     until = work.now() + time_limit_s
     free = dataclasses.replace(problem, deadline_s=None)
-    limit = min(10.0, time_limit_s / 4)
+    limit = cover_limit(time_limit_s)
     quick = cover_min_time(free, time_limit_s=limit)
     if quick is None:
         return None
@@ -200,7 +198,7 @@ def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, thread
 
     if fastest is not None and fastest[0] <= lower * (1 + 1e-9) + 1e-12:
         return so_far()
-    if not model or _solver_limit(until) <= MIN_SOLVE_S:
+    if not model or _solver_limit(until) <= MIN_STAGE_S:
         return so_far()
     # The heuristics' schedules within the RAM: the fastest is an upper bound and a hint.
     for _, _, schedule in warm_start_candidates(free, until=until):
@@ -275,7 +273,7 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
 
     The RAM at the deadline comes first (the cover usually proves it in a second). When
     the RAM is the reason, the smallest deadline at this RAM is a side note and gets at
-    most ``SIDE_NOTE_S`` of search."""
+    most ``QUICK_SEARCH_S`` of search."""
     half = max(0.0, time_limit_s / 2)
     at = "no deadline" if problem.deadline_s is None else f"deadline {problem.deadline_s:.6g} s"
     extra = ResultExtra()
@@ -295,7 +293,7 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
         if dl is not None and dl.upper is not None:
             msg += f"; at RAM {format_bytes(problem.ram_budget_bytes)} {_deadline_clause(dl)}"
         return Explanation(msg, extra)
-    if ws_limited and problem.n > EXACT_MIN_RAM_NODES:
+    if ws_limited and not problem.small:
         # Refused at once: one node's working set proves it. The exact minimum (a solve)
         # is left to `min_ram` / a sweep; the message says "at least".
         req = Requirement(lower=float(working_set(problem)[0] + _fixed(problem)), upper=None)
@@ -306,7 +304,7 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
     if req.lower > problem.ram_budget_bytes:
         # The cover's range only: on VGG16-CIFAR m4 70 % 1.0x the model's solve took 25 s
         # of wall for 5 units and gave the range the cover had given.
-        dl = deadline(min(half, SIDE_NOTE_S), model=False) if problem.deadline_s is not None else None
+        dl = deadline(min(half, QUICK_SEARCH_S), model=False) if problem.deadline_s is not None else None
         msg = (f"infeasible: RAM {format_bytes(problem.ram_budget_bytes)} < {ram} needed at {at} "
                f"in mode {problem.mode} ({_node_clause(problem)})")
         if dl is not None and dl.upper is not None:

@@ -24,7 +24,7 @@ from poet_compiler.schedule.arena import exact_packing_applies, plan_arena
 from poet_compiler.schedule.cleanup import remove_pointless_work
 from poet_compiler.schedule.compact import compact_arena, without_moves
 from poet_compiler.schedule.linearize import linearize
-from poet_compiler.schedule.program import Op, Program
+from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.problem import Problem
@@ -36,9 +36,12 @@ from poet_compiler.solve.result import Result
 # schedule fitted with 2 of 12 CP-SAT seeds at fine address units) and deterministic
 # time accrues at ~6 wall seconds per second there; coarse units fit it (arena_bench).
 ARENA_RETRY_EFFORT = 16
-# Compaction gets at least this long even when the arena's time is used up: it is the
-# last step that keeps a schedule whose live bytes fit (milliseconds on the zoo).
-COMPACT_MIN_S = 0.5
+# A last step gets at least this much effort even when the effort is spent: compaction
+# (it keeps a schedule whose live bytes fit), the arena of the only schedule left to answer
+# with (greedy layouts alone fragment), and the infeasibility analysis after a solve that
+# proved infeasibility at its end (the message needs the least RAM or deadline). Each
+# takes milliseconds to a second on the zoo.
+LAST_STEP_MIN_S = 0.5
 
 
 def finalize(
@@ -53,27 +56,22 @@ def finalize(
     solve_time_s: float = 0.0,
     message: str = "",
     arena_time_s: float | None = None,
-    layout: Program | None = None,
     fence_last: bool = False,
 ) -> Result:
     """Linearize, clean up, plan the arena, simulate, and fill a :class:`Result`.
 
-    ``arena_time_s``: wall seconds for the arena plans (None: no limit; 0: the greedy
-    layouts only). ``layout``: an earlier finalize's
-    Program for the same plan (e.g. a search's arena check); its arena is kept instead of
-    planned again when its instructions are the plan's and it fits the budget (the
-    simulator checks its offsets like any other). When the live bytes fit and the two
-    plans' arenas do not, the arena is compacted (MOVEs). ``fence_last``: when compaction
-    finds no room (buffers in flight), compact once more with FENCEs that free the buffers in
-    flight (``program.meta["added_fences"]``): for a caller that compares the result with
-    another schedule it holds.
+    ``arena_time_s``: effort for the arena plans (None: no limit; 0: the greedy layouts
+    only). When the live bytes fit and the two arena plans do not, the arena is compacted
+    (MOVEs). ``fence_last``: when compaction finds no room (buffers in flight), compact
+    once more with FENCEs that free the buffers in flight (``program.meta["added_fences"]``):
+    for a caller that compares the result with another schedule it holds.
 
     Raises :class:`InternalError` when the plan (or the arena planned for it) breaks a
     rule of the execution model: poetc built it, so that is a bug, not an outcome."""
     try:
         return _finalize(problem, plan, strategy=strategy, status=status, solver=solver, formulation=formulation,
                          lower_bound_j=lower_bound_j, solve_time_s=solve_time_s, message=message,
-                         arena_time_s=arena_time_s, layout=layout, fence_last=fence_last)
+                         arena_time_s=arena_time_s, fence_last=fence_last)
     except ScheduleError as exc:
         raise InternalError(f"{strategy}: the plan breaks a rule of the execution model: {exc}") from exc
 
@@ -90,7 +88,6 @@ def _finalize(
     solve_time_s: float,
     message: str,
     arena_time_s: float | None = None,
-    layout: Program | None = None,
     fence_last: bool = False,
 ) -> Result:
     graph, costs = problem.graph, problem.costs
@@ -110,11 +107,7 @@ def _finalize(
     program = remove_pointless_work(graph, program)
     # Budget and deadline are judged on the cleaned program (cleanup never makes it worse).
     sim = simulate(graph, costs, program)
-    if layout is not None and layout.arena_bytes is not None and layout.arena_bytes <= budget \
-            and _same_instructions(layout, program):
-        program = layout
-    else:
-        program = plan_arena(graph, program, budget_bytes=budget, time_limit_s=left())
+    program = plan_arena(graph, program, budget_bytes=budget, time_limit_s=left())
     if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes and left() != 0.0 \
             and exact_packing_applies(program):
         # A fresh plan, not one hinted with the first layout (CP-SAT from a different
@@ -129,14 +122,14 @@ def _finalize(
     if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes:
         # The live bytes fit: MOVEs join the holes that no static layout could close
         # (milliseconds, and a copy costs far less than a re-solve's worse schedule).
-        limit = None if until is None else max(COMPACT_MIN_S, left() or 0.0)
+        limit = None if until is None else max(LAST_STEP_MIN_S, left() or 0.0)
         compacted = compact_arena(graph, program, budget, time_limit_s=limit, cost=_copies_cost(problem))
         if compacted is not None:
             compacted.meta["static_arena_bytes"] = program.arena_bytes
             program = compacted
     if fence_last and program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes:
         # The last resort: where buffers in flight block the room, wait for the channel.
-        limit = None if until is None else max(COMPACT_MIN_S, left() or 0.0)
+        limit = None if until is None else max(LAST_STEP_MIN_S, left() or 0.0)
         fenced = compact_arena(graph, program, budget, time_limit_s=limit, fences=True, cost=_copies_cost(problem))
         if fenced is not None:
             fenced.meta["static_arena_bytes"] = program.arena_bytes
@@ -195,13 +188,6 @@ def _copies_cost(problem: Problem) -> Callable[[Program], float]:
         except OverBudgetError:
             return math.inf
     return cost
-
-
-def _same_instructions(layout: Program, program: Program) -> bool:
-    """Whether ``layout`` (a planned Program, perhaps compacted) has ``program``'s
-    instructions, besides its MOVEs."""
-    laid = [x for x in layout if x.op is not Op.MOVE]
-    return len(laid) == len(program) and all(a.op is b.op and a.node == b.node for a, b in zip(laid, program))
 
 
 def _fill(result: Result, sim, program: Program, lower_bound_j: float | None) -> None:

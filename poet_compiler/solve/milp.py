@@ -37,10 +37,11 @@ from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.backends import SOLVERS, BackendResult
 from poet_compiler.solve.backends.base import within_gap
 from poet_compiler.solve.backends.memory import current_limit
+from poet_compiler.solve.baselines import HEURISTICS
 from poet_compiler.solve.clock import MIN_STAGE_S, Clock
-from poet_compiler.solve.cover import CoverBound, cover_bound, deeper_cover
+from poet_compiler.solve.cover import COVER_LIMIT_S, CoverBound, cover_bound, cover_limit, deeper_cover
 from poet_compiler.solve.feasibility import explain_infeasible, quick_infeasibility
-from poet_compiler.solve.finalize import finalize
+from poet_compiler.solve.finalize import LAST_STEP_MIN_S, finalize
 from poet_compiler.solve.formulation import FORMULATIONS, build
 from poet_compiler.solve.formulation.common import Built
 from poet_compiler.solve.formulation.fast import canonical
@@ -123,7 +124,7 @@ def fallback_result(problem: Problem, candidates: list[tuple[float, str, Schedul
         if clock is not None and not needed and clock.left() <= finalize_s:
             break
         t_fin = work.now()
-        arena_s = None if clock is None else max(clock.left(), NEEDED_ARENA_S if needed else 0.0)
+        arena_s = None if clock is None else max(clock.left(), LAST_STEP_MIN_S if needed else 0.0)
         # Candidates are valid schedules: finalize raises InternalError on a broken one.
         res = finalize(problem, schedule, strategy=STRATEGY, status="feasible", solver=solver,
                        formulation=formulation, solve_time_s=time.perf_counter() - started,
@@ -136,11 +137,11 @@ def fallback_result(problem: Problem, candidates: list[tuple[float, str, Schedul
 
 
 def effective_gap(problem: Problem, gap_limit: float | None) -> float:
-    """The relative gap limit in force: ``gap_limit``, else DEFAULT_GAP_LIMIT above
-    LARGE_GRAPH_NODES nodes and 0 below."""
+    """The relative gap limit in force: ``gap_limit``, else 0 on a small graph
+    (:attr:`~.problem.Problem.small`) and DEFAULT_GAP_LIMIT on a larger one."""
     if gap_limit is not None:
         return float(gap_limit)
-    return DEFAULT_GAP_LIMIT if problem.n > LARGE_GRAPH_NODES else 0.0
+    return 0.0 if problem.small else DEFAULT_GAP_LIMIT
 
 
 def _empty(problem: Problem, status: str, solver: str, formulation: str, started: float, message: str) -> Result:
@@ -149,24 +150,18 @@ def _empty(problem: Problem, status: str, solver: str, formulation: str, started
                   solve_time_s=time.perf_counter() - started, message=message)
 
 
-# Graphs with more nodes than this stop at DEFAULT_GAP_LIMIT (0.1 %) by default; smaller
-# ones are solved to a closed gap, which is cheap for them.
-LARGE_GRAPH_NODES = 40
+# Graphs that are not small (problem.SMALL_GRAPH_NODES) stop at this relative gap by default.
 DEFAULT_GAP_LIMIT = 1e-3
 # Fragmentation feedback: re-solves with a budget lowered by the arena's overshoot (at
 # least below the peak of the schedule that did not fit), while time is left.
 MAX_ARENA_RETRIES = 8
-# A re-solve runs again, at its budget, the heuristics that took at most this share of the
-# time left in the first attempt (the others' plans are reused where they fit).
-RERUN_SHARE = 0.05
-# The warm starts' heuristics stop at this share of the time limit (quick ones first; see
-# warm_start.QUICK_FIRST): capuchin alone took 51 s on gpt2_large at seq 512, so a compile
-# at --time-limit 20 ended after 83 s. The cover and the guided search need the rest.
+# The warm starts' heuristics stop at this share of the effort (quick ones first; see
+# warm_start.QUICK_FIRST), and a re-solve's at this share of what is left: capuchin alone
+# took 51 s on gpt2_large at seq 512, so a compile at --time-limit 20 ended after 83 s.
+# The cover and the guided search need the rest.
 WARM_START_SHARE = 0.4
-# Cover bound: its CP-SAT limit (it closes in < 1 s on the zoo). Guided search: its share
-# of the time left; the full model gets the rest when the guided schedule is not yet
-# within the gap limit of the cover bound.
-COVER_LIMIT_S = 10.0
+# The guided search's share of the effort left; the full model gets the rest when the
+# guided schedule is not yet within the gap limit of the cover bound.
 GUIDED_SHARE = 0.75
 # The deep cover charges the paging time that outlasts its stage (solve/exposure.py) only
 # where the guided schedule is this far above the cover bound. It raised the bound where
@@ -199,20 +194,6 @@ LARGE_GUIDED_SHARE = 0.9
 # nodes), 1.04 s on DAG 1,000 and 0.73 s on DAG 500; without it a compile at
 # --time-limit 20 finalized 1.1 s past the limit.
 FINALIZE_S_PER_NODE = 1e-3
-# Effort cap of the minimum-RAM computation when the working set already proves infeasibility.
-QUICK_EXPLAIN_S = 10.0
-# The infeasibility analysis after a failed solve gets the time left plus this share of the
-# limit (the limit's 5 % tolerance): its message needs a bound even when the solve used it all.
-EXPLAIN_GRACE = 0.02
-# A fallback that is the only answer left plans its arena for at least this long (the
-# exact packing of a small program takes milliseconds; greedy layouts alone fragment).
-NEEDED_ARENA_S = 0.25
-# With DMA and time that matters, both program families are searched only on graphs of
-# at most this many nodes. On larger ones each family's fixed costs (warm starts, cover,
-# arena) and the halved search time cost more than the second family gains: measured on
-# kws_dscnn (75 nodes) a72 30 %, the union ended at 0.0607 J and 66 s for a 30 s limit
-# where the stage-long family alone reached 0.0484 J in 30 s.
-UNION_MAX_NODES = 40
 # The stage-long family's share of the time limit when both are searched.
 # Measured (bench/semantics_bench.py, kws_dscnn a72 30 %): at 0.5 the stage-long family
 # lost 15 % energy to the shorter search; the synchronous family mostly needs little time
@@ -242,8 +223,8 @@ def solve_milp(
     taken on work (:mod:`poet_compiler.work`); ``time_limit_s`` is only the wall cap,
     and ``Result.extra.stopped_by`` says which of proof, gap, effort or time ended it.
 
-    On a DMA device where time matters (``problem.transfers == "stage"``) and a graph of
-    at most ``UNION_MAX_NODES`` nodes, two program families are searched: stage-long
+    On a DMA device where time matters (``problem.transfers == "stage"``) and a small
+    graph (:data:`~.problem.SMALL_GRAPH_NODES`), two program families are searched: stage-long
     overlapped transfers (``STAGE_FAMILY_SHARE`` of the time: they hide paging time,
     usually the better family there), then synchronous ones (docs/model.md, "What the
     optimizer searches"). The better schedule wins; its bound is the smaller of the two
@@ -265,7 +246,7 @@ def _solve_families(problem: Problem, clock: Clock, *, solver: str, formulation:
     """The program families of :func:`solve_milp`, within ``clock``."""
     kw = dict(solver=solver, formulation=formulation, threads=threads, progress=progress,
               gap_limit=gap_limit)
-    if problem.synchronous or problem.n > UNION_MAX_NODES:
+    if problem.synchronous or not problem.small:
         res = _solve_family(problem, clock=clock, warm_start=warm_start, **kw)  # type: ignore[arg-type]
         res.extra.transfers = problem.transfers
     else:
@@ -294,8 +275,8 @@ def _solve_family(
 ) -> Result:
     """:func:`solve_milp` within one program family (``problem.transfers``).
 
-    ``gap_limit``: stop once the relative gap is at most this (None: 0.1 % on graphs of
-    more than ``LARGE_GRAPH_NODES`` nodes, 0 on smaller ones). The status is "optimal"
+    ``gap_limit``: stop once the relative gap is at most this (None: 0 on small graphs,
+    ``DEFAULT_GAP_LIMIT`` on others). The status is "optimal"
     only for a closed gap; a stop within the limit is "feasible" with its gap.
 
     Everything ends by ``clock``'s deadline (stages get what is left; see :mod:`.clock`).
@@ -315,15 +296,14 @@ def _solve_family(
         raise PoetError(f"unknown formulation {formulation!r}; known: {', '.join(FORMULATIONS)}")
     started = time.perf_counter()
     with clock.stage("quick_checks"):
-        quick = quick_infeasibility(problem, time_limit_s=min(clock.left(), QUICK_EXPLAIN_S), threads=threads)
+        quick = quick_infeasibility(problem, time_limit_s=min(clock.left(), COVER_LIMIT_S), threads=threads)
     if quick is not None:
         res = _empty(problem, "infeasible", solver, formulation, started, quick.message)
         res.extra.merge(quick.extra)
         return res
     # Every schedule the heuristics know: the answer whenever the solver does not beat it.
     with clock.stage("warm_starts"):
-        heuristic_s: dict[str, float] = {}
-        candidates = warm_start_candidates(problem, warm_start, seconds=heuristic_s,
+        candidates = warm_start_candidates(problem, warm_start,
                                            until=clock.started + WARM_START_SHARE * clock.limit_s)
     arena_failures = 0               # schedules whose live bytes fit but whose arena did not
     first_arena = 0                  # the arena of the first of them
@@ -336,23 +316,19 @@ def _solve_family(
     full_bound: float | None = None  # the first attempt's bound: valid for the user's budget
     proven_infeasible: Result | None = None
     for attempt in range(MAX_ARENA_RETRIES + 1):
-        remaining = clock.left()
-        if attempt and remaining < 1.0:
+        if attempt and clock.left() < MIN_STAGE_S:
             break
-        share = remaining
         # A re-solve starts from the first attempt's warm starts that fit its budget and
-        # the quick heuristics' plans at that budget.
+        # the heuristics' plans at that budget, run again as in the first attempt.
         known = candidates
         if attempt:
             with clock.stage("warm_starts"):
                 known = refit(candidates, dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes
-                                                              - reserve), previous,
-                              rerun=[h for h, s in heuristic_s.items() if s <= RERUN_SHARE * clock.left()],
-                              until=clock.at)
-        with clock.capped(work.now() + share):
-            last = _solve_once(problem, reserve, solver=solver, formulation=formulation, clock=clock,
-                               threads=threads, progress=progress, warm_start=previous if attempt == 0 else None,
-                               gap_limit=gap_limit, started=started, candidates=known)
+                                                              - reserve), previous, rerun=HEURISTICS,
+                              until=work.now() + WARM_START_SHARE * clock.left())
+        last = _solve_once(problem, reserve, solver=solver, formulation=formulation, clock=clock,
+                           threads=threads, progress=progress, warm_start=previous if attempt == 0 else None,
+                           gap_limit=gap_limit, started=started, candidates=known)
         last.extra.set(fragmentation_retries=attempt, fragmentation_reserve_bytes=reserve)
         if attempt == 0:
             full_bound = last.extra.backend_bound_j
@@ -443,7 +419,7 @@ def _infeasible(problem: Problem, reserve: int, *, solver: str, formulation: str
         res.extra.merge(extra)
         return res
     with clock.stage("infeasibility"):
-        why = explain_infeasible(problem, time_limit_s=clock.left() + EXPLAIN_GRACE * clock.limit_s,
+        why = explain_infeasible(problem, time_limit_s=max(clock.left(), LAST_STEP_MIN_S),
                                  threads=threads)
     res = _empty(problem, "infeasible", solver, formulation, started, why.message)
     res.extra.merge(extra)
@@ -483,7 +459,7 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
         # 43.867 J, under the guided 43.887 J, in 3 s, where the full model moved neither
         # in 279 s). Only now: their restores guide the schedules worse (DEAD_DEPTH).
         with clock.stage("cover"):
-            deeper = deeper_cover(tight, cover, time_limit_s=min(COVER_LIMIT_S, clock.left() / 4), workers=threads,
+            deeper = deeper_cover(tight, cover, time_limit_s=cover_limit(clock.left()), workers=threads,
                                   exposure=not within_gap(guided.energy_j, cover.energy_j, EXPOSURE_MIN_GAP))
         if deeper is not cover:
             extra.set(cover_bound_j=deeper.energy_j, cover_one_level_j=cover.energy_j)
@@ -597,10 +573,10 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     cover = None
     if formulation == "fast":
         with clock.stage("cover"):
-            cover = cover_bound(tight, time_limit_s=min(COVER_LIMIT_S, clock.left() / 4), workers=threads)
+            cover = cover_bound(tight, time_limit_s=cover_limit(clock.left()), workers=threads)
     # The heuristics' best (the user's warm start among them; a re-solve's: those that fit).
     hint = candidates[0][2] if candidates else warm_start
-    large = problem.n > LARGE_GRAPH_NODES
+    large = not problem.small
     gap = effective_gap(problem, gap_limit)
     extra = ResultExtra(gap_limit=gap)
     guided: GuidedOutcome | None = None

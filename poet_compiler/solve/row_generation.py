@@ -32,7 +32,7 @@ from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.backends import BackendOptions, BackendResult, solve_model
 from poet_compiler.solve.backends.base import is_large, within_gap
-from poet_compiler.solve.clock import Clock
+from poet_compiler.solve.clock import MIN_STAGE_S, Clock
 from poet_compiler.solve.formulation.common import Built
 from poet_compiler.solve.formulation.fast import build_fast, useful_table
 from poet_compiler.solve.problem import Problem
@@ -40,8 +40,6 @@ from poet_compiler.solve.problem import Problem
 #: Share of the time left that the first round may use: when its solution breaks a
 #: memory row, the rounds after it need time too.
 FIRST_ROUND_SHARE = 0.5
-#: No solve starts with less than this left (a solver started then only overruns).
-MIN_ROUND_S = 0.2
 #: The first round's memory, forecast before it is built (:func:`forecast_bytes`): the
 #: solver processes' own (CP-SAT or HiGHS) plus a share
 #: per ``useful`` (stage, tensor) pair, the variables' index, for the solvers' model and
@@ -103,7 +101,7 @@ def forecast_bytes(problem: Problem) -> int:
 def solve_built(built: Built, build_s: float, *, solver: str, clock: Clock, reserve_s: float, threads: int,
                 progress: bool, gap: float, share: float = 1.0) -> BackendResult | None:
     """Solve ``built`` (built in ``build_s``) from its hint with ``share`` of what ``clock``
-    leaves after ``reserve_s``; None when that is under MIN_ROUND_S (a solver started then
+    leaves after ``reserve_s``; None when that is under MIN_STAGE_S (a solver started then
     would only overrun the limit by its child's start-up and kill grace)."""
     large = is_large(built.model)
     # A large model's solver children start up (the model is sent to them, CP-SAT's is
@@ -111,7 +109,7 @@ def solve_built(built: Built, build_s: float, *, solver: str, clock: Clock, rese
     # build, and a 13.9 s limit that ended after 30.3 s. Reserve that too.
     reserve = reserve_s + (build_s if large else 0.0)
     limit = clock.solver_limit(clock.left(reserve) * share, reserve_s=reserve)
-    if limit < MIN_ROUND_S:
+    if limit < MIN_STAGE_S:
         return None
     opts = BackendOptions(time_limit_s=limit, threads=threads, progress=progress, relative_gap=gap, large=large)
     return solve_model(built.model, solver, opts)

@@ -78,10 +78,9 @@ def refit(candidates: list[tuple[float, str, Schedule]], problem: Problem, given
           rerun: Collection[str] = (), until: float | None = None) -> list[tuple[float, str, Schedule]]:
     """A re-solve's warm starts: of ``candidates`` made for another budget (the first
     attempt's) and ``given``, those that meet ``problem``'s budgets, and the heuristics
-    named in ``rerun`` run again at ``problem``'s budget; cheapest first. The caller
-    reruns only the quick ones: on gpt2_large_mini capuchin took 46 s of a 300 s limit
-    (a re-solve that ran every heuristic again ended 22 s past the limit), dtr 0.3 s, and
-    dtr's plan at the lower budget is the one that fits without copies."""
+    named in ``rerun`` run again at ``problem``'s budget, quick ones first and none started
+    after ``until`` (as :func:`warm_start_candidates`); cheapest first. The reruns matter:
+    on gpt2_large_mini dtr's plan at the lower budget is the one that fits without copies."""
     found = _that_fit(problem, [("given", given), *((n, s) for _, n, s in candidates)])
     if rerun:
         found += warm_start_candidates(problem, only=rerun, until=until)

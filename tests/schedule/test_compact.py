@@ -55,8 +55,6 @@ def test_finalize_compacts_instead_of_losing_the_schedule(monkeypatch) -> None:
     kept = finalize(problem, schedule, strategy="t")
     assert kept.ok and kept.arena_bytes is not None and kept.arena_bytes <= problem.activation_budget
     assert kept.extra.n_move and kept.extra.move_bytes and kept.extra.move_j == 0.0
-    # The compacted layout given back to finalize is kept, MOVEs and all.
-    assert finalize(problem, schedule, strategy="t", layout=kept.program).program == kept.program
     monkeypatch.setattr(fin, "compact_arena", lambda *a, **kw: None)   # no room to compact
     lost = finalize(problem, schedule, strategy="t")
     assert lost.status == "infeasible" and "fragmentation" in lost.message

@@ -10,6 +10,7 @@ import pytest
 from poet_compiler.errors import InfeasibleError
 from poet_compiler.solve.feasibility import min_deadline, min_ram, working_set
 from poet_compiler.solve.milp import solve_milp
+from poet_compiler.solve.problem import SMALL_GRAPH_NODES
 from poet_compiler.units import format_bytes
 from tests.support.graphs import random_problem, training_problem
 from tests.support.oracle import brute_force
@@ -80,7 +81,7 @@ def test_below_a_working_set_a_large_graph_is_refused_without_any_model(monkeypa
                       (milp, "build"), (milp, "cover_bound"),
                       (row_generation, "build_fast"), (row_generation, "solve_model")):
         monkeypatch.setattr(mod, name, no_model)
-    problem = random_problem(3, feas.EXACT_MIN_RAM_NODES + 20, "poet")
+    problem = random_problem(3, SMALL_GRAPH_NODES + 20, "poet")
     ws, node = feas.working_set(problem)
     tight = dataclasses.replace(problem, ram_budget_bytes=ws - 1)
     res = milp.solve_milp(tight, time_limit_s=30)

@@ -265,8 +265,9 @@ def test_a_full_model_bound_under_the_cover_does_not_lower_the_reported_bound(mo
     ResNet-18-CIFAR a72 30 % 1.5x, 43.61 J under the cover's 44.19 J). The result keeps
     the schedule it had and the cover's bound, which is valid. Stage-long transfers (DMA,
     a deadline, static power: no presence stage) and one family, as on graphs of more
-    than ``UNION_MAX_NODES`` nodes."""
+    than ``SMALL_GRAPH_NODES`` nodes."""
     import poet_compiler.solve.milp as milp_mod
+    import poet_compiler.solve.problem as problem_mod
     from poet_compiler.solve.backends import BackendResult
     from poet_compiler.solve.cover import cover_bound
     from poet_compiler.solve.row_generation import solve_by_rows
@@ -277,14 +278,17 @@ def test_a_full_model_bound_under_the_cover_does_not_lower_the_reported_bound(mo
         return dataclasses.replace(rounds, out=low)
 
     monkeypatch.setattr(milp_mod, "solve_by_rows", weak)
-    monkeypatch.setattr(milp_mod, "UNION_MAX_NODES", 0)
+    # One family, as on graphs that are not small; the closed gap and the full model of
+    # small graphs are kept (the other two things SMALL_GRAPH_NODES decides).
+    monkeypatch.setattr(problem_mod, "SMALL_GRAPH_NODES", 0)
+    monkeypatch.setattr(milp_mod, "MIN_FULL_SOLVE_S", 0.0)
     # Without the deep cover: with its exposure term it proves the guided schedule on
     # these small graphs, and the full model is never reached.
     monkeypatch.setattr(milp_mod, "deeper_cover", lambda problem, cover, **kw: cover)
     seen = 0
     for seed in range(8):
         problem = training_problem(seed, 4, "poet", dma=True, static_w=0.3, deadline=True)
-        res = solve_milp(problem, time_limit_s=5, threads=1)
+        res = solve_milp(problem, time_limit_s=5, threads=1, gap_limit=0.0)
         if res.extra.backend_solve_s is None or not res.ok:
             continue   # proven before the full model, or nothing before it had a schedule
         seen += 1

@@ -8,6 +8,7 @@ import pytest
 
 import poet_compiler.solve.milp as milp
 import poet_compiler.solve.presence_stage as presence_stage
+import poet_compiler.solve.problem as problem_mod
 import poet_compiler.solve.row_generation as row_generation
 from poet_compiler.solve.backends.base import BackendResult
 from poet_compiler.solve.baselines import HEURISTICS
@@ -129,7 +130,7 @@ def test_full_model_not_built_over_its_share_of_the_memory_limit(monkeypatch) ->
     def no_full_model(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         raise AssertionError("the full model was solved")
 
-    monkeypatch.setattr(milp, "LARGE_GRAPH_NODES", 0)
+    monkeypatch.setattr(problem_mod, "SMALL_GRAPH_NODES", 0)
     monkeypatch.setattr(presence_stage, "PRESENCE_MAX_PAIRS", 0)   # it proves these before the full model
     seen = 0
     for seed in range(12):
@@ -161,7 +162,7 @@ def test_full_model_skipped_when_too_little_time_is_left(monkeypatch) -> None:
         raise AssertionError("the full model was solved")
 
     monkeypatch.setattr(row_generation, "solve_model", no_full_model)
-    monkeypatch.setattr(milp, "LARGE_GRAPH_NODES", 0)
+    monkeypatch.setattr(problem_mod, "SMALL_GRAPH_NODES", 0)
     monkeypatch.setattr(milp, "MIN_FULL_SOLVE_S", 1e9)
     monkeypatch.setattr(presence_stage, "PRESENCE_MAX_PAIRS", 0)   # it proves these before the full model
     seen = 0

@@ -14,6 +14,7 @@ import time
 import pytest
 
 import poet_compiler.solve.guided as guided_mod
+import poet_compiler.solve.finalize as finalize_mod
 import poet_compiler.solve.milp as milp
 import poet_compiler.solve.row_generation as row_generation
 from poet_compiler import work
@@ -70,8 +71,7 @@ class _Recorder:
             return real_finalize(*a, **kw)
 
         def explain(problem, **kw):  # noqa: ANN001, ANN003, ANN202
-            grace = milp.EXPLAIN_GRACE * self.limit_s
-            self.calls.append(("explain_infeasible", kw["time_limit_s"] - grace, left()))
+            self.calls.append(("explain_infeasible", kw["time_limit_s"], left()))
             return real_explain(problem, **kw)
 
         monkeypatch.setattr(milp, "cover_bound", cover(real_cover_m))
@@ -98,9 +98,10 @@ def _check_accounting(res, rec: _Recorder) -> None:  # noqa: ANN001
     assert stage_s["warm_starts"] >= rec.sleep_s
     assert rec.calls, "no time-limited call was made"
     for what, asked, left in rec.calls:
-        # The one exception: a heuristic schedule that is the only answer left gets its
-        # arena planned for NEEDED_ARENA_S even past the deadline.
-        allowed = max(0.0, left, milp.NEEDED_ARENA_S if what == "finalize arena" else 0.0)
+        # The exceptions: the arena of the only schedule left to answer with, and the
+        # infeasibility analysis, get LAST_STEP_MIN_S even past the deadline.
+        allowed = max(0.0, left, finalize_mod.LAST_STEP_MIN_S if what in ("finalize arena", "explain_infeasible")
+                      else 0.0)
         assert asked <= allowed + EPS, (what, asked, left, rec.calls)
 
 

@@ -43,7 +43,7 @@ class BackendOptions:
     # from a hint, where the LNS workers find the schedules (see guided.GUIDED_SUBSOLVERS).
     full_subsolvers: tuple[str, ...] = ()
     # CP-SAT only: its deterministic limit (poet_compiler.work); ``time_limit_s`` is then
-    # the wall allowance, the outer cap. None: the wall limit with DTIME_PER_S of it.
+    # the wall allowance, the outer cap. None (outside a meter: tests, benches): the wall limit alone.
     deterministic_s: float | None = None
 
 

@@ -33,10 +33,6 @@ from poet_compiler.solve.backends.memory import Watch
 from poet_compiler.solve.backends.scaling import scale_model
 from poet_compiler.solve.formulation.model import LinearModel
 
-# Deterministic time units per second of the time limit: ~0.85 per wall second on the
-# project's 2-core machines in interleaved mode, so the wall limit is rarely what stops it.
-DTIME_PER_S = 0.75
-
 
 def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
                      on_solver: Callable[[object], None] | None = None,
@@ -87,8 +83,8 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
         # the answer can differ. Measured on ResNet-18-CIFAR at 30 %: same schedule twice,
         # and a better one (108.2 J) than the portfolio search in the same time (109.5 J).
         solver.parameters.interleave_search = True
-        solver.parameters.max_deterministic_time = max(0.01, DTIME_PER_S * float(options.time_limit_s)) \
-            if options.deterministic_s is None else max(0.01, float(options.deterministic_s))
+        if options.deterministic_s is not None:
+            solver.parameters.max_deterministic_time = max(0.01, float(options.deterministic_s))
     solver.parameters.relative_gap_limit = 0.0 if options.floor_only else max(0.0, float(options.relative_gap))
     if options.full_subsolvers:
         solver.parameters.subsolvers.extend(options.full_subsolvers)
