@@ -69,16 +69,20 @@ def _switch_off(variant: str) -> None:
         target, value = variant.split("=", 1)
         module, name = target.rsplit(".", 1)
         mod = importlib.import_module(f"poet_compiler.solve.{module}")
-        setattr(mod, name, type(getattr(mod, name))(value))
-        for other in (milp,):   # constants imported by name into the pipeline
-            if hasattr(other, name) and other is not mod:
-                setattr(other, name, getattr(mod, name))
+        old, new = getattr(mod, name), type(getattr(mod, name))(value)
+        # Every module that imported the constant by name gets the new value too (a
+        # default argument keeps the value it had when its function was defined).
+        for loaded in [m for k, m in sys.modules.items() if k.startswith("poet_compiler.solve")]:
+            if getattr(loaded, name, None) is old:
+                setattr(loaded, name, new)
     elif variant != "all":
         raise SystemExit(f"unknown variant {variant}")
 
 
 def _one(cell_args: list[str], variant: str) -> None:
     """In this (fresh) process: switch ``variant``'s stage off, compile, print the row."""
+    import poet_compiler.cli  # noqa: F401  (every module of the pipeline loaded before a constant is set)
+
     _switch_off(variant)
     from poet_compiler.cli import main
 
