@@ -153,7 +153,10 @@ def _empty(problem: Problem, status: str, solver: str, formulation: str, started
 # Graphs that are not small (problem.SMALL_GRAPH_NODES) stop at this relative gap by default.
 DEFAULT_GAP_LIMIT = 1e-3
 # Fragmentation feedback: re-solves with a budget lowered by the arena's overshoot (at
-# least below the peak of the schedule that did not fit), while time is left.
+# least below the peak of the schedule that did not fit), while effort is left. No cell of
+# the grid, the scale runs or the DAGs re-solved (compaction kept every schedule); where
+# compaction cannot (tests/solve/test_arena_rescue.py), a reserve that left no schedule is
+# halved, so 8 re-solves narrow it to 1/256 of the first overshoot.
 MAX_ARENA_RETRIES = 8
 # The warm starts' heuristics stop at this share of the effort (quick ones first; see
 # warm_start.QUICK_FIRST), and a re-solve's at this share of what is left: capuchin alone
