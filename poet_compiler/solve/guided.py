@@ -7,7 +7,7 @@ names the few decisions that matter. The guided sub-problem is the fast formulat
 only those decisions open (:class:`~.formulation.fast.Restriction`):
 
 - recompute a cover-chosen node in the stage of any of its consumers, together with its
-  inputs and their inputs (``CASCADE_DEPTH``) in the same stage, so a recompute can
+  inputs (``CASCADE_DEPTH`` levels deep) in the same stage, so a recompute can
   rebuild what it reads;
 - page a cover-chosen node in any stage;
 - every recompute and paged node of the presence model's best solution, where it ran
@@ -47,7 +47,12 @@ from poet_compiler.solve.formulation.common import BuildDeadline, Built
 from poet_compiler.solve.formulation.fast import Restriction, build_fast, canonical
 from poet_compiler.solve.problem import Problem, feasible_energy, simulate_schedule
 
-CASCADE_DEPTH = 2   # inputs, and their inputs, may be recomputed with a chosen node
+# How deep the inputs of a chosen recompute may be recomputed with it in the first
+# sub-problem (1: its inputs; 2: their inputs too). Swept at the default effort
+# (docs/optimizer.md, "Constants"): at 1 ResNet-18-CIFAR m4 50 % 1.5x is 0.53 % and a72
+# 30 % 2.0x 0.60 % cheaper than at 2, the README demo, VGG16-CIFAR a72 50 % 2.0x and the
+# DAGs of 100 (80 %) and 250 (90 %) nodes the same; at 3 DAG 100 is 1.97 % dearer.
+CASCADE_DEPTH = 1
 # A sub-problem that closes short of the gap is followed by wider ones, each with one
 # level deeper of inputs recomputed with a chosen node, up to this many.
 WIDER_CASCADES = 2
