@@ -50,11 +50,13 @@ from poet_compiler.solve.problem import Problem, feasible_energy, simulate_sched
 # How deep the inputs of a chosen recompute may be recomputed with it in the first
 # sub-problem (1: its inputs; 2: their inputs too). Swept at the default effort
 # (docs/optimizer.md, "Constants"): at 1 ResNet-18-CIFAR m4 50 % 1.5x is 0.53 % and a72
-# 30 % 2.0x 0.60 % cheaper than at 2, the README demo, VGG16-CIFAR a72 50 % 2.0x and the
-# DAGs of 100 (80 %) and 250 (90 %) nodes the same; at 3 DAG 100 is 1.97 % dearer.
-CASCADE_DEPTH = 1
+# 30 % 2.0x 0.60 % cheaper, five other cells the same, but on the whole grid a72 30 % 1.5x
+# is 1.6 % dearer; at 3 DAG 100 at 80 % is 1.97 % dearer.
+CASCADE_DEPTH = 2
 # A sub-problem that closes short of the gap is followed by wider ones, each with one
-# level deeper of inputs recomputed with a chosen node, up to this many.
+# level deeper of inputs recomputed with a chosen node, up to this many. Without them
+# BERT-base a72 70 % is 0.04 % dearer (docs/optimizer.md, "Ablation"); at 1 no cell of the
+# constants sweep changed.
 WIDER_CASCADES = 2
 # CP-SAT's full-problem subsolvers beside its neighbourhood (LNS) ones in the sub-problems.
 # In the interleaved search a batch waits for its slowest task, and each of the eight

@@ -161,10 +161,13 @@ MAX_ARENA_RETRIES = 8
 # The warm starts' heuristics stop at this share of the effort (quick ones first; see
 # warm_start.QUICK_FIRST), and a re-solve's at this share of what is left: capuchin alone
 # took 51 s on gpt2_large at seq 512, so a compile at --time-limit 20 ended after 83 s.
-# The cover and the guided search need the rest.
+# The cover and the guided search need the rest. At 0.2 no cell of the constants sweep
+# changed (docs/optimizer.md, "Constants").
 WARM_START_SHARE = 0.4
 # The guided search's share of the effort left; the full model gets the rest when the
-# guided schedule is not yet within the gap limit of the cover bound.
+# guided schedule is not yet within the gap limit of the cover bound. Swept (docs/
+# optimizer.md, "Constants"): 0.6 and 0.9 are each cheaper on some cells and dearer on
+# others (0.6: DAG 100 at 80 % 6.6 % dearer; 0.9: VGG16-CIFAR a72 50 % 2.0x 0.14 % dearer).
 GUIDED_SHARE = 0.75
 # The deep cover charges the paging time that outlasts its stage (solve/exposure.py) only
 # where the guided schedule is this far above the cover bound. It raised the bound where

@@ -38,7 +38,9 @@ from poet_compiler.solve.baselines.dtr import EvictingRun, EvictionFailed
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import Result
 
-#: At most this many nodes in a candidate's evicted neighbourhood are summed.
+#: At most this many nodes in a candidate's evicted neighbourhood are summed: a bound on
+#: one candidate's work (belady takes 0.55 s on gpt2_large's 1,567 nodes), not compared
+#: with other values.
 NEIGHBOURHOOD_CAP = 64
 RULES = ("cost", "net")
 
