@@ -702,7 +702,8 @@ def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBoun
         out = dataclasses.replace(out, status="feasible")
     if schedule is None:
         res = _empty(problem, "timeout", solver, formulation, started,
-                     f"timeout: {solver} found no schedule within {_effort_text(clock)} ({out.message})")
+                     f"timeout: {out.solver} found no schedule within {_effort_text(clock)}"
+                     + (f" ({out.message})" if out.message else ""))
         res.extra.merge(extra)
         return res
     if out.status == "optimal":

@@ -51,6 +51,25 @@ def test_solver_timeout_falls_back_to_the_heuristic(monkeypatch) -> None:
     assert "presolve did not finish" in res.message
 
 
+@pytest.mark.parametrize("why", ["presolve did not finish", ""])
+def test_no_schedule_at_all_is_a_timeout_that_names_the_solver(monkeypatch, why: str) -> None:
+    """Nothing fits (no heuristic, no guided schedule, the full model none): status
+    "timeout", a message naming the solver that ran (not "auto") and its reason, with no
+    empty parentheses when the solver gave none."""
+    def silent(model, solver, options, rehint=None):  # noqa: ANN001, ANN202
+        return BackendResult("timeout", None, None, None, options.time_limit_s, "cpsat", why)
+
+    monkeypatch.setattr(row_generation, "solve_model", silent)
+    monkeypatch.setattr(milp, "guided_search", _no_guided)
+    monkeypatch.setattr(milp, "warm_start_candidates", lambda problem, given=None, **kw: [])
+    monkeypatch.setattr(milp, "presence_stage", lambda tight, cover, hint, extra, **kw: (cover, hint, "warm start"))
+    problem = random_problem(3, 20, "poet", deadline_prob=0.0)
+    res = solve_milp(problem, time_limit_s=5)
+    assert res.status == "timeout" and res.schedule is None
+    assert res.message.startswith("timeout: cpsat found no schedule within ")
+    assert "()" not in res.message and (why in res.message)
+
+
 def test_tiny_time_limit_still_gives_a_schedule() -> None:
     p = random_problem(5, 30, "poet", deadline_prob=0.0)
     problem = dataclasses.replace(p, ram_budget_bytes=reference(p.graph, p.costs).peak_bytes)
