@@ -69,7 +69,8 @@ def _switch_off(variant: str) -> None:
         target, value = variant.split("=", 1)
         module, name = target.rsplit(".", 1)
         mod = importlib.import_module(f"poet_compiler.solve.{module}")
-        old, new = getattr(mod, name), type(getattr(mod, name))(value)
+        old = getattr(mod, name)
+        new = type(old)(value)
         # Every module that imported the constant by name gets the new value too (a
         # default argument keeps the value it had when its function was defined).
         for loaded in [m for k, m in sys.modules.items() if k.startswith("poet_compiler.solve")]:
