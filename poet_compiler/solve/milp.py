@@ -220,21 +220,17 @@ def solve_milp(
     stated_limit_s: float | None = None,
     effort: float | str | None = None,
 ) -> Result:
-    """Solve ``problem`` to (proven) optimality, the gap limit or its effort; see the
-    module docstring.
+    """Solve ``problem`` to (proven) optimality, the gap limit or its effort (module docstring).
 
-    ``effort``: the work every stage shares (:func:`effort_units`: a preset name or
-    deterministic seconds); None: the default preset, or less where ``stated_limit_s``
-    (the user's --time-limit, else ``time_limit_s``) would not hold it. Every decision is
-    taken on work (:mod:`poet_compiler.work`); ``time_limit_s`` is only the wall cap,
-    and ``Result.extra.stopped_by`` says which of proof, gap, effort or time ended it.
+    ``effort``: the work every stage shares (:func:`effort_units`); None: the default
+    preset, or less where ``stated_limit_s`` (the user's --time-limit, else
+    ``time_limit_s``) would not hold it. ``time_limit_s`` is only the wall cap;
+    ``Result.extra.stopped_by`` says which of proof, gap, effort or time ended it.
 
-    On a DMA device where time matters (``problem.transfers == "stage"``) and a small
-    graph (:data:`~.problem.SMALL_GRAPH_NODES`), two program families are searched: stage-long
-    overlapped transfers (``STAGE_FAMILY_SHARE`` of the time: they hide paging time,
-    usually the better family there), then synchronous ones (docs/model.md, "What the
-    optimizer searches"). The better schedule wins; its bound is the smaller of the two
-    families' bounds.
+    On a small DMA graph where time matters (``problem.transfers == "stage"``) two program
+    families are searched: stage-long overlapped transfers (``STAGE_FAMILY_SHARE`` of the
+    effort), then synchronous ones (docs/model.md, "What the optimizer searches"). The
+    cheaper schedule wins, with the smaller of the two bounds.
     """
     units = effort_units(effort, time_limit_s if stated_limit_s is None else stated_limit_s)
     meter = work.Meter(wall_at=time.perf_counter() + time_limit_s)
@@ -268,33 +264,17 @@ def _solve_families(problem: Problem, clock: Clock, *, solver: str, formulation:
     return res
 
 
-def _solve_family(
-    problem: Problem,
-    *,
-    clock: Clock,
-    solver: str = "auto",
-    formulation: str = "fast",
-    threads: int = 2,
-    progress: bool = False,
-    warm_start: Schedule | None = None,
-    gap_limit: float | None = None,
-) -> Result:
-    """:func:`solve_milp` within one program family (``problem.transfers``).
+def _solve_family(problem: Problem, *, clock: Clock, solver: str, formulation: str, threads: int, progress: bool,
+                  warm_start: Schedule | None, gap_limit: float | None) -> Result:
+    """:func:`solve_milp` within one program family (``problem.transfers``), by ``clock``'s
+    deadline. The status is "optimal" only for a closed gap (:func:`effective_gap`).
 
-    ``gap_limit``: stop once the relative gap is at most this (None: 0 on small graphs,
-    ``DEFAULT_GAP_LIMIT`` on others). The status is "optimal"
-    only for a closed gap; a stop within the limit is "feasible" with its gap.
-
-    Everything ends by ``clock``'s deadline (stages get what is left; see :mod:`.clock`).
-
-    When the schedule's live bytes fit but its static arena does not (fragmentation),
-    finalize first re-plans the arena harder within the time left; if that does not fit
-    either, the model is re-solved with the activation budget lowered by the overshoot
-    (and below the peak of the schedule that did not fit), up to ``MAX_ARENA_RETRIES``
-    times while time is left, warm-started from the previous schedule; a reserve that
-    leaves no schedule is halved towards the last one that was too little. The overhead is
-    recorded in ``Result.extra`` (``fragmentation_retries``, ``fragmentation_reserve_bytes``),
-    and which step kept a schedule in ``arena_rescue``.
+    Fragmentation feedback: a schedule whose live bytes fit but whose arena does not, even
+    re-planned and compacted (:func:`~.finalize.finalize`), is solved again with the budget
+    lowered by the overshoot (and below that schedule's peak), up to ``MAX_ARENA_RETRIES``
+    times while effort is left, from the previous schedule; a reserve that leaves no
+    schedule is halved towards the last one that was too little. ``Result.extra`` records
+    ``fragmentation_retries``, ``fragmentation_reserve_bytes`` and ``arena_rescue``.
     """
     if solver not in SOLVERS:
         raise SolverError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
@@ -437,13 +417,11 @@ def _guided_stage(problem: Problem, tight: Problem, cover: CoverBound, hint: Sch
                   *, solver: str,
                   formulation: str, gap: float, threads: int, progress: bool, started: float,
                   clock: Clock, extra: ResultExtra) -> tuple[GuidedOutcome, Result | None, bool, CoverBound]:
-    """The cover-guided search at the (possibly reduced) budget of ``tight``.
-
-    Returns ``(outcome, result, done, cover)``. ``done``: ``result`` is final (within
-    ``gap`` of the cover bound). Otherwise ``result``, when not None, is the guided
-    schedule finalized with a static arena that fits: the answer if the full model's
-    schedule turns out not to fit its arena. ``cover``: the cover with its bound raised by
-    :func:`deeper_cover` when the guided schedule is not within ``gap`` of it."""
+    """The cover-guided search at ``tight``'s budget: ``(outcome, result, done, cover)``.
+    ``done``: ``result`` is final (within ``gap`` of the bound); otherwise ``result``, when
+    not None, is the guided schedule finalized with an arena that fits, kept in case the
+    full model's does not fit its own. ``cover``: with its bound raised by
+    :func:`deeper_cover` where the guided schedule is not within ``gap`` of it."""
     large = problem.n > FULL_MODEL_MAX_NODES
     share = LARGE_GUIDED_SHARE if large else GUIDED_SHARE
     reserve_s = FINALIZE_S_PER_NODE * problem.n if large else 0.0
@@ -517,17 +495,15 @@ def _fenced(res: Result) -> bool:
 
 
 def _fences_cost_more(fenced: Result, other: Result | None) -> bool:
-    """Whether ``other``, a schedule whose arena fits without the last resort, costs no
-    more than ``fenced``: then the waits and copies do not pay."""
+    """Whether ``other``, whose arena fits without the last resort, costs no more than ``fenced``."""
     return other is not None and other.ok and (other.energy_j or 0.0) <= (fenced.energy_j or 0.0)
 
 
 def _cheaper_of_fenced(fenced: Result, kept: Result | None, extra: ResultExtra, source: str) -> Result | None:
-    """The guided schedule with FENCEs (when its arena fitted that way) or ``kept``, the
-    arena-fit fallback: the cheaper. The waits and copies can cost more than a fallback
-    that needs none (ResNet-18-CIFAR a72 50 % 2.0x: 1.2 %); where no
-    fallback fits, or a worse one, they keep the guided schedule (ResNet-18-CIFAR a72
-    30 % 2.0x: 46.64 J with 3 copies, where the best heuristic's was 54.00 J)."""
+    """The cheaper of the guided schedule with FENCEs and ``kept`` (the arena-fit fallback):
+    the waits and copies can cost more than a fallback that needs none (ResNet-18-CIFAR a72
+    50 % 2.0x: 1.2 %), or keep a schedule far below it (a72 30 % 2.0x: 46.64 J with 3
+    copies against the best heuristic's 54.00 J)."""
     if not fenced.ok or _fences_cost_more(fenced, kept):
         return kept
     fenced.extra.merge(extra, solver_used=source)
@@ -563,16 +539,10 @@ def _arena_fit_fallback(problem: Problem, tight: Problem, cover: CoverBound, sol
 def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str, clock: Clock,
                 threads: int, progress: bool, warm_start: Schedule | None, gap_limit: float | None,
                 started: float, candidates: list[tuple[float, str, Schedule]]) -> Result:
-    """One build + solve + finalize at the activation budget minus ``reserve``.
-
-    With the fast formulation the eviction-cover bound (:mod:`.cover`) comes first: it
-    may prove infeasibility, and the cover-guided search (:mod:`.guided`) may already
-    find a schedule within the gap limit of it, in which case the full model is not
-    solved. Otherwise the full model is solved from the best schedule known, with the
-    cover bound as its objective floor.
-
-    ``extra`` carries ``backend_bound_j`` (a valid bound at this budget, even without a
-    schedule) and ``proven_infeasible``. Every stage ends by ``clock``'s deadline."""
+    """Steps 3-4 of the module docstring at the activation budget minus ``reserve``: the
+    cover bound (fast formulation; it may prove infeasibility), the presence model, the
+    guided search, and the full model unless the guided schedule is within the gap.
+    ``extra.backend_bound_j`` is a valid bound at this budget, even without a schedule."""
     tight = dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes - reserve)
     # The eviction-cover bound (fast formulation): a valid bound at this budget in a
     # fraction of a second, a proof of infeasibility, and the guide for the first schedules.
