@@ -224,3 +224,38 @@ def test_the_presence_models_choice_opens_a_schedule_as_cheap_as_its_own() -> No
         checked += 1
         with_recomputes += bool(found.choice.recompute)
     assert checked >= 6 and with_recomputes >= 3, (checked, with_recomputes)
+
+
+def test_a_slow_realization_leaves_the_sub_problem_its_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The realization's cover solves stop at one cover solve's effort (cover_limit of the
+    share), so a realization that would spend everything still leaves the sub-problem the
+    rest (MobileNetV2 a72 50 %: uncapped, the sub-problem never ran)."""
+    import poet_compiler.solve.guided as guided_mod
+    from poet_compiler import work
+    from poet_compiler.solve.cover import cover_limit
+
+    def spends_all(problem, cover, *, until=None, **kw):  # type: ignore[no-untyped-def]
+        work.charge(until - work.now())   # a realization that runs to its end and finds nothing
+        return None
+
+    limits: list[float] = []
+    real = guided_mod.solve_model
+
+    def recording(model, solver, options):  # type: ignore[no-untyped-def]
+        limits.append(options.time_limit_s)
+        return real(model, solver, options)
+
+    monkeypatch.setattr(guided_mod, "cover_schedule", spends_all)
+    monkeypatch.setattr(guided_mod, "solve_model", recording)
+    share = 20.0
+    for seed in range(10):
+        problem = random_problem(seed, 12, "poet", deadline_prob=0.3, budget_fraction=0.2)
+        cover = cover_bound(problem)
+        if cover.infeasible or cover.energy_j is None:
+            continue
+        limits.clear()
+        with work.metered(work.Meter()):
+            guided_search(problem, cover, None, solver="cpsat", time_limit_s=share, threads=1, relative_gap=0.0)
+        assert limits and limits[0] > share - 2 * cover_limit(share), seed
+        return
+    pytest.fail("no seed with a cover bound")
