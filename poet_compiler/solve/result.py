@@ -187,9 +187,6 @@ class ResultExtra:
         for name, value in values.items():
             setattr(self, name, value)
 
-    def is_set(self, name: str) -> bool:
-        return name in self._set
-
     def unset(self, name: str) -> None:
         """Back to unset (absent from the report)."""
         object.__setattr__(self, name, None)
