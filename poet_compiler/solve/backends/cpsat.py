@@ -12,6 +12,7 @@ child's latest solution: if the child then dies, that solution is kept.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import multiprocessing
@@ -36,12 +37,10 @@ from poet_compiler.solve.formulation.model import LinearModel
 
 def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
                      on_solver: Callable[[object], None] | None = None,
-                     on_progress: Callable[[float | None, float | None], None] | None = None,
                      on_solution: Callable[[float, list[float]], None] | None = None,
                      on_good_enough: Callable[[BackendResult], None] | None = None) -> BackendResult:
     """Solve on CP-SAT in this process. ``on_solver`` receives the ``CpSolver`` before
-    the search starts; ``on_progress`` receives (incumbent, valid lower bound) in
-    physical units as they improve; ``on_solution`` (objective, values) each solution;
+    the search starts; ``on_solution`` (objective, values) each solution;
     ``on_good_enough`` is called when an incumbent is proven by the model's outside
     bound (the caller stops the search; see the module docstring)."""
     from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
@@ -133,8 +132,6 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
                 return
             inc = to_phys(self.ObjectiveValue())
             line.update(inc, max(to_phys(self.BestObjectiveBound()), floor or -math.inf), force=True)
-            if on_progress is not None:
-                on_progress(inc, max(valid_bound(self.BestObjectiveBound()), floor or -math.inf))
             if on_solution is not None:
                 on_solution(inc, [float(x) for x in self.response_proto.solution])
             # The outside bound proves the incumbent good enough: the caller stops the
@@ -150,15 +147,10 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
                 # and whether it does depends on timing.
                 on_good_enough(enough[0])
 
-    def on_bound(b: float) -> None:
-        line.update(bound=to_phys(b))
-        if on_progress is not None:
-            on_progress(None, valid_bound(b))
-
     if on_solver is not None:
         on_solver(solver)
-    if options.progress or on_progress is not None or on_solution is not None or floor is not None:
-        solver.best_bound_callback = on_bound
+    if options.progress or on_solution is not None or floor is not None:
+        solver.best_bound_callback = lambda b: line.update(bound=to_phys(b))
         status = solver.solve(cp, _Callback())
     else:
         status = solver.solve(cp)
@@ -191,22 +183,6 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
                          deterministic_s=det_s)
 
 
-class _ChildHandle:
-    """What a racing caller holds instead of the ``CpSolver``: ``stop_search()`` asks
-    the child to send its latest solution and stop."""
-
-    def __init__(self, conn) -> None:  # noqa: ANN001 - a multiprocessing Connection
-        self._conn = conn
-        self._lock = threading.Lock()
-
-    def stop_search(self) -> None:
-        with self._lock:
-            try:
-                self._conn.send(("stop",))
-            except (OSError, ValueError):
-                pass    # the child has already gone
-
-
 def _child(conn, model: LinearModel, options: BackendOptions) -> None:  # noqa: ANN001
     """Body of the child process: solve on a thread, stop it when asked, report back."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the parent's to handle
@@ -228,7 +204,6 @@ def _child(conn, model: LinearModel, options: BackendOptions) -> None:  # noqa: 
         try:
             done.append(solve_cpsat_here(
                 model, options, on_solver=lambda s: holder.__setitem__("solver", s),
-                on_progress=lambda inc, b: send(("progress", inc, b)),
                 on_solution=lambda obj, vals: latest.__setitem__(slice(None), [(obj, vals)]),
                 on_good_enough=good_enough))
         finally:
@@ -272,12 +247,8 @@ def next_message(conn, proc, wait_s: float) -> tuple | None:  # noqa: ANN001 - a
     return None
 
 
-def solve_cpsat(model: LinearModel, options: BackendOptions, *,
-                on_solver: Callable[[object], None] | None = None,
-                on_progress: Callable[[float | None, float | None], None] | None = None) -> BackendResult:
-    """Solve on CP-SAT in a forked child process (module docstring). ``on_solver``
-    receives a handle whose ``stop_search()`` a racing caller may call from another
-    thread; ``on_progress`` receives (incumbent, valid lower bound) in physical units.
+def solve_cpsat(model: LinearModel, options: BackendOptions) -> BackendResult:
+    """Solve on CP-SAT in a forked child process (module docstring).
 
     Inside a meter (:mod:`poet_compiler.work`) ``options.time_limit_s`` is work: it
     becomes CP-SAT's deterministic limit, the wall allowance is the time to the meter's
@@ -285,24 +256,19 @@ def solve_cpsat(model: LinearModel, options: BackendOptions, *,
     det, wall = work.solver_limits(float(options.time_limit_s))
     if det is not None:
         options = dataclasses.replace(options, deterministic_s=det, time_limit_s=wall, deterministic=True)
-    out = _solve_cpsat_child(model, options, on_solver=on_solver, on_progress=on_progress)
+    out = _solve_in_child(model, options)
     work.settle(out.deterministic_s if out.deterministic_s is not None else det, det, out.solve_time_s,
                 float(options.time_limit_s))
     return out
 
 
-def _solve_cpsat_child(model: LinearModel, options: BackendOptions, *,
-                       on_solver: Callable[[object], None] | None = None,
-                       on_progress: Callable[[float | None, float | None], None] | None = None) -> BackendResult:
+def _solve_in_child(model: LinearModel, options: BackendOptions) -> BackendResult:
     started = time.perf_counter()
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe(duplex=True)
     proc = ctx.Process(target=_child, args=(child, model, options), daemon=True)
     proc.start()
     child.close()
-    handle = _ChildHandle(parent)
-    if on_solver is not None:
-        on_solver(handle)
     # The child stops on its own deterministic/wall limits; past this, stop it, then kill.
     wall_cap = started + float(options.time_limit_s) * 1.05 + 2.0
     watch = Watch(proc.pid)
@@ -313,13 +279,11 @@ def _solve_cpsat_child(model: LinearModel, options: BackendOptions, *,
     while result is None and not error:
         msg = next_message(parent, proc, 0.05)
         if msg is not None:
-            if msg[0] == "progress" and on_progress is not None:
-                on_progress(msg[1], msg[2])
-            elif msg[0] == "solution":
+            if msg[0] == "solution":
                 solution = (msg[1], msg[2])
             elif msg[0] == "result":
                 result = msg[1]
-            elif msg[0] in ("error", "died"):
+            else:       # "error", "died"
                 error = msg[1]
         if result is None and not error and watch.exceeded():
             proc.kill()         # a process, not a search, is ended (module docstring)
@@ -328,7 +292,8 @@ def _solve_cpsat_child(model: LinearModel, options: BackendOptions, *,
             continue
         now = time.perf_counter()
         if now > wall_cap and not asked:
-            handle.stop_search()
+            with contextlib.suppress(OSError, ValueError):     # the child may have gone
+                parent.send(("stop",))   # it sends its latest solution, then stops
             asked = True
         elif now > wall_cap + 5.0 and not killed:
             proc.kill()
