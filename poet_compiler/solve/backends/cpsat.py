@@ -102,29 +102,23 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
             # batch, stopped at 17 s with the hint's 51.72 J; a batch per worker count:
             # 45.11 J in 29 s, the same on 3 of 3 runs (portfolio search: 45.48-45.54 J).
             solver.parameters.interleave_batch_size = solver.parameters.num_workers
-    unit = model.objective_unit
-    line = ProgressLine("cpsat", unit, options.progress)
+    line = ProgressLine("cpsat", model.objective_unit, options.progress)
+    floor = model.objective_floor
 
     def to_phys(x: float) -> float:
         return x * sc.obj_unit
 
     def valid_bound(b: float) -> float:
-        # Integer objective: round the bound up, then subtract the cost rounding.
-        return (math.ceil(b - 1e-9) - sc.obj_err) * sc.obj_unit
+        # Integer objective: round the bound up, then subtract the cost rounding so it
+        # bounds the real objective; the outside bound is one too.
+        phys = (math.ceil(b - 1e-9) - sc.obj_err) * sc.obj_unit
+        return phys if floor is None else max(phys, floor)
 
-    floor = model.objective_floor
     # The first solution the outside bound proves good enough: the answer, whatever the
     # search found between it and the stop (the stop comes from another thread, at a
     # moment that depends on the machine; this solution does not).
     enough: list[BackendResult] = []
     stats = {"u_t": sc.u_t, "u_e": sc.u_e, "objective_rounding": sc.obj_err * sc.obj_unit, **model.stats()}
-
-    def enough_result(obj: float, bound: float, values: list[float]) -> BackendResult:
-        phys = valid_bound(bound) if floor is None else max(valid_bound(bound), floor)
-        # Charged its whole deterministic limit (deterministic_s None): the time CP-SAT reports
-        # inside a callback depends on how far the other workers' tasks have run.
-        return BackendResult("feasible", values, obj * sc.obj_unit, phys, time.perf_counter() - started, "cpsat",
-                             "", stats)
 
     class _Callback(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self) -> None:
@@ -140,9 +134,11 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
             if floor is not None and on_good_enough is not None and \
                     within_gap(inc, floor, max(options.relative_gap, 1e-12)):
                 # The proto's repeated field takes no slice (ortools 9.15): copy it first.
-                solution = list(self.response_proto.solution)[:len(xs)]
-                enough.append(enough_result(self.ObjectiveValue(), self.BestObjectiveBound(),
-                                            [float(v) for v in solution]))
+                solution = [float(v) for v in list(self.response_proto.solution)[:len(xs)]]
+                # Charged its whole deterministic limit (deterministic_s None): the time CP-SAT reports
+                # inside a callback depends on how far the other workers' tasks have run.
+                enough.append(BackendResult("feasible", solution, inc, valid_bound(self.BestObjectiveBound()),
+                                            time.perf_counter() - started, "cpsat", "", stats))
                 # The answer goes out now: stopping may abort the process (module docstring),
                 # and whether it does depends on timing.
                 on_good_enough(enough[0])
@@ -163,23 +159,17 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
         return BackendResult("infeasible", None, None, None, elapsed, "cpsat", "proven infeasible", stats,
                              deterministic_s=det_s)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        msg = "model invalid" if status == cp_model.MODEL_INVALID else "no solution within the time limit"
-        if status == cp_model.MODEL_INVALID:
-            msg += ": " + cp.validate()
+        msg = "model invalid: " + cp.validate() if status == cp_model.MODEL_INVALID else \
+            "no solution within the time limit"
         return BackendResult("timeout", None, None, None, elapsed, "cpsat", msg, stats, deterministic_s=det_s)
     values = [float(solver.value(x)) for x in xs]
     obj = solver.objective_value if sc.objective else 0.0
     bound = solver.best_objective_bound if sc.objective else 0.0
-    # Integer objective: the bound can be rounded up before undoing the scaling; then
-    # subtract the cost rounding so it bounds the real objective.
-    phys_bound = valid_bound(bound)
-    if floor is not None:
-        phys_bound = max(phys_bound, floor)
     # OPTIMAL also means "within relative_gap_limit": only a closed gap is optimal.
     closed = sc.objective == {} or math.ceil(bound - 1e-9) >= round(obj) or \
         (floor is not None and obj * sc.obj_unit <= floor * (1 + 1e-12))
     st: BackendStatus = "optimal" if status == cp_model.OPTIMAL and closed else "feasible"
-    return BackendResult(st, values, obj * sc.obj_unit, phys_bound, elapsed, "cpsat", "", stats,
+    return BackendResult(st, values, obj * sc.obj_unit, valid_bound(bound), elapsed, "cpsat", "", stats,
                          deterministic_s=det_s)
 
 
@@ -241,10 +231,9 @@ def next_message(conn, proc, wait_s: float) -> tuple | None:  # noqa: ANN001 - a
             return conn.recv()
         except (EOFError, OSError):
             proc.join(timeout=5.0)
-            return ("died", f"the CP-SAT process died ({exit_reason(proc.exitcode)})")
-    if not proc.is_alive() and not conn.poll(0):
-        return ("died", f"the CP-SAT process died ({exit_reason(proc.exitcode)})")
-    return None
+    elif proc.is_alive() or conn.poll(0):
+        return None
+    return ("died", f"the CP-SAT process died ({exit_reason(proc.exitcode)})")
 
 
 def solve_cpsat(model: LinearModel, options: BackendOptions) -> BackendResult:
