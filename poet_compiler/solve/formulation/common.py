@@ -57,7 +57,6 @@ class Built:
 
     problem: Problem
     model: LinearModel
-    formulation: str
     one: int
     R: dict[Key, int] = field(default_factory=dict)
     S_RAM: dict[Key, int] = field(default_factory=dict)

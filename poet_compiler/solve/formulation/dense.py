@@ -41,7 +41,7 @@ def build_dense(problem: Problem, *, budget: int | None = None) -> Built:
     cons = g.consumers
     model = LinearModel()
     one = model.var("ONE", "bin", 1.0, 1.0)
-    b = Built(problem=problem, model=model, formulation="dense", one=one)
+    b = Built(problem=problem, model=model, one=one)
     remat, paging = problem.allows_remat, problem.allows_paging
     sync = problem.synchronous
     for t in range(n):

@@ -366,7 +366,7 @@ def build_fast(problem: Problem, *, objective: str = "energy", budget: int | Non
     g = problem.graph
     model = LinearModel()
     one = model.var("ONE", "bin", 1.0, 1.0)
-    b = Built(problem=problem, model=model, formulation="fast", one=one)
+    b = Built(problem=problem, model=model, one=one)
     _create_variables(b, useful_table(problem, restriction), restriction)
     if restriction is not None:
         for i in restriction.keep:
