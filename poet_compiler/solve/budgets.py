@@ -17,7 +17,7 @@ from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.build import assemble
 from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.simulate import simulate
-from poet_compiler.units import format_bytes, parse_duration, parse_relative, parse_size
+from poet_compiler.units import parse_duration, parse_relative, parse_size
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,3 @@ def resolve_deadline(text: str | float | None, ref: Reference, costs: CostTable)
             f"{costs.compute_only_s:.4g} s (every node must run at least once); use >= 1x"
         )
     return seconds
-
-
-def describe_ram(budget: int, ref: Reference) -> str:
-    share = 100 * budget / max(ref.peak_bytes, 1)
-    return f"{format_bytes(budget)} ({share:.0f}% of checkpoint-all peak {format_bytes(ref.peak_bytes)})"

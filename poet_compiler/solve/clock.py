@@ -32,18 +32,21 @@ STAGES = ("quick_checks", "warm_starts", "cover", "presence", "guided", "full_mo
           "infeasibility", "other")
 
 
+def _in_order(spent: dict[str, float]) -> dict[str, float]:
+    """``spent`` rounded to ms, in :data:`STAGES` order (unknown names last)."""
+    order = {name: i for i, name in enumerate(STAGES)}
+    return {k: round(v, 3) for k, v in sorted(spent.items(), key=lambda kv: order.get(kv[0], len(STAGES)))}
+
+
 class Clock:
     """A deadline (an instant of :func:`poet_compiler.work.now`) and what each stage spent."""
 
-    def __init__(self, time_limit_s: float, *, started: float | None = None,
-                 stated_s: float | None = None) -> None:
-        # Inside a meter (poet_compiler.work) the instants are work units: the limit is
-        # the solve's effort, and every share of it is a share of work.
-        self.started = work.now() if started is None else started
+    def __init__(self, time_limit_s: float, *, stated_s: float | None = None) -> None:
+        self.started = work.now()     # inside a meter, work units (module docstring)
         self.wall_started = time.perf_counter()
         self.limit_s = float(time_limit_s)
         # The user's --time-limit, when the solve got only part of it (tracing and costing
-        # took the rest): messages name it, not the solve's share.
+        # took the rest).
         self.stated_s = self.limit_s if stated_s is None else float(stated_s)
         self.at = self.started + self.limit_s
         self.stage_s: dict[str, float] = {}
@@ -51,18 +54,6 @@ class Clock:
         self._stack: list[str] = []
         self._since = self.wall_started
         self._since_work = self.started
-
-    def limit_text(self) -> str:
-        """The time limit as a message names it: the user's, and what was spent of it
-        before the solve when that was not nothing (e.g. "300 s; 0.825 s of it before
-        the solve")."""
-        before = self.stated_s - self.limit_s
-        if before < 5e-4:   # nothing before the solve (the solve never gets more than the user's limit)
-            return f"{self.limit_s:g} s"
-        return f"{self.stated_s:g} s; {before:.3g} s of it before the solve"
-
-    def now(self) -> float:
-        return work.now()
 
     def elapsed(self) -> float:
         """Wall seconds since the clock started (a timing for the report, never a decision)."""
@@ -121,16 +112,12 @@ class Clock:
         total = time.perf_counter() - self.wall_started
         spent = dict(self.stage_s)
         spent["other"] = max(0.0, total - sum(spent.values()))
-        order = {name: i for i, name in enumerate(STAGES)}
-        return {k: round(v, 3) for k, v in sorted(spent.items(), key=lambda kv: order.get(kv[0], len(STAGES)))}
-
+        return _in_order(spent)
 
     def effort_report(self) -> dict[str, float]:
         """Work per stage (deterministic seconds, rounded to ms), in :data:`STAGES` order."""
         self._charge()
-        order = {name: i for i, name in enumerate(STAGES)}
-        return {k: round(v, 3) for k, v in sorted(self.stage_effort.items(),
-                                                  key=lambda kv: order.get(kv[0], len(STAGES)))}
+        return _in_order(self.stage_effort)
 
 
 #: The instant (``time.perf_counter()``) by which the step under way must end: a step that

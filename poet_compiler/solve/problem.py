@@ -84,12 +84,9 @@ class Problem:
 
     @property
     def synchronous(self) -> bool:
-        """The schedule's transfers are synchronous: a page-in is made right before its
-        first reader and is usable at once; a page-out completes before the next
-        instruction (docs/model.md, execution model v2). Always so without DMA; with DMA
-        too when time costs nothing (no deadline, no static power), since overlapping a
-        transfer with compute then only costs RAM. Otherwise DMA transfers overlap their
-        whole stage (the one restriction the optimizer keeps; docs/model.md)."""
+        """The schedule's transfers are synchronous (docs/model.md, "Which transfers"):
+        always without DMA, and with DMA when time costs nothing (overlap then only costs
+        RAM). Otherwise DMA transfers overlap their whole stage."""
         return self.transfers == "sync"
 
 

@@ -35,12 +35,8 @@ MEASURED = {"measured": True}
 
 @dataclass
 class ResultExtra:
-    """The report's figures beyond :attr:`Result.REPORT_KEYS`, typed (was ``dict[str, Any]``).
-
-    Every field defaults to ``None`` and is *unset*: it appears in :meth:`to_dict` (and so
-    in the sidecar JSON and the sweep CSV) only after a stage sets it, by attribute or
-    :meth:`set`. Keyword arguments to the constructor set the fields that are not None.
-    """
+    """The report's figures beyond :attr:`Result.REPORT_KEYS` (module docstring); keyword
+    arguments to the constructor set the fields that are not None."""
 
     # -- finalize (solve/finalize.py): simulator figures of every schedule ------------
     fragmentation: float | None = None
@@ -186,9 +182,6 @@ class ResultExtra:
             raise TypeError(f"ResultExtra has no field {', '.join(unknown)}")
         for name, value in values.items():
             setattr(self, name, value)
-
-    def is_set(self, name: str) -> bool:
-        return name in self._set
 
     def unset(self, name: str) -> None:
         """Back to unset (absent from the report)."""

@@ -63,7 +63,6 @@ class Rounds:
     rounds: int
     full_stages: int
     build_s: float
-    hint: Schedule | None
 
     def summary(self) -> dict[str, int]:
         return {"rounds": self.rounds, "full_stages": self.full_stages, "stages": self.built.problem.n}
@@ -76,20 +75,15 @@ def stages_over(problem: Problem, schedule: Schedule, budget: int) -> set[int]:
     with node ``t``'s first COMPUTE); what follows the last one belongs to the last stage."""
     program = linearize(problem.graph, schedule, mode=problem.mode, dma=not problem.synchronous)
     timeline = simulate(problem.graph, problem.costs, program).timeline
-    stage_of = [problem.n - 1] * len(program.instructions)
-    seen: set[int] = set()
-    firsts = []
+    first_at: dict[int, int] = {}     # node -> the index of its first COMPUTE
     for j, ins in enumerate(program.instructions):
-        if ins.op == Op.COMPUTE and ins.node not in seen:
-            seen.add(ins.node)
-            firsts.append((j, ins.node))
+        if ins.op == Op.COMPUTE:
+            first_at.setdefault(ins.node, j)
+    node_at = {j: i for i, j in first_at.items()}
+    stage_of = [0] * len(program.instructions)
     nxt = problem.n - 1
-    k = len(firsts) - 1
     for j in range(len(program.instructions) - 1, -1, -1):
-        while k >= 0 and firsts[k][0] >= j:
-            nxt = firsts[k][1]
-            k -= 1
-        stage_of[j] = nxt
+        nxt = stage_of[j] = node_at.get(j, nxt)
     return {stage_of[j] for j, live in enumerate(timeline) if live > budget}
 
 
@@ -166,8 +160,8 @@ def solve_by_rows(problem: Problem, hint: Schedule | None, *, budget: int, floor
     if best is None or best_built is None:
         out = dataclasses.replace(last, status="infeasible" if last.status == "infeasible" else "timeout",
                                   values=None, objective=None, bound=bound, solve_time_s=solve_s)
-        return Rounds(built, out, rounds, len(full), build_s, hint)
+        return Rounds(built, out, rounds, len(full), build_s)
     proven = best.status == "optimal" or (bound is not None and best.objective is not None
                                           and best.objective <= bound + 1e-12)
     out = dataclasses.replace(best, status="optimal" if proven else "feasible", bound=bound, solve_time_s=solve_s)
-    return Rounds(best_built, out, rounds, len(full), build_s, hint)
+    return Rounds(best_built, out, rounds, len(full), build_s)

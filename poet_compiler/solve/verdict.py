@@ -1,12 +1,5 @@
-"""Judging a result against its bounds: the gap, "optimal", and the union of families.
-
-Pure functions on :class:`~poet_compiler.solve.result.Result` used by
-:mod:`.milp`: :func:`apply_bound` sets ``lower_bound_j``/``gap``/``status`` from a bound
-valid for every schedule the user could get (and reports a bound above the simulated
-energy as a defect, never as "optimal"); :func:`union` keeps the better of two program
-families under the union's bound; :func:`count_rescues` records how fragmentation was
-handled.
-"""
+"""Judging a result against its bounds: the gap, "optimal", and the union of families
+(pure functions on :class:`~poet_compiler.solve.result.Result`, used by :mod:`.milp`)."""
 
 from __future__ import annotations
 
@@ -101,8 +94,8 @@ def union(stage: Result, sync: Result, started: float) -> Result:
 def count_rescues(res: Result, arena_failures: int) -> None:
     """``arena_rescue`` of the answer: did compaction keep its schedule (``compacted``:
     its arena laid out with MOVEs, or re-placed online without any), a re-solve against
-    the arena (``resolved``), and how many
-    schedules whose live bytes fit were given up for their arena (``lost``)."""
+    the arena (``resolved``), and how many schedules whose live bytes fit were given up
+    for their arena (``lost``)."""
     compacted = int(bool(res.program is not None and res.program.meta.get("arena_order") == "compacted"))
     resolved = int(bool(res.extra.fragmentation_retries) and res.extra.fallback_schedule is None)
     lost = max(0, arena_failures - resolved) + (res.extra.arena_rescue or {}).get("lost", 0)

@@ -62,13 +62,6 @@ def test_a_timeout_message_names_the_users_limit(monkeypatch) -> None:
     assert seen[0].stated_limit_s == 30.0 and seen[0].time_limit_s < 30.0
 
 
-def test_clock_limit_text() -> None:
-    from poet_compiler.solve.clock import Clock
-
-    assert Clock(60.0).limit_text() == "60 s"
-    assert Clock(299.175, stated_s=300.0).limit_text() == "300 s; 0.825 s of it before the solve"
-
-
 def test_the_limit_counts_from_the_instant_given(monkeypatch) -> None:
     """``started`` (the CLI passes its process's start): the time before the call counts,
     and the report says how much it was."""

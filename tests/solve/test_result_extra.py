@@ -36,7 +36,7 @@ def test_merge_is_dict_update():
     assert a.to_dict() == {"solver_used": "b", "gap_limit": 0.1, "cover_bound_j": None, "warm_start_found": True}
     c = ResultExtra(solver_used="c")
     c.merge(a, overwrite=False)
-    assert c.solver_used == "c" and c.gap_limit == 0.1 and c.is_set("cover_bound_j")
+    assert c.solver_used == "c" and c.gap_limit == 0.1 and "cover_bound_j" in c.names()
 
 
 def test_model_stats_and_no_private_field_in_report():

@@ -1,9 +1,7 @@
 """Solver backends behind one interface: ``solve(model, options) -> BackendResult``.
 
-- ``auto`` (default): CP-SAT. (A race of CP-SAT against HiGHS used to be the default: the
-  wall clock picked its answer, so it is gone; docs/optimizer.md, "Tried, not kept".)
-- ``cpsat``: OR-Tools CP-SAT, in process; costs are scaled to integers
-  (:mod:`.scaling`).
+- ``auto`` (default): CP-SAT (not a race against HiGHS: docs/optimizer.md, "Tried, not kept").
+- ``cpsat``: OR-Tools CP-SAT, in a forked child; costs are scaled to integers (:mod:`.scaling`).
 - ``highs``: HiGHS through highspy, in a child process — the OR-Tools wheel bundles its
   own HiGHS and the two native libraries cannot be loaded into one process.
 - ``gurobi``: gurobipy when installed with a license.

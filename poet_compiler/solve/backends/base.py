@@ -87,11 +87,6 @@ class BackendResult:
     deterministic_s: float | None = None
 
 
-def _report(source: str, incumbent: float | None, bound: float | None, unit: str, detail: str = "") -> bool:
-    """Hand the figures to the live status line if one is shown (see poet_compiler.progress)."""
-    return progress.report(source, incumbent, bound, unit, detail)
-
-
 class ProgressLine:
     """A throttled one-line status on stderr: incumbent, bound, gap, elapsed."""
 
@@ -109,7 +104,7 @@ class ProgressLine:
         if bound is not None:
             self.bound = bound
         # A compile's live status line (poet_compiler.progress) takes the figures instead.
-        if self.enabled and _report(self.solver, self.incumbent, self.bound, self.unit):
+        if self.enabled and progress.report(self.solver, self.incumbent, self.bound, self.unit):
             return
         now = time.perf_counter()
         # A terminal line is rewritten in place; a log file gets a line every 5 s at most.

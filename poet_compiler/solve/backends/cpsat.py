@@ -12,6 +12,7 @@ child's latest solution: if the child then dies, that solution is kept.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import multiprocessing
@@ -36,12 +37,10 @@ from poet_compiler.solve.formulation.model import LinearModel
 
 def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
                      on_solver: Callable[[object], None] | None = None,
-                     on_progress: Callable[[float | None, float | None], None] | None = None,
                      on_solution: Callable[[float, list[float]], None] | None = None,
                      on_good_enough: Callable[[BackendResult], None] | None = None) -> BackendResult:
     """Solve on CP-SAT in this process. ``on_solver`` receives the ``CpSolver`` before
-    the search starts; ``on_progress`` receives (incumbent, valid lower bound) in
-    physical units as they improve; ``on_solution`` (objective, values) each solution;
+    the search starts; ``on_solution`` (objective, values) each solution;
     ``on_good_enough`` is called when an incumbent is proven by the model's outside
     bound (the caller stops the search; see the module docstring)."""
     from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
@@ -103,29 +102,23 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
             # batch, stopped at 17 s with the hint's 51.72 J; a batch per worker count:
             # 45.11 J in 29 s, the same on 3 of 3 runs (portfolio search: 45.48-45.54 J).
             solver.parameters.interleave_batch_size = solver.parameters.num_workers
-    unit = model.objective_unit
-    line = ProgressLine("cpsat", unit, options.progress)
+    line = ProgressLine("cpsat", model.objective_unit, options.progress)
+    floor = model.objective_floor
 
     def to_phys(x: float) -> float:
         return x * sc.obj_unit
 
     def valid_bound(b: float) -> float:
-        # Integer objective: round the bound up, then subtract the cost rounding.
-        return (math.ceil(b - 1e-9) - sc.obj_err) * sc.obj_unit
+        # Integer objective: round the bound up, then subtract the cost rounding so it
+        # bounds the real objective; the outside bound is one too.
+        phys = (math.ceil(b - 1e-9) - sc.obj_err) * sc.obj_unit
+        return phys if floor is None else max(phys, floor)
 
-    floor = model.objective_floor
     # The first solution the outside bound proves good enough: the answer, whatever the
     # search found between it and the stop (the stop comes from another thread, at a
     # moment that depends on the machine; this solution does not).
     enough: list[BackendResult] = []
     stats = {"u_t": sc.u_t, "u_e": sc.u_e, "objective_rounding": sc.obj_err * sc.obj_unit, **model.stats()}
-
-    def enough_result(obj: float, bound: float, values: list[float]) -> BackendResult:
-        phys = valid_bound(bound) if floor is None else max(valid_bound(bound), floor)
-        # Charged its whole deterministic limit (deterministic_s None): the time CP-SAT reports
-        # inside a callback depends on how far the other workers' tasks have run.
-        return BackendResult("feasible", values, obj * sc.obj_unit, phys, time.perf_counter() - started, "cpsat",
-                             "", stats)
 
     class _Callback(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self) -> None:
@@ -133,8 +126,6 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
                 return
             inc = to_phys(self.ObjectiveValue())
             line.update(inc, max(to_phys(self.BestObjectiveBound()), floor or -math.inf), force=True)
-            if on_progress is not None:
-                on_progress(inc, max(valid_bound(self.BestObjectiveBound()), floor or -math.inf))
             if on_solution is not None:
                 on_solution(inc, [float(x) for x in self.response_proto.solution])
             # The outside bound proves the incumbent good enough: the caller stops the
@@ -143,22 +134,19 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
             if floor is not None and on_good_enough is not None and \
                     within_gap(inc, floor, max(options.relative_gap, 1e-12)):
                 # The proto's repeated field takes no slice (ortools 9.15): copy it first.
-                solution = list(self.response_proto.solution)[:len(xs)]
-                enough.append(enough_result(self.ObjectiveValue(), self.BestObjectiveBound(),
-                                            [float(v) for v in solution]))
+                solution = [float(v) for v in list(self.response_proto.solution)[:len(xs)]]
+                # Charged its whole deterministic limit (deterministic_s None): the time CP-SAT reports
+                # inside a callback depends on how far the other workers' tasks have run.
+                enough.append(BackendResult("feasible", solution, inc, valid_bound(self.BestObjectiveBound()),
+                                            time.perf_counter() - started, "cpsat", "", stats))
                 # The answer goes out now: stopping may abort the process (module docstring),
                 # and whether it does depends on timing.
                 on_good_enough(enough[0])
 
-    def on_bound(b: float) -> None:
-        line.update(bound=to_phys(b))
-        if on_progress is not None:
-            on_progress(None, valid_bound(b))
-
     if on_solver is not None:
         on_solver(solver)
-    if options.progress or on_progress is not None or on_solution is not None or floor is not None:
-        solver.best_bound_callback = on_bound
+    if options.progress or on_solution is not None or floor is not None:
+        solver.best_bound_callback = lambda b: line.update(bound=to_phys(b))
         status = solver.solve(cp, _Callback())
     else:
         status = solver.solve(cp)
@@ -171,40 +159,18 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
         return BackendResult("infeasible", None, None, None, elapsed, "cpsat", "proven infeasible", stats,
                              deterministic_s=det_s)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        msg = "model invalid" if status == cp_model.MODEL_INVALID else "no solution within the time limit"
-        if status == cp_model.MODEL_INVALID:
-            msg += ": " + cp.validate()
+        msg = "model invalid: " + cp.validate() if status == cp_model.MODEL_INVALID else \
+            "no solution within the time limit"
         return BackendResult("timeout", None, None, None, elapsed, "cpsat", msg, stats, deterministic_s=det_s)
     values = [float(solver.value(x)) for x in xs]
     obj = solver.objective_value if sc.objective else 0.0
     bound = solver.best_objective_bound if sc.objective else 0.0
-    # Integer objective: the bound can be rounded up before undoing the scaling; then
-    # subtract the cost rounding so it bounds the real objective.
-    phys_bound = valid_bound(bound)
-    if floor is not None:
-        phys_bound = max(phys_bound, floor)
     # OPTIMAL also means "within relative_gap_limit": only a closed gap is optimal.
     closed = sc.objective == {} or math.ceil(bound - 1e-9) >= round(obj) or \
         (floor is not None and obj * sc.obj_unit <= floor * (1 + 1e-12))
     st: BackendStatus = "optimal" if status == cp_model.OPTIMAL and closed else "feasible"
-    return BackendResult(st, values, obj * sc.obj_unit, phys_bound, elapsed, "cpsat", "", stats,
+    return BackendResult(st, values, obj * sc.obj_unit, valid_bound(bound), elapsed, "cpsat", "", stats,
                          deterministic_s=det_s)
-
-
-class _ChildHandle:
-    """What a racing caller holds instead of the ``CpSolver``: ``stop_search()`` asks
-    the child to send its latest solution and stop."""
-
-    def __init__(self, conn) -> None:  # noqa: ANN001 - a multiprocessing Connection
-        self._conn = conn
-        self._lock = threading.Lock()
-
-    def stop_search(self) -> None:
-        with self._lock:
-            try:
-                self._conn.send(("stop",))
-            except (OSError, ValueError):
-                pass    # the child has already gone
 
 
 def _child(conn, model: LinearModel, options: BackendOptions) -> None:  # noqa: ANN001
@@ -228,7 +194,6 @@ def _child(conn, model: LinearModel, options: BackendOptions) -> None:  # noqa: 
         try:
             done.append(solve_cpsat_here(
                 model, options, on_solver=lambda s: holder.__setitem__("solver", s),
-                on_progress=lambda inc, b: send(("progress", inc, b)),
                 on_solution=lambda obj, vals: latest.__setitem__(slice(None), [(obj, vals)]),
                 on_good_enough=good_enough))
         finally:
@@ -266,18 +231,13 @@ def next_message(conn, proc, wait_s: float) -> tuple | None:  # noqa: ANN001 - a
             return conn.recv()
         except (EOFError, OSError):
             proc.join(timeout=5.0)
-            return ("died", f"the CP-SAT process died ({exit_reason(proc.exitcode)})")
-    if not proc.is_alive() and not conn.poll(0):
-        return ("died", f"the CP-SAT process died ({exit_reason(proc.exitcode)})")
-    return None
+    elif proc.is_alive() or conn.poll(0):
+        return None
+    return ("died", f"the CP-SAT process died ({exit_reason(proc.exitcode)})")
 
 
-def solve_cpsat(model: LinearModel, options: BackendOptions, *,
-                on_solver: Callable[[object], None] | None = None,
-                on_progress: Callable[[float | None, float | None], None] | None = None) -> BackendResult:
-    """Solve on CP-SAT in a forked child process (module docstring). ``on_solver``
-    receives a handle whose ``stop_search()`` a racing caller may call from another
-    thread; ``on_progress`` receives (incumbent, valid lower bound) in physical units.
+def solve_cpsat(model: LinearModel, options: BackendOptions) -> BackendResult:
+    """Solve on CP-SAT in a forked child process (module docstring).
 
     Inside a meter (:mod:`poet_compiler.work`) ``options.time_limit_s`` is work: it
     becomes CP-SAT's deterministic limit, the wall allowance is the time to the meter's
@@ -285,24 +245,19 @@ def solve_cpsat(model: LinearModel, options: BackendOptions, *,
     det, wall = work.solver_limits(float(options.time_limit_s))
     if det is not None:
         options = dataclasses.replace(options, deterministic_s=det, time_limit_s=wall, deterministic=True)
-    out = _solve_cpsat_child(model, options, on_solver=on_solver, on_progress=on_progress)
+    out = _solve_in_child(model, options)
     work.settle(out.deterministic_s if out.deterministic_s is not None else det, det, out.solve_time_s,
                 float(options.time_limit_s))
     return out
 
 
-def _solve_cpsat_child(model: LinearModel, options: BackendOptions, *,
-                       on_solver: Callable[[object], None] | None = None,
-                       on_progress: Callable[[float | None, float | None], None] | None = None) -> BackendResult:
+def _solve_in_child(model: LinearModel, options: BackendOptions) -> BackendResult:
     started = time.perf_counter()
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe(duplex=True)
     proc = ctx.Process(target=_child, args=(child, model, options), daemon=True)
     proc.start()
     child.close()
-    handle = _ChildHandle(parent)
-    if on_solver is not None:
-        on_solver(handle)
     # The child stops on its own deterministic/wall limits; past this, stop it, then kill.
     wall_cap = started + float(options.time_limit_s) * 1.05 + 2.0
     watch = Watch(proc.pid)
@@ -313,13 +268,11 @@ def _solve_cpsat_child(model: LinearModel, options: BackendOptions, *,
     while result is None and not error:
         msg = next_message(parent, proc, 0.05)
         if msg is not None:
-            if msg[0] == "progress" and on_progress is not None:
-                on_progress(msg[1], msg[2])
-            elif msg[0] == "solution":
+            if msg[0] == "solution":
                 solution = (msg[1], msg[2])
             elif msg[0] == "result":
                 result = msg[1]
-            elif msg[0] in ("error", "died"):
+            else:       # "error", "died"
                 error = msg[1]
         if result is None and not error and watch.exceeded():
             proc.kill()         # a process, not a search, is ended (module docstring)
@@ -328,7 +281,8 @@ def _solve_cpsat_child(model: LinearModel, options: BackendOptions, *,
             continue
         now = time.perf_counter()
         if now > wall_cap and not asked:
-            handle.stop_search()
+            with contextlib.suppress(OSError, ValueError):     # the child may have gone
+                parent.send(("stop",))   # it sends its latest solution, then stops
             asked = True
         elif now > wall_cap + 5.0 and not killed:
             proc.kill()

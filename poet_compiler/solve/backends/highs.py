@@ -5,8 +5,8 @@ fails with undefined symbols, whichever is imported first. So the model is pickl
 fresh interpreter (:mod:`.highs_worker`) that imports highspy only. HiGHS takes the
 physical (floating-point) coefficients directly: no scaling.
 
-:class:`HighsJob` runs the child without blocking: it follows incumbent/bound from the
-child's message pipe (forwarded to the live status line) and can be killed; :func:`solve_highs` is the blocking form.
+:class:`HighsJob` runs the child: it follows incumbent/bound from the child's message pipe
+(forwarded to the live status line) and kills a child past its time or memory limit.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from poet_compiler.errors import InternalError, SolverError
 from poet_compiler.solve.backends.base import (
     BackendOptions,
     BackendResult,
-    _report,
     exit_reason,
 )
 from poet_compiler.solve.backends.memory import Watch
@@ -39,11 +38,10 @@ class HighsJob:
     The child's messages come on a pipe of their own (:mod:`.highs_worker`); its stdout
     goes nowhere and its stderr is kept only for the last lines of a crash."""
 
-    def __init__(self, model: LinearModel, options: BackendOptions, forward: bool = False) -> None:
-        self.forward = forward  # hand progress figures to the live status line
+    def __init__(self, model: LinearModel, options: BackendOptions) -> None:
+        self.forward = options.progress_pipe  # hand progress figures to the live status line
         self.unit = model.objective_unit
         self.started = time.perf_counter()
-        self.options = options
         self.incumbent: float | None = None
         self.bound: float | None = None
         self.killed = False
@@ -103,7 +101,7 @@ class HighsJob:
         if math.isfinite(bound) and abs(bound) < 1e29:
             self.bound = bound if self.bound is None else max(self.bound, bound)
         if self.forward:
-            _report("highs", self.incumbent, self.bound, self.unit)
+            progress.report("highs", self.incumbent, self.bound, self.unit)
 
     def _read_err(self) -> None:
         assert self._proc.stderr is not None
@@ -112,24 +110,21 @@ class HighsJob:
             if line:
                 self._stderr_tail = (self._stderr_tail + [line])[-5:]
 
-    def done(self) -> bool:
-        """The child has ended; one past poetc's memory limit is stopped here."""
-        if self._proc.poll() is None and self.watch.exceeded():
-            self.memory_message = self.watch.message()
-            self.kill()
-        return self._proc.poll() is not None
-
     def kill(self) -> None:
         if self._proc.poll() is None:
             self.killed = True
             self._proc.kill()
 
-    def wait(self, timeout: float | None = None) -> BackendResult | None:
-        """The child's result; None if it was killed. Raises InternalError when the child
-        raised (a bug of poetc's), SolverError when it died without a result."""
-        until = None if timeout is None else time.perf_counter() + timeout
-        while not self.done():
-            if until is not None and time.perf_counter() > until:
+    def wait(self, timeout: float) -> BackendResult | None:
+        """The child's result; None if it was killed (past ``timeout`` or poetc's memory
+        limit). Raises InternalError when the child raised (a bug of poetc's), SolverError
+        when it died without a result."""
+        until = time.perf_counter() + timeout
+        while self._proc.poll() is None:
+            if self.watch.exceeded():
+                self.memory_message = self.watch.message()
+                self.kill()
+            if time.perf_counter() > until:
                 self.kill()
             time.sleep(0.05)
         self._proc.wait()
@@ -152,9 +147,7 @@ def solve_highs(model: LinearModel, options: BackendOptions) -> BackendResult:
         # The child must not write to the terminal under the live status line: it reports
         # through the pipe and the parent forwards its figures.
         options = dataclasses.replace(options, progress_pipe=True)
-        job = HighsJob(model, options, forward=True)
-    else:
-        job = HighsJob(model, options)
+    job = HighsJob(model, options)
     result = job.wait(timeout=options.time_limit_s + 120)
     if result is None and job.memory_message:
         return BackendResult("timeout", None, None, None, time.perf_counter() - job.started, "highs",

@@ -118,8 +118,7 @@ def run(model: LinearModel, options: BackendOptions, send: Connection | None = N
     MS = highspy.HighsModelStatus
     if status == MS.kInfeasible:
         return BackendResult("infeasible", None, None, None, elapsed, "highs", "proven infeasible", stats)
-    has_sol = info.primal_solution_status == 2   # kSolutionStatusFeasible
-    if not has_sol:
+    if info.primal_solution_status != 2:   # not kSolutionStatusFeasible
         return BackendResult("timeout", None, None, None, elapsed, "highs",
                              f"no solution ({h.modelStatusToString(status)})", stats)
     values = list(h.getSolution().col_value)

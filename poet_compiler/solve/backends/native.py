@@ -33,7 +33,6 @@ import dataclasses
 import math
 import multiprocessing
 import signal
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,13 +53,6 @@ def new_model() -> Any:
     from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
 
     return cp_model.CpModel()
-
-
-def domain_from_values(values: list[int]) -> Any:
-    """A ``cp_model.Domain`` of exactly ``values`` (for ``new_int_var_from_domain``)."""
-    from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
-
-    return cp_model.Domain.from_values(values)
 
 
 @dataclass(frozen=True)
@@ -136,7 +128,9 @@ def solve_native(m: Any, limits: NativeLimits) -> NativeResult:
     if limits.target is None and not limits.isolate:
         out = _solve_here(m, limits)
     else:
-        out = _solve_forked(m, limits)
+        run = NativeRun(m, limits)
+        run.wait(math.inf)       # ends by the child's result, its death, or the cap past its limit
+        out = run.stop()
     work.settle(out.deterministic_s if out.deterministic_s is not None else det, det, out.solve_time_s,
                 float(limits.time_limit_s))
     return out
@@ -223,8 +217,7 @@ def _child(conn: Any, m: Any, limits: NativeLimits) -> None:
 
 class NativeRun:
     """A search in a forked child (module docstring) that its parent waits for
-    (:meth:`wait`), reads (:meth:`answer`: the result, or the latest solution and bound
-    so far) and stops (:meth:`stop`), applying the memory limit's watch (:mod:`.memory`)."""
+    (:meth:`wait`) and stops (:meth:`stop`), applying the memory limit's watch (:mod:`.memory`)."""
 
     def __init__(self, m: Any, limits: NativeLimits) -> None:
         self.started = time.perf_counter()
@@ -235,7 +228,6 @@ class NativeRun:
         child.close()
         self.cap = self.started + max(0.0, float(limits.time_limit_s)) + CHILD_GRACE_S
         self._watch = Watch(self._proc.pid)
-        self._lock = threading.Lock()
         self.result: NativeResult | None = None
         self._latest: NativeResult | None = None     # the latest solution (isolated child)
         self._bound: float | None = None             # the best bound it reported
@@ -248,23 +240,22 @@ class NativeRun:
     def _pump(self, wait_s: float) -> None:
         """Take one message (waiting at most ``wait_s``), and check the limits."""
         msg = next_message(self._conn, self._proc, wait_s)
-        with self._lock:
-            if msg is None:
-                if self._proc.is_alive() and time.perf_counter() > self.cap:
-                    self.error = "the CP-SAT process outlived its time limit"
-            elif msg[0] == "target":
-                self.result = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - self.started,
-                                           msg[3], at_target=True)   # charged its limit (see cpsat's good-enough stop)
-            elif msg[0] == "solution":
-                self._latest = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - self.started, msg[3])
-            elif msg[0] == "bound":
-                self._bound = msg[1] if self._bound is None else max(self._bound, msg[1])
-            elif msg[0] == "result":
-                self.result = msg[1]
-            else:
-                self.error = msg[1]
-            if not self.ended and self._watch.exceeded():
-                self.error = self._watch.message()
+        if msg is None:
+            if self._proc.is_alive() and time.perf_counter() > self.cap:
+                self.error = "the CP-SAT process outlived its time limit"
+        elif msg[0] == "target":
+            self.result = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - self.started,
+                                       msg[3], at_target=True)   # charged its limit (see cpsat's good-enough stop)
+        elif msg[0] == "solution":
+            self._latest = NativeResult("feasible", msg[1], msg[2], time.perf_counter() - self.started, msg[3])
+        elif msg[0] == "bound":
+            self._bound = msg[1] if self._bound is None else max(self._bound, msg[1])
+        elif msg[0] == "result":
+            self.result = msg[1]
+        else:
+            self.error = msg[1]
+        if not self.ended and self._watch.exceeded():
+            self.error = self._watch.message()
         if self.ended and self._proc.is_alive():
             self._proc.kill()
 
@@ -274,23 +265,19 @@ class NativeRun:
             self._pump(min(0.02, max(0.0, until - time.perf_counter())))
         return self.ended
 
-    def answer(self) -> NativeResult:
-        """The search's result if it ended; else its latest solution (or none) with the
-        best bound it reported, status "feasible" (or "unknown")."""
-        with self._lock:
-            elapsed = time.perf_counter() - self.started
-            if self.result is not None:
-                return self.result
-            latest, bound = self._latest, self._bound
-            if latest is not None:
-                best = bound if latest.bound is None or bound is None else max(bound, latest.bound)
-                return NativeResult("feasible", latest.objective, best, elapsed, latest.values,
-                                    message=self.error)
-            return NativeResult("unknown", None, bound, elapsed, message=self.error)
-
     def stop(self) -> NativeResult:
-        """End the child (if it still runs) and give :meth:`answer` as it was before."""
-        out = self.answer()      # before the kill: a child killed here did not fail
+        """End the child (if it still runs). The search's result if it ended; else its
+        latest solution (or none) with the best bound it reported, status "feasible" (or
+        "unknown"), taken before the kill: a child killed here did not fail."""
+        elapsed = time.perf_counter() - self.started
+        latest, bound = self._latest, self._bound
+        if self.result is not None:
+            out = self.result
+        elif latest is not None:
+            best = bound if latest.bound is None or bound is None else max(bound, latest.bound)
+            out = NativeResult("feasible", latest.objective, best, elapsed, latest.values, message=self.error)
+        else:
+            out = NativeResult("unknown", None, bound, elapsed, message=self.error)
         if self._proc.is_alive():
             self._proc.kill()
         self._proc.join(timeout=5.0)
@@ -300,13 +287,4 @@ class NativeRun:
         return out
 
 
-def _solve_forked(m: Any, limits: NativeLimits) -> NativeResult:
-    """Solve in a forked child; stop at the first solution within ``limits.target`` by
-    killing the child once it has sent that solution (module docstring)."""
-    run = NativeRun(m, limits)
-    run.wait(math.inf)       # ends by the child's result, its death, or the cap past its limit
-    return run.stop()
-
-
-__all__ = ["CHILD_GRACE_S", "NativeLimits", "NativeResult", "NativeRun", "NativeStatus", "domain_from_values",
-           "new_model", "solve_native"]
+__all__ = ["CHILD_GRACE_S", "NativeLimits", "NativeResult", "NativeRun", "NativeStatus", "new_model", "solve_native"]

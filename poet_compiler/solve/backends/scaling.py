@@ -126,15 +126,11 @@ def scale_model(model: LinearModel) -> Scaled:
             objective[v] = int(round(c))
         elif model.objective_unit == "s":
             objective[v] = floor_t(c)    # down: the scaled time is a lower bound of the real one
-            err += 0.0
         elif model.objective_unit == "J":
             objective[v] = int(round(c / unit))
             err += abs(objective[v] - c / unit)
         else:
             objective[v] = int(round(c))
-    g = 0
-    for c in objective.values():
-        g = math.gcd(g, abs(c))
-    g = max(g, 1)
+    g = max(math.gcd(*objective.values()), 1)
     objective = {v: c // g for v, c in objective.items() if c != 0}
     return Scaled(lb=lb, ub=ub, rows=rows, objective=objective, obj_unit=unit * g, obj_err=err / g, u_t=u_t, u_e=u_e)

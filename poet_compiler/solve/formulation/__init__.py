@@ -11,14 +11,13 @@ from poet_compiler.solve.problem import Problem
 FORMULATIONS = ("fast", "dense")
 
 
-def build(problem: Problem, formulation: str = "fast", *, objective: str = "energy",
-          budget: int | None = None) -> Built:
-    """Build ``formulation`` for ``problem``; ``objective`` is "energy", "time" or "ram";
-    ``budget`` overrides the activation budget of the memory rows (fragmentation retries)."""
+def build(problem: Problem, formulation: str = "fast", *, budget: int | None = None) -> Built:
+    """Build ``formulation`` for ``problem``, minimizing energy; ``budget`` overrides the
+    activation budget of the memory rows (fragmentation retries)."""
     if formulation == "fast":
-        return build_fast(problem, objective=objective, budget=budget)
+        return build_fast(problem, budget=budget)
     if formulation == "dense":
-        return build_dense(problem, objective=objective, budget=budget)
+        return build_dense(problem, budget=budget)
     raise PoetError(f"unknown formulation {formulation!r}; known: {', '.join(FORMULATIONS)}")
 
 

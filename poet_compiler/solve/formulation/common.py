@@ -57,7 +57,6 @@ class Built:
 
     problem: Problem
     model: LinearModel
-    formulation: str
     one: int
     R: dict[Key, int] = field(default_factory=dict)
     S_RAM: dict[Key, int] = field(default_factory=dict)
@@ -140,7 +139,7 @@ def add_state_rules(b: Built) -> None:
     for t in range(n):
         check_build_deadline()
         for i in range(t + 1):
-            r, s, mi, mo, aux = (b.expr(k, t, i) for k in MATRICES[:1] + ("S_RAM", "M_in", "M_out", "S_AUX"))
+            r, s, mi, mo, aux = (b.expr(k, t, i) for k in ("R", "S_RAM", "M_in", "M_out", "S_AUX"))
             if t + 1 < n:
                 nxt = b.expr("S_RAM", t + 1, i)
                 if nxt:

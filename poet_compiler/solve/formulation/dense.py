@@ -36,12 +36,12 @@ from poet_compiler.solve.formulation.model import LinearModel
 from poet_compiler.solve.problem import Problem
 
 
-def build_dense(problem: Problem, *, objective: str = "energy", budget: int | None = None) -> Built:
+def build_dense(problem: Problem, *, budget: int | None = None) -> Built:
     g, n = problem.graph, problem.n
     cons = g.consumers
     model = LinearModel()
     one = model.var("ONE", "bin", 1.0, 1.0)
-    b = Built(problem=problem, model=model, formulation="dense", one=one)
+    b = Built(problem=problem, model=model, one=one)
     remat, paging = problem.allows_remat, problem.allows_paging
     sync = problem.synchronous
     for t in range(n):
@@ -57,9 +57,7 @@ def build_dense(problem: Problem, *, objective: str = "energy", budget: int | No
             b.M_out[(t, i)] = model.var(f"Mout[{t},{i}]", "bin", 0.0, page_ub)
     add_state_rules(b)
 
-    if objective == "ram":
-        cap = sum(node.output_bytes + node.workspace_bytes for node in g.nodes)
-        b.budget_var = model.var("BUDGET", "bytes", 0.0, float(cap))
+    limit = float(problem.activation_budget if budget is None else budget)
     size = [node.output_bytes for node in g.nodes]
     work = [node.workspace_bytes for node in g.nodes]
     cap_total = float(sum(size))
@@ -105,14 +103,7 @@ def build_dense(problem: Problem, *, objective: str = "energy", budget: int | No
                 for i in sorted(set(g.nodes[k - 1].inputs) | {k - 1}):
                     row = add(row, {free[(i, k - 1)]: -float(size[i])})
             model.add(row, 0.0, 0.0)
-            mem = add({u: 1.0}, {b.R[(t, k)]: float(work[k])})
-            if b.budget_var is not None:
-                model.le(add(mem, {b.budget_var: -1.0}), 0.0)
-            else:
-                model.le(mem, float(problem.activation_budget if budget is None else budget))
+            model.le({u: 1.0, b.R[(t, k)]: float(work[k])}, limit)
             U_prev = u
-    add_time_and_energy(b, objective="none" if objective == "ram" else objective)
-    if objective == "ram":
-        assert b.budget_var is not None
-        model.objective, model.objective_unit = {b.budget_var: 1.0}, "B"
+    add_time_and_energy(b)
     return b

@@ -115,8 +115,7 @@ def _slack(problem: Problem) -> float | None:
     """Time any schedule may spend beyond computing every node once (None: no deadline)."""
     if problem.deadline_s is None:
         return None
-    c = problem.costs
-    return problem.deadline_s * (1 + _SLACK_TOL) - c.compute_only_s + 1e-12
+    return problem.deadline_s * (1 + _SLACK_TOL) - problem.costs.compute_only_s + 1e-12
 
 
 def _recomputable(problem: Problem) -> list[bool]:
@@ -221,12 +220,13 @@ def _add_dominance_rules(b: Built) -> None:
                              neg(b.expr("M_out", t, i))), 0.0)
 
 
-def _aux_max(b: Built, name: str, lows: list[Expr]) -> Expr:
-    """An expression ``>=`` every one of ``lows`` (the expression itself when there is one)."""
+def _aux_max(b: Built, name: str, lows: list[Expr], reuse: bool = True) -> Expr:
+    """An expression ``>=`` every non-empty one of ``lows`` ({} if none): with ``reuse``,
+    the expression itself when there is one, a single variable; else a new variable."""
     lows = [e for e in lows if e]
     if not lows:
         return {}
-    if len(lows) == 1 and all(c > 0 for c in lows[0].values()) and len(lows[0]) == 1:
+    if reuse and len(lows) == 1 and all(c > 0 for c in lows[0].values()) and len(lows[0]) == 1:
         return lows[0]
     v = b.model.var(name)
     for e in lows:
@@ -284,14 +284,8 @@ def _add_memory(b: Built, limit: float, cap_expr: Expr, full_stages: StageFilter
             if t + 1 < n and b.expr("S_RAM", t + 1, i):
                 lows.append(add(b.expr("S_RAM", t + 1, i), neg(ri)))
             if not sync:
-                lows += [e for e in (b.expr("M_in", t, i), b.expr("M_out", t, i)) if e]
-            lows = [e for e in lows if e]
-            if lows:
-                v = model.var(f"B[{t},{i}]")
-                for e in lows:
-                    model.le(add(e, {v: -1.0}), 0.0)
-                b.define(v, "max", lows)
-                start[i] = {v: 1.0}
+                lows += [b.expr("M_in", t, i), b.expr("M_out", t, i)]
+            start[i] = _aux_max(b, f"B[{t},{i}]", lows, reuse=False)
 
         # Without DMA a page-in allocates right before its first reader: G[t,i,c] >= 1
         # once a reader <= c has run (a non-decreasing chain), and the tensor counts at
@@ -372,7 +366,7 @@ def build_fast(problem: Problem, *, objective: str = "energy", budget: int | Non
     g = problem.graph
     model = LinearModel()
     one = model.var("ONE", "bin", 1.0, 1.0)
-    b = Built(problem=problem, model=model, formulation="fast", one=one)
+    b = Built(problem=problem, model=model, one=one)
     _create_variables(b, useful_table(problem, restriction), restriction)
     if restriction is not None:
         for i in restriction.keep:
