@@ -32,7 +32,7 @@ from poet_compiler.schedule.simulate import Simulation
 from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.backends.base import BackendResult, is_large, within_gap
 from poet_compiler.solve.clock import Clock, step_until
-from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, StagedChoice, cover_bound
+from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, cover_bound
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.formulation.common import BuildDeadline, Built
 from poet_compiler.solve.formulation.fast import Restriction, build_fast, canonical
@@ -84,21 +84,17 @@ def restriction_for(problem: Problem, cover: CoverBound, warm: Schedule | None =
         elif r.how == PAGE:
             paging.add(r.node)
     # The presence model's restores in the stages it placed them (no cascade: its recompute
-    # chains are in the choice already), and the warm start's, so it stays a solution.
-    for choice in (cover.staged, *((decisions_of(warm),) if warm is not None else ())):
-        recompute |= choice.recompute
-        paging |= choice.paging
+    # chains are in the choice already), and the warm start's (below the diagonal: a
+    # node's own stage computes it once), so that it stays a solution.
+    recompute |= cover.staged.recompute
+    paging |= cover.staged.paging
+    if warm is not None:
+        stage, node = np.nonzero(np.tril(warm.R, -1))
+        recompute |= frozenset(zip(stage.tolist(), node.tolist(), strict=True))
+        paging |= frozenset(np.nonzero(np.tril(warm.M_out | warm.M_in, -1).any(axis=0))[0].tolist())
     touched = paging | {i for _, i in recompute}
     keep = frozenset(i for i in range(n) if i not in touched and g.consumers[i])
     return Restriction(frozenset(recompute), frozenset(paging), keep)
-
-
-def decisions_of(schedule: Schedule) -> StagedChoice:
-    """A schedule's recomputes ``(stage, node)`` and paged nodes: its entries below the
-    diagonal (a node's own stage computes it once by definition)."""
-    stage, node = np.nonzero(np.tril(schedule.R, -1))
-    paged = np.nonzero(np.tril(schedule.M_out | schedule.M_in, -1).any(axis=0))[0]
-    return StagedChoice(frozenset(zip(stage.tolist(), node.tolist(), strict=True)), frozenset(paged.tolist()))
 
 
 def build_guided(problem: Problem, cover: CoverBound, warm: Schedule | None, *, depth: int = CASCADE_DEPTH) -> Built:
@@ -138,9 +134,8 @@ def realize(problem: Problem, cover: CoverBound) -> Schedule:
             for j in set(g.nodes[x].inputs):
                 if R[t, j] or g.nodes[j].pinned or j >= t:
                     continue
-                natural = any(c >= t for c in cons[j])
                 span = absent_span(j, t)
-                if natural and span is None:
+                if span is None and any(c >= t for c in cons[j]):
                     continue                       # in RAM anyway
                 if span is not None:
                     # Restore j here rather than at its own next use, and keep it until then.
@@ -160,9 +155,7 @@ def realize_within(problem: Problem, choice: CoverBound | None,
     ``work.now()`` instant ``until``."""
     budget = problem.activation_budget
     for attempt in range(tries):
-        if choice is None or choice.energy_j is None:
-            return None
-        if attempt and until is not None and work.now() >= until:
+        if choice is None or choice.energy_j is None or (attempt and until is not None and work.now() >= until):
             return None
         try:
             schedule = realize(problem, choice)
@@ -174,8 +167,10 @@ def realize_within(problem: Problem, choice: CoverBound | None,
         if problem.deadline_s is not None and sim.runtime_s > problem.deadline_s * (1 + 1e-9):
             return None
         over = sim.peak_bytes - problem.activation_budget
-        if over <= 0 and arena_fit:
-            over = _arena_overshoot(problem, schedule, None if until is None else until - work.now())
+        if over <= 0 and arena_fit:   # the static arena's overshoot, planned within the time left
+            arena_s = None if until is None else until - work.now()
+            res = finalize(problem, schedule, strategy="optimal", arena_time_s=arena_s)
+            over = 0 if res.ok else 1 if res.arena_bytes is None else res.arena_bytes - problem.activation_budget
         if over <= 0:
             return sim, schedule
         budget -= over
@@ -211,15 +206,6 @@ def cover_schedule(problem: Problem, cover: CoverBound, *, time_limit_s: float =
         if found is not None and (best is None or found[0].energy_j < best[0]):
             best = (found[0].energy_j, found[1])
     return None if best is None else best[1]
-
-
-def _arena_overshoot(problem: Problem, schedule: Schedule, time_limit_s: float | None = None) -> int:
-    """Bytes by which the schedule's static arena exceeds the activation budget (<= 0: fits);
-    the arena planned within ``time_limit_s`` when given."""
-    res = finalize(problem, schedule, strategy="optimal", arena_time_s=time_limit_s)
-    if res.ok or res.arena_bytes is None:
-        return 0 if res.ok else 1
-    return res.arena_bytes - problem.activation_budget
 
 
 def half_the_slack(problem: Problem, hint: Schedule | None) -> Problem:
