@@ -20,13 +20,7 @@ from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.baselines.keep_all import checkpoint_all_schedule
 from poet_compiler.solve.clock import MIN_STAGE_S, step_until
-from poet_compiler.solve.cover import (
-    CoverBound,
-    cover_bound,
-    cover_limit,
-    cover_min_budget,
-    cover_min_time,
-)
+from poet_compiler.solve.cover import CoverBound, cover_bound, cover_limit, cover_min_budget, cover_min_time
 from poet_compiler.solve.formulation.common import BuildDeadline, Built
 from poet_compiler.solve.formulation.fast import build_fast
 from poet_compiler.solve.guided import cover_schedule, realize_within
@@ -98,20 +92,16 @@ def _quick_ram_upper(problem: Problem, lower: int, until: float) -> tuple[int, S
     """The smallest live peak (activation bytes) among quick schedules that meet the
     deadline: checkpoint-all, and the cover's schedule at budget ``lower`` (its cover
     solves end by ``until``)."""
-    found: list[tuple[int, Schedule]] = []
     at_lower = dataclasses.replace(problem, ram_budget_bytes=lower + _fixed(problem))
     cap = min(QUICK_SEARCH_S, _left(until))
     candidates: list[Schedule | None] = [checkpoint_all_schedule(problem)]
     cover = cover_bound(at_lower, time_limit_s=cap) if cap > 0 else None
     if cover is not None and cover.energy_j is not None:
         candidates.append(cover_schedule(at_lower, cover, time_limit_s=QUICK_SEARCH_S, until=until))
-    for schedule in candidates:
-        if schedule is None:
-            continue
-        sim = simulate_schedule(problem, schedule)
-        if problem.deadline_s is None or sim.runtime_s <= problem.deadline_s * (1 + _DEADLINE_TOL):
-            found.append((sim.peak_bytes, schedule))
-    return min(found, key=lambda f: f[0]) if found else None
+    sims = [(simulate_schedule(problem, s), s) for s in candidates if s is not None]
+    found = [(sim.peak_bytes, s) for sim, s in sims
+             if problem.deadline_s is None or sim.runtime_s <= problem.deadline_s * (1 + _DEADLINE_TOL)]
+    return min(found, key=lambda f: f[0], default=None)
 
 
 def ram_requirement(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> Requirement:
@@ -216,11 +206,13 @@ def _node_clause(problem: Problem) -> str:
     return f"largest single node: {node.name!r} alone needs {format_bytes(need)}: {' + '.join(parts)}"
 
 
-def _deadline_clause(dl: Requirement) -> str:
-    """The smallest deadline when proven, else the range the search left."""
+def _deadline_clause(dl: Requirement | None, at: str) -> str:
+    """``at`` the smallest deadline when proven, else the range the search left ("": none found)."""
+    if dl is None or dl.upper is None:
+        return ""
     if dl.exact:
-        return f"the smallest deadline is {dl.upper:.6g} s"
-    return f"a deadline of {dl.upper:.6g} s works (the smallest is at least {dl.lower:.6g} s)"
+        return f"{at} the smallest deadline is {dl.upper:.6g} s"
+    return f"{at} a deadline of {dl.upper:.6g} s works (the smallest is at least {dl.lower:.6g} s)"
 
 
 def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> Explanation:
@@ -242,12 +234,10 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
         return dl
 
     if _deadline_too_short(problem):
-        dl = deadline(half)
-        msg = (f"infeasible: deadline {problem.deadline_s:.6g} s < compute-only minimum "
-               f"{problem.costs.compute_only_s:.6g} s (every node must run once)")
-        if dl is not None and dl.upper is not None:
-            msg += f"; at RAM {format_bytes(problem.ram_budget_bytes)} {_deadline_clause(dl)}"
-        return Explanation(msg, extra)
+        return Explanation(f"infeasible: deadline {problem.deadline_s:.6g} s < compute-only minimum "
+                           f"{problem.costs.compute_only_s:.6g} s (every node must run once)"
+                           + _deadline_clause(deadline(half), f"; at RAM {format_bytes(problem.ram_budget_bytes)}"),
+                           extra)
     if ws_limited and not problem.small:
         # Refused at once: one node's working set proves it; the message says "at least"
         # (the exact minimum, a solve, is left to a sweep).
@@ -260,11 +250,9 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
         # The cover's range only: on VGG16-CIFAR m4 70 % 1.0x the model's solve took 25 s
         # of wall for 5 units and gave the range the cover had given.
         dl = deadline(min(half, QUICK_SEARCH_S), model=False) if problem.deadline_s is not None else None
-        msg = (f"infeasible: RAM {format_bytes(problem.ram_budget_bytes)} < {ram} needed at {at} "
-               f"in mode {problem.mode} ({_node_clause(problem)})")
-        if dl is not None and dl.upper is not None:
-            msg += f"; at this RAM {_deadline_clause(dl)}"
-        return Explanation(msg, extra)
+        return Explanation(f"infeasible: RAM {format_bytes(problem.ram_budget_bytes)} < {ram} needed at {at} "
+                           f"in mode {problem.mode} ({_node_clause(problem)})" + _deadline_clause(dl, "; at this RAM"),
+                           extra)
     dl = deadline(half)
     if dl is not None and dl.upper is not None:
         need = f"{dl.upper:.6g} s" if dl.exact else f"at least {dl.lower:.6g} s"
