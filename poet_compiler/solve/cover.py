@@ -108,14 +108,6 @@ def _forbid_conflicts(problem: Problem, gaps: list[_Gap], m: Any) -> None:
 DEAD_DEPTH = 3
 
 
-def _dead_inputs(problem: Problem, gaps: list[_Gap], depth: int = 1) -> dict[_Gap, list[tuple[int, ...]]]:
-    """Per gap with a recompute option: the chains of dead inputs (:func:`_dead_paths`) a
-    recompute in it may need, each in RAM only if kept through every point or brought back."""
-    paths = {gap: _dead_paths(problem, gap.node, gap.points.start, depth)
-             for gap in gaps if RECOMPUTE in gap.options}
-    return {gap: p for gap, p in paths.items() if p}
-
-
 def _dead_paths(problem: Problem, node: int, first: int, depth: int = 1) -> list[tuple[int, ...]]:
     """Every chain ``(j1, ..., jk)``, ``k <= depth``, of dead inputs at ``first``
     (:func:`_dead_before`): recomputing ``node`` needs ``j1``, recomputing ``j1`` needs ``j2``."""
@@ -278,7 +270,10 @@ def _build(problem: Problem, *, closure: bool, deadline: bool = True, absences: 
     if closure:
         _forbid_conflicts(problem, gaps, m)
     around: dict[int, list[tuple[Any, int]]] = {t: [] for t in range(n)}
-    dead = {} if closure or not absences else _dead_inputs(problem, gaps, depth)
+    # Per gap with a recompute option: the chains of dead inputs a recompute in it may need.
+    dead = {} if closure or not absences else {
+        gap: paths for gap in gaps
+        if RECOMPUTE in gap.options and (paths := _dead_paths(problem, gap.node, gap.points.start, depth))}
     post_life: dict[int, _PostLife] = {}
     kept: dict[tuple[int, int], Any] = {}
 
@@ -365,7 +360,7 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
 
     Two relaxations: the *light* model charges a recompute its own energy; the *refined*
     one also makes it keep (or bring back) the inputs nobody reads after the gap starts,
-    with an absence literal per gap point (:func:`_dead_inputs`). The refined one is the
+    with an absence literal per gap point (:func:`_dead_paths`). The refined one is the
     tighter when it closes (README demo: 0.03337 against 0.03216 J), but on big graphs
     CP-SAT stops it below the light optimum (gpt2_large: 2044.6 J after 11 s against
     2048.1 J in 3 s). So the light model gets at most half of the time, the refined one the
