@@ -286,7 +286,11 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
                                          relative_gap=relative_gap, large=is_large(built.model),
                                          floor_only=k > 0 and k == len(steps) - 1,
                                          full_subsolvers=GUIDED_SUBSOLVERS))
-        best = _better(problem, best, built, out.values)
+        if out.values is not None:
+            s = built.schedule(out.values)
+            e = feasible_energy(problem, s)
+            if e is not None and (best.energy_j is None or e < best.energy_j):
+                best = GuidedOutcome(s, e, "guided", solve_s=best.solve_s)
         best.solve_s += out.solve_time_s
     return best
 
@@ -307,13 +311,3 @@ def _widenings(cover: CoverBound) -> Iterator[tuple[CoverBound, int]]:
     for depth in range(CASCADE_DEPTH + 1, CASCADE_DEPTH + 1 + WIDER_CASCADES):
         yield wide, depth
 
-
-def _better(problem: Problem, best: GuidedOutcome, built: Built, values: list[float] | None) -> GuidedOutcome:
-    """``best``, or the sub-problem's solution ``values`` when it is a cheaper schedule."""
-    if values is None:
-        return best
-    s = built.schedule(values)
-    e = feasible_energy(problem, s)
-    if e is not None and (best.energy_j is None or e < best.energy_j):
-        return GuidedOutcome(s, e, "guided", solve_s=best.solve_s)
-    return best
