@@ -76,7 +76,6 @@ class CoverBound:
     infeasible: bool
     closed: bool
     restores: tuple[Restore, ...] = ()
-    gaps: int = 0
     build_s: float = 0.0
     other_restores: tuple[Restore, ...] = ()
     staged: StagedChoice = StagedChoice()
@@ -387,7 +386,7 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
     best = refined if (refined.energy_j or 0.0) >= (light.energy_j or 0.0) else light
     restores = refined.restores if refined.restores or not light.restores else light.restores
     other = light.restores if restores is refined.restores else refined.restores
-    return dataclasses.replace(best, restores=restores, gaps=refined.gaps, build_s=build_s, other_restores=other)
+    return dataclasses.replace(best, restores=restores, build_s=build_s, other_restores=other)
 
 
 def deeper_cover(problem: Problem, cover: CoverBound, *, time_limit_s: float, workers: int = 1,
@@ -456,7 +455,7 @@ def _solve_cover(problem: Problem, budget: int | None, time_limit_s: float, *, c
     # The build counts against the limit (1.8 s on a 1,567-node graph, which took a
     # compile at --time-limit 20 past its limit).
     build_s = work.now() - started
-    infeasible = CoverBound(None, True, True, gaps=len(cv.gaps), build_s=build_s)
+    infeasible = CoverBound(None, True, True, build_s=build_s)
     if not _budget_rows(cv, problem.activation_budget if budget is None else budget):
         return infeasible
     add_deadline_row(cv.m, cv.time_terms, cv.slack, cv.t_scale)
@@ -466,9 +465,9 @@ def _solve_cover(problem: Problem, budget: int | None, time_limit_s: float, *, c
     if res.status == "infeasible":
         return infeasible
     if res.status == "unknown":
-        return CoverBound(base, False, False, gaps=len(cv.gaps), build_s=build_s)
+        return CoverBound(base, False, False, build_s=build_s)
     bound = base + math.floor(_bound(res) + 1e-6) / cv.e_scale
-    return CoverBound(bound, False, res.status == "optimal", _restores(cv.gaps, res), len(cv.gaps), build_s)
+    return CoverBound(bound, False, res.status == "optimal", _restores(cv.gaps, res), build_s)
 
 
 def restore_slack(problem: Problem) -> float | None:
@@ -543,8 +542,7 @@ def cover_min_time(problem: Problem, *, budget: int | None = None,
         return None
     base = problem.costs.compute_only_s
     if res.status == "unknown":
-        return base, CoverBound(None, False, False, gaps=len(cv.gaps))
+        return base, CoverBound(None, False, False)
     t_units = max(0, math.floor(_bound(res) / worst_cost + 1e-9))
     energy = problem.costs.compute_only_j + sum(k for x, k in cv.cost if res.value(x)) / cv.e_scale
-    closed = res.status == "optimal"
-    return base + t_units / cv.t_scale, CoverBound(energy, False, closed, _restores(cv.gaps, res), len(cv.gaps))
+    return base + t_units / cv.t_scale, CoverBound(energy, False, res.status == "optimal", _restores(cv.gaps, res))
