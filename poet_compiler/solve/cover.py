@@ -1,37 +1,21 @@
-"""The eviction-cover bound: a small combinatorial lower bound on the optimal energy.
+"""The eviction-cover bound: a small combinatorial lower bound on the optimal energy
+(docs/optimizer.md, "The eviction cover").
 
-The LP relaxation of the T x T formulations is weak (a fractional schedule keeps "half a
-tensor" for free), and on 100+ node graphs it is too large for CP-SAT to lift its bound
-off the compute-once energy within a minute. This bound looks only at the points where
-the problem is decided — the first compute of every node — and asks: which tensors must
-be out of RAM there, and what does each absence cost at the least?
-
-At the compute point of node ``t`` in stage ``t`` (docs/model.md, Memory) RAM holds node
-``t``'s output and workspace, every input of ``t``, and every earlier tensor still
-in RAM that someone reads later. Take a tensor ``i < t`` whose next consumer (in the
-node order) is ``c > t``. If ``i`` is not in RAM at that point, it is neither kept nor
-in transfer in stage ``t``, so before stage ``c`` reads it a *restore* must happen in a
-stage of ``(t, c]``: a recompute of ``i`` (energy ``compute_j + static_w * compute_s``)
-or a page-in (``page_in_j``, plus static power without DMA), and a page-in needs at least
-one page-out of ``i`` somewhere. Absences before different next consumers ``c`` need
-restores in disjoint stage ranges, so they are distinct events whose costs add up.
-
-So, with a 0/1 choice per (tensor, next consumer) *gap* and per restore mechanism::
+At the first compute point of node ``t`` (docs/model.md, Memory), a tensor ``i < t`` whose
+next consumer is ``c > t`` and that is out of RAM must be *restored* in a stage of
+``(t, c]``: recomputed, or paged in (after a page-out of ``i`` somewhere). Restores before
+different consumers are distinct events, so their costs add up. With a 0/1 choice per
+(tensor, next consumer) *gap* and mechanism::
 
     minimize   sum cost(mechanism, i) * x[i, c, mechanism] + sum page_out_cost(i) * y[i]
     subject to for every node t:  need(t) - sum_{gaps (i, c) around t} size_i * x[i, c, .] <= budget
                x[i, c, page] <= y[i]
                recompute time (+ paging time without DMA) <= deadline - compute-only time
 
-where ``need(t)`` counts every tensor that can still be read (the checkpoint-all live set
-at point ``t``). Every schedule gives a feasible choice of the same or lower cost, so the
-optimum plus the compute-once energy is a lower bound on the schedule's energy; an
-infeasible cover proves the problem infeasible. It ignores what a restore needs (the
-inputs of a recompute, RAM during other points of a stage), which is exactly where the
-true optimum can cost more. With a few hundred binaries and one row per node, CP-SAT
-closes it in well under a second on the zoo; the tests check it against the brute-force
-oracle. Costs are rounded down and times down when scaled to integers, so the bound
-stays valid.
+where ``need(t)`` is the checkpoint-all live set at ``t``. Every schedule maps to a choice
+of no larger cost, so the optimum plus the compute-once energy is a lower bound and an
+infeasible cover proves infeasibility; costs and times are rounded down to stay valid. It
+ignores what a restore needs (a recompute's inputs), where the optimum can cost more.
 """
 
 from __future__ import annotations
@@ -40,7 +24,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any  # CP-SAT objects: the model is built on solve/backends/native.py
+from typing import Any, NamedTuple  # Any: CP-SAT objects (the model is built on solve/backends/native.py)
 
 from poet_compiler import work
 from poet_compiler.solve.backends.native import NativeLimits, NativeResult, new_model, solve_native
@@ -62,8 +46,8 @@ def cover_limit(left: float) -> float:
 
 @dataclass(frozen=True)
 class Restore:
-    """The cover's choice for one gap: tensor ``node`` is out of RAM from its previous use
-    until ``next_use`` needs it, and comes back by ``how`` (recompute or page)."""
+    """The cover's choice for one gap: ``node`` is out of RAM from its previous use until
+    ``next_use`` and comes back by ``how``."""
 
     node: int
     next_use: int
@@ -72,10 +56,8 @@ class Restore:
 
 @dataclass(frozen=True)
 class StagedChoice:
-    """Restores placed in the stages they happen in, from a relaxation that sees stages
-    (the presence model's best solution, :mod:`.presence`): ``recompute`` holds
-    ``(stage, node)`` pairs, ``paging`` the nodes it pages. Like :class:`Restore`, a guide
-    for the guided sub-problem (which decisions to open), not a schedule."""
+    """Restores in the stages they happen in (the presence model's solution): ``(stage,
+    node)`` recomputes and paged nodes; a guide for the guided sub-problem, not a schedule."""
 
     recompute: frozenset[tuple[int, int]] = frozenset()
     paging: frozenset[int] = frozenset()
@@ -83,21 +65,17 @@ class StagedChoice:
 
 @dataclass(frozen=True)
 class CoverBound:
-    """``energy_j``: a valid lower bound on every schedule's energy (None if infeasible).
-    ``closed``: the cover problem was solved to optimality (else ``energy_j`` is its
-    solver's bound, still valid). ``restores``: the cover's best choice (a guide for
-    building a schedule, not a schedule). ``build_s``: the seconds its model took to
-    build, which a caller about to build another cover of the same graph can expect.
-    ``other_restores``: the other model's choice, when both were solved (the light one's
-    beside the refined one's): where the guided search can widen its sub-problem.
-    ``staged``: the presence model's choice (:func:`.presence_stage.presence_stage` sets
-    it), which the guided sub-problem opens beside the cover's own."""
+    """``energy_j``: a lower bound on every schedule's energy (None if infeasible);
+    ``closed``: solved to optimality (else the solver's bound, still valid). ``restores``:
+    the best choice (a guide, not a schedule); ``build_s``: the seconds its model took to
+    build, what another cover of the graph can expect. ``other_restores``: the other
+    model's choice when both were solved, where the guided search widens; ``staged``: the
+    presence model's choice (set by :func:`.presence_stage.presence_stage`)."""
 
     energy_j: float | None
     infeasible: bool
     closed: bool
     restores: tuple[Restore, ...] = ()
-    gaps: int = 0
     build_s: float = 0.0
     other_restores: tuple[Restore, ...] = ()
     staged: StagedChoice = StagedChoice()
@@ -105,8 +83,7 @@ class CoverBound:
 
 def _forbid_conflicts(problem: Problem, gaps: list[_Gap], m: Any) -> None:
     """A recompute in stage ``c`` reads its closure's inputs there: none of them may be out
-    of RAM across ``c`` at the same time (the ``closure`` variant only — the bound must
-    allow it, a schedule may pay for restoring both)."""
+    of RAM across ``c`` (``closure`` only: a bound must allow it, a schedule may pay both)."""
     g = problem.graph
     by_node: dict[int, list[_Gap]] = {}
     for gap in gaps:
@@ -130,24 +107,9 @@ def _forbid_conflicts(problem: Problem, gaps: list[_Gap], m: Any) -> None:
 DEAD_DEPTH = 3
 
 
-def _dead_inputs(problem: Problem, gaps: list[_Gap], depth: int = 1) -> dict[_Gap, list[tuple[int, ...]]]:
-    """Per gap with a recompute option: the chains of dead inputs (:func:`_dead_paths`)
-    that a recompute in the gap may need. Each is found in RAM only if it was kept all
-    along — through every point where the node is out — or brought back."""
-    out: dict[_Gap, list[tuple[int, ...]]] = {}
-    for gap in gaps:
-        if RECOMPUTE not in gap.options:
-            continue
-        paths = _dead_paths(problem, gap.node, gap.points.start, depth)
-        if paths:
-            out[gap] = paths
-    return out
-
-
 def _dead_paths(problem: Problem, node: int, first: int, depth: int = 1) -> list[tuple[int, ...]]:
-    """Every chain ``(j1, ..., jk)``, ``k <= depth``: ``j1`` a dead input of ``node``, each
-    next one a dead input of the one before (:func:`_dead_before`, at the same ``first``).
-    Recomputing ``node`` after ``first`` needs ``j1``; recomputing ``j1`` then needs ``j2``."""
+    """Every chain ``(j1, ..., jk)``, ``k <= depth``, of dead inputs at ``first``
+    (:func:`_dead_before`): recomputing ``node`` needs ``j1``, recomputing ``j1`` needs ``j2``."""
     out: list[tuple[int, ...]] = []
     stack: list[tuple[int, ...]] = [(j,) for j in reversed(_dead_before(problem, node, first))]
     while stack:
@@ -172,36 +134,27 @@ def recompute_j(problem: Problem, k: int) -> float:
 
 
 def transfer_j(problem: Problem, k: int, direction: str) -> float:
-    """Energy of one page-in / page-out of ``k`` (static power only where transfers do not
-    overlap compute, ``Problem.overlaps``), as in the formulations' objective."""
+    """Energy of one page-in / page-out of ``k`` in the formulations' objective (static
+    power only where transfers do not overlap compute)."""
     c = problem.costs
     j, s = (c.page_in_j[k], c.page_in_s[k]) if direction == "in" else (c.page_out_j[k], c.page_out_s[k])
     return j + (0.0 if problem.overlaps else c.static_w * s)
 
 
-@dataclass(frozen=True)
-class _PostLife:
-    """Tensor j is recomputed (``recomputed``) or paged in (``paged``) after its last use:
-    two literals, each charged at the least what it costs (both may hold)."""
+class _PostLife(NamedTuple):
+    """Literals: tensor j is recomputed / paged in after its last use (both may hold)."""
 
     recomputed: Any
     paged: Any
 
-    @property
-    def any(self) -> Any:
-        return self.recomputed + self.paged
-
 
 def _post_life_event(problem: Problem, j: int, m: Any, cost: list, e_scale: float,
                      page_out: Callable[[int], Any]) -> _PostLife:
-    """The restores of tensor j after its last use, each charged what it costs at the
-    least: a recompute (its inputs not charged here: still a bound), or a page-in, which
-    reads the copy that a page-out of ``j`` wrote (``page_out(j)``, the tensor's one
-    page-out literal, shared with its gaps' page options).
-
-    Charging the page-in alone undercharged it: on ResNet-18-CIFAR a72 a batch norm's
-    output costs 0.0239 J to recompute and 0.0138 + 0.0257 J to page in and out, and the
-    bound took the 0.0138 J (BENCHMARKS.md, "Optimizer grid")."""
+    """The restores of tensor j after its last use, each charged its least cost: a
+    recompute (its inputs not charged: still a bound), or a page-in, which implies ``j``'s
+    one page-out literal ``page_out(j)``. Charging the page-in alone undercharged it: on
+    ResNet-18-CIFAR a72 a batch norm's output costs 0.0239 J to recompute and 0.0138 +
+    0.0257 J to page in and out, and the bound took the 0.0138 J."""
     recomputed: Any = 0
     paged: Any = 0
     if problem.allows_remat:
@@ -223,8 +176,8 @@ class _Gap:
 
 
 def recompute_closure(problem: Problem, node: int, stage: int) -> list[int]:
-    """``node`` and the ancestors a recompute of it in ``stage`` has to recompute too,
-    when every tensor that someone reads at or after ``stage`` is in RAM and nothing else is."""
+    """``node`` and the ancestors a recompute of it in ``stage`` recomputes too, when only
+    the tensors read at or after ``stage`` are in RAM."""
     g = problem.graph
     out, stack, seen = [], [node], {node}
     while stack:
@@ -239,8 +192,8 @@ def recompute_closure(problem: Problem, node: int, stage: int) -> list[int]:
 
 @dataclass
 class _Cover:
-    """The cover model before its budget rows and objective: the choices, their energy
-    and time terms, and per point the bytes each choice takes off ``need``."""
+    """The cover model before its budget rows and objective; ``around``: per point, the
+    bytes each choice takes off ``need``."""
 
     m: Any
     need: list[int]
@@ -255,11 +208,9 @@ class _Cover:
 
 def _build(problem: Problem, *, closure: bool, deadline: bool = True, absences: bool = True,
            depth: int = 1, exposure: bool = False) -> _Cover:
-    """The choices of :func:`cover_bound` (``deadline=False``: options are not filtered by
-    the deadline's slack, for the minimum-time bound; ``absences=False``: without the
-    per-point absences of gaps whose recompute needs dead inputs, :func:`cover_bound`'s
-    light model; ``exposure``: with the paging time that outlasts its stage, where
-    transfers are stage-long, :mod:`.exposure`)."""
+    """The choices of :func:`cover_bound`; ``deadline=False``: not filtered by the deadline
+    (the minimum-time bound); ``absences=False``: the light model; ``exposure``: with the
+    paging time that outlasts its stage (:mod:`.exposure`)."""
     g, c, n = problem.graph, problem.costs, problem.n
     size = [node.output_bytes for node in g.nodes]
     need = [size[t] + g.nodes[t].workspace_bytes for t in range(n)]
@@ -318,7 +269,10 @@ def _build(problem: Problem, *, closure: bool, deadline: bool = True, absences: 
     if closure:
         _forbid_conflicts(problem, gaps, m)
     around: dict[int, list[tuple[Any, int]]] = {t: [] for t in range(n)}
-    dead = {} if closure or not absences else _dead_inputs(problem, gaps, depth)
+    # Per gap with a recompute option: the chains of dead inputs a recompute in it may need.
+    dead = {} if closure or not absences else {
+        gap: paths for gap in gaps
+        if RECOMPUTE in gap.options and (paths := _dead_paths(problem, gap.node, gap.points.start, depth))}
     post_life: dict[int, _PostLife] = {}
     kept: dict[tuple[int, int], Any] = {}
 
@@ -363,7 +317,8 @@ def _build(problem: Problem, *, closure: bool, deadline: bool = True, absences: 
                             busy.append((post_life[j].recomputed, c.compute_s[j]))
                 excused = sum(kept_at(j, t) + post_life[j].paged for j in path[:-1])
                 last = path[-1]
-                m.add(kept_at(last, t) >= a - gap.options.get(PAGE, 0) - excused - post_life[last].any)
+                restored = post_life[last].recomputed + post_life[last].paged
+                m.add(kept_at(last, t) >= a - gap.options.get(PAGE, 0) - excused - restored)
     if ex is not None:
         ex.add_static_cost(cost, busy, e_scale)
         # The summed excess fits the deadline's slack too: T >= T0 + max(R, E).
@@ -402,29 +357,21 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
                 closure: bool = False, workers: int = 1) -> CoverBound:
     """The eviction-cover bound of ``problem`` at ``budget`` (default: its activation budget).
 
-    Two models, both relaxations: the *light* one charges a recompute its own energy only;
-    the *refined* one also makes it keep (or bring back) the inputs nobody reads after the
-    gap starts, with one absence literal per gap point (``_dead_inputs``). The refined
-    model is the tighter when it closes (the README demo: 0.03337 J against 0.03216 J),
-    but it is far larger on big graphs, and CP-SAT then stops at a bound below the light
-    model's optimum, which closes in well under a second (BERT-base a72 70 %: 109.57
-    against 109.71 J; gpt2_large: 2044.6 J after 11 s against 2048.1 J in 3 s, of which
-    1.8 s built the refined model). So the light model is solved first, with at most half
-    of the time, the refined one with the rest when its forecast build
-    (:func:`absence_literals`) fits in half of what is left, and the bound is the better of
-    the two. The choice of restores (``restores``) is the refined model's when it has one.
+    Two relaxations: the *light* model charges a recompute its own energy; the *refined*
+    one also makes it keep (or bring back) the inputs nobody reads after the gap starts,
+    with an absence literal per gap point (:func:`_dead_paths`). The refined one is the
+    tighter when it closes (README demo: 0.03337 against 0.03216 J), but on big graphs
+    CP-SAT stops it below the light optimum (gpt2_large: 2044.6 J after 11 s against
+    2048.1 J in 3 s). So the light model gets at most half of the time, the refined one the
+    rest when its forecast build (:func:`absence_literals`) fits in half of that; the bound
+    is the better, the restores the refined model's when it has some. The refined model
+    runs on ``workers`` threads of CP-SAT's interleaved search (deterministic): its LNS
+    workers closed it where one worker stayed at its first LP bound for 10 s
+    (ResNet-18-CIFAR a72 50 % 2.0x: 43.924 J in 6.3 s against 43.716 J).
 
-    The refined model is solved on ``workers`` threads by CP-SAT's interleaved search
-    (deterministic whatever the thread timing): its large-neighbourhood workers beside the
-    LP search closed it where one worker stayed at its first LP bound for 10 s
-    (ResNet-18-CIFAR a72 50 % 2.0x: 43.924 J in 6.3 s against 43.716 J; MobileNetV2 a72
-    50 %: 4.8101 J in 6.9 s; BERT-base a72 70 %: 109.715 J in 9.6 s).
-
-    ``closure=True`` charges a recompute with its whole :func:`recompute_closure` (the
-    inputs that are no longer in RAM by then): closer to what a schedule pays, but then
-    ``energy_j`` is **not** a bound (a schedule may keep those inputs instead) — only the
-    choice of restores is used, to build a schedule (:mod:`.guided`)."""
-
+    ``closure=True`` charges a recompute with its whole :func:`recompute_closure`: closer
+    to what a schedule pays, but ``energy_j`` is then **not** a bound (a schedule may keep
+    those inputs); only its restores are used, to build a schedule (:mod:`.guided`)."""
     started = work.now()
     light = _solve_cover(problem, budget, time_limit_s / 2 if not closure else time_limit_s,
                          closure=closure, absences=False)
@@ -439,17 +386,17 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
     best = refined if (refined.energy_j or 0.0) >= (light.energy_j or 0.0) else light
     restores = refined.restores if refined.restores or not light.restores else light.restores
     other = light.restores if restores is refined.restores else refined.restores
-    return dataclasses.replace(best, restores=restores, gaps=refined.gaps, build_s=build_s, other_restores=other)
+    return dataclasses.replace(best, restores=restores, build_s=build_s, other_restores=other)
 
 
 def deeper_cover(problem: Problem, cover: CoverBound, *, time_limit_s: float, workers: int = 1,
                  exposure: bool = True) -> CoverBound:
-    """``cover`` with the bound of the *deep* refined model, when that is higher: chains of
-    dead inputs ``DEAD_DEPTH`` deep, and where transfers are stage-long, the paging time
-    that outlasts its stage (:mod:`.exposure`; ``exposure=False``: not that). Its restores stay ``cover``'s (see
-    ``DEAD_DEPTH``: they guide the schedules better). ``cover`` itself when the graph has
-    neither, the forecast build does not fit in half of ``time_limit_s``, or the bound is
-    not higher. A valid bound: every schedule (of the family searched) maps to a choice of it too."""
+    """``cover`` with the bound of the *deep* refined model when that is higher: chains of
+    dead inputs ``DEAD_DEPTH`` deep and, with ``exposure`` where transfers are stage-long,
+    the paging time that outlasts its stage (:mod:`.exposure`). Its restores stay
+    ``cover``'s (they guide the schedules better: ``DEAD_DEPTH``). ``cover`` itself when
+    the graph has neither, or the forecast build does not fit in half of ``time_limit_s``.
+    A valid bound: every schedule (of the family searched) maps to a choice of it too."""
     literals = absence_literals(problem, DEAD_DEPTH)   # more than one level's: a chain
     exposure = exposure and applies(problem)
     if cover.energy_j is None or (not exposure and literals <= absence_literals(problem)) or \
@@ -463,74 +410,64 @@ def deeper_cover(problem: Problem, cover: CoverBound, *, time_limit_s: float, wo
                                build_s=cover.build_s + deep.build_s)
 
 
-def _has_chains(problem: Problem) -> bool:
-    """Some gap's recompute needs a dead input of a dead input (:func:`_dead_paths`)."""
-    return absence_literals(problem, DEAD_DEPTH) > absence_literals(problem)
-
-
 # Seconds to build one absence literal of the refined cover (measured: 6.6 us on
 # gpt2_large, 232k literals in 1.5 s; doubled for slower machines).
 ABSENCE_LITERAL_S = 1.5e-5
 
 
-def _absent_gaps(problem: Problem, depth: int = 1) -> Iterator[tuple[int, int]]:
-    """(gap length, number of dead inputs) of every gap the refined cover gives per-point
-    absences (:func:`_dead_inputs`), found without building a model."""
+def absence_literals(problem: Problem, depth: int = 1) -> int:
+    """How many absence and keep literals the refined cover would build beyond the light
+    model, without building it (an upper estimate: the deadline may rule recomputes out)."""
     g = problem.graph
-    if not problem.allows_remat:
-        return
-    for i in range(problem.n):
+    total = 0
+    for i in range(problem.n if problem.allows_remat else 0):
         if g.nodes[i].pinned:
             continue
         prev = i
         for nxt in sorted(set(g.consumers[i])):
             length, first, prev = nxt - prev - 1, prev + 1, nxt
-            dead = len({j for path in _dead_paths(problem, i, first, depth) for j in path}) if length > 0 else 0
-            if dead:
-                yield length, dead
+            if length > 0:
+                total += length * (1 + len({j for path in _dead_paths(problem, i, first, depth) for j in path}))
+    return total
 
 
-def absence_literals(problem: Problem, depth: int = 1) -> int:
-    """How many absence and keep literals the refined cover would build: its size beyond
-    the light model's (an upper estimate: the deadline may rule some recomputes out)."""
-    return sum(length * (1 + dead) for length, dead in _absent_gaps(problem, depth))
+def _budget_rows(cv: _Cover, limit: int) -> bool:
+    """RAM within ``limit`` at every point; False when some point cannot get there."""
+    for t, need in enumerate(cv.need):
+        excess = need - limit
+        if excess <= 0:
+            continue
+        if sum(s for _, s in cv.around[t] if s > 0) < excess:
+            return False
+        cv.m.add(sum(s * x for x, s in cv.around[t]) >= excess)
+    return True
+
+
+def _restores(gaps: list[_Gap], res: NativeResult) -> tuple[Restore, ...]:
+    return tuple(Restore(gap.node, gap.next_use, how) for gap in gaps for how, x in gap.options.items() if res.value(x))
 
 
 def _solve_cover(problem: Problem, budget: int | None, time_limit_s: float, *, closure: bool,
                  absences: bool, workers: int = 1, depth: int = 1, exposure: bool = False) -> CoverBound:
     """One cover model (:func:`cover_bound`) built and solved within ``time_limit_s``."""
-    limit = problem.activation_budget if budget is None else budget
     started = work.now()
     cv = _build(problem, closure=closure, absences=absences, depth=depth, exposure=exposure)
-    # ``time_limit_s`` is the call's wall time: building the model counts (1.8 s on a
-    # 1,567-node graph, which took a compile at --time-limit 20 past its limit).
+    # The build counts against the limit (1.8 s on a 1,567-node graph, which took a
+    # compile at --time-limit 20 past its limit).
     build_s = work.now() - started
-    time_limit_s = max(0.0, time_limit_s - build_s)
-    m, gaps = cv.m, cv.gaps
-    for t in range(problem.n):
-        excess = cv.need[t] - limit
-        if excess <= 0:
-            continue
-        if sum(s for _, s in cv.around[t] if s > 0) < excess:
-            return CoverBound(None, True, True, gaps=len(gaps), build_s=build_s)
-        m.add(sum(s * x for x, s in cv.around[t]) >= excess)
-    _deadline_row(cv)
-    m.minimize(sum(k * x for x, k in cv.cost))
-    res = _solve(m, time_limit_s, workers)
-    status = res.status
-    base = problem.costs.compute_only_j
-    if status == "infeasible":
-        return CoverBound(None, True, True, gaps=len(gaps), build_s=build_s)
-    if status == "unknown":
-        return CoverBound(base, False, False, gaps=len(gaps), build_s=build_s)
-    restores = tuple(Restore(gap.node, gap.next_use, how) for gap in gaps
-                     for how, x in gap.options.items() if res.value(x))
-    bound = base + math.floor(_bound(res) + 1e-6) / cv.e_scale
-    return CoverBound(bound, False, status == "optimal", restores, len(gaps), build_s)
-
-
-def _deadline_row(cv: _Cover) -> None:
+    infeasible = CoverBound(None, True, True, build_s=build_s)
+    if not _budget_rows(cv, problem.activation_budget if budget is None else budget):
+        return infeasible
     add_deadline_row(cv.m, cv.time_terms, cv.slack, cv.t_scale)
+    cv.m.minimize(sum(k * x for x, k in cv.cost))
+    res = _solve(cv.m, max(0.0, time_limit_s - build_s), workers)
+    base = problem.costs.compute_only_j
+    if res.status == "infeasible":
+        return infeasible
+    if res.status == "unknown":
+        return CoverBound(base, False, False, build_s=build_s)
+    bound = base + math.floor(_bound(res) + 1e-6) / cv.e_scale
+    return CoverBound(bound, False, res.status == "optimal", _restores(cv.gaps, res), build_s)
 
 
 def restore_slack(problem: Problem) -> float | None:
@@ -542,8 +479,8 @@ def restore_slack(problem: Problem) -> float | None:
 
 
 def cost_scales(problem: Problem, scale: float) -> tuple[float, float]:
-    """Integer units per joule and per second: ``scale`` units for the largest energy
-    and the largest time of one compute or transfer."""
+    """Integer units per joule and per second: ``scale`` for the largest energy and time
+    of one compute or transfer."""
     c = problem.costs
     return (scale / max(max(c.compute_j), max(c.page_in_j), max(c.page_out_j), 1e-300),
             scale / max(max(c.compute_s), max(c.page_in_s), max(c.page_out_s), 1e-300))
@@ -557,10 +494,7 @@ def add_deadline_row(m: Any, time_terms: list[tuple[Any, int]], slack: float | N
 
 
 def _solve(m: Any, time_limit_s: float, workers: int = 1) -> NativeResult:
-    """Solve a cover model within ``time_limit_s`` wall seconds (the caller's time left),
-    on the backends' entry point for native CP-SAT models, deterministically: one worker,
-    or several in CP-SAT's interleaved search; status "optimal" | "feasible" |
-    "infeasible" | "unknown"."""
+    """A cover model solved deterministically: one worker, or several interleaved."""
     return solve_native(m, NativeLimits(time_limit_s=time_limit_s, workers=max(1, workers),
                                         interleave=workers > 1))
 
@@ -573,18 +507,15 @@ def _bound(res: NativeResult) -> float:
 
 def cover_min_budget(problem: Problem, *, time_limit_s: float = COVER_LIMIT_S) -> int | None:
     """A lower bound on the smallest activation budget at which a schedule meets the
-    problem's deadline: the cover's rows with the budget as the variable. Every schedule
-    that fits a budget B gives a cover choice that fits B, so no budget below the optimum
-    here can work. None when the cover finds no budget at all (the deadline rules out
-    every schedule); 0 (no information) when the solver stops without a proof."""
-
+    deadline: the cover's rows with the budget as the variable (a schedule that fits B
+    gives a choice that fits B). None when no budget fits the deadline; 0 (no
+    information) when the solver stops without a proof."""
     cv = _build(problem, closure=False)
     m = cv.m
-    top = max(cv.need, default=0)
-    b = m.new_int_var(0, top, "budget")
+    b = m.new_int_var(0, max(cv.need, default=0), "budget")
     for t in range(problem.n):
         m.add(sum(s * x for x, s in cv.around[t]) + b >= cv.need[t])
-    _deadline_row(cv)
+    add_deadline_row(m, cv.time_terms, cv.slack, cv.t_scale)
     m.minimize(b)
     res = _solve(m, time_limit_s)
     if res.status == "infeasible":
@@ -597,36 +528,21 @@ def cover_min_budget(problem: Problem, *, time_limit_s: float = COVER_LIMIT_S) -
 def cover_min_time(problem: Problem, *, budget: int | None = None,
                    time_limit_s: float = COVER_LIMIT_S) -> tuple[float, CoverBound] | None:
     """A lower bound on the step time of any schedule within ``budget`` (default: the
-    activation budget), ignoring the deadline: the cover's rows with the restores' time
-    as the objective (paging time counts only where transfers do not overlap compute,
-    ``Problem.overlaps``, as in the deadline row).
-    Returns ``(seconds, choice)`` — the choice to realize as a fast schedule, its
-    ``energy_j`` the choice's cover cost (not a bound) — or None when no schedule fits
-    the budget at any deadline."""
-    limit = problem.activation_budget if budget is None else budget
+    activation budget) at any deadline: the cover's rows with the restores' time (as in
+    the deadline row) as the objective. ``(seconds, choice)``, the choice's ``energy_j``
+    its cover cost (not a bound); None when no schedule fits the budget."""
     cv = _build(problem, closure=False, deadline=False)
-    m = cv.m
-    for t in range(problem.n):
-        excess = cv.need[t] - limit
-        if excess <= 0:
-            continue
-        if sum(s for _, s in cv.around[t] if s > 0) < excess:
-            return None
-        m.add(sum(s * x for x, s in cv.around[t]) >= excess)
+    if not _budget_rows(cv, problem.activation_budget if budget is None else budget):
+        return None
     # Time first; among the fastest choices, the cheapest (energy breaks ties).
     worst_cost = sum(k for _, k in cv.cost) + 1
-    m.minimize(sum(k * worst_cost * x for x, k in cv.time_terms)
-               + sum(k * x for x, k in cv.cost))
-    res = _solve(m, time_limit_s)
-    status = res.status
-    if status == "infeasible":
+    cv.m.minimize(sum(k * worst_cost * x for x, k in cv.time_terms) + sum(k * x for x, k in cv.cost))
+    res = _solve(cv.m, time_limit_s)
+    if res.status == "infeasible":
         return None
     base = problem.costs.compute_only_s
-    if status == "unknown":
-        return base, CoverBound(None, False, False, gaps=len(cv.gaps))
+    if res.status == "unknown":
+        return base, CoverBound(None, False, False)
     t_units = max(0, math.floor(_bound(res) / worst_cost + 1e-9))
-    restores = tuple(Restore(gap.node, gap.next_use, how) for gap in cv.gaps
-                     for how, x in gap.options.items() if res.value(x))
-    energy = problem.costs.compute_only_j + sum(
-        k for x, k in cv.cost if res.value(x)) / cv.e_scale
-    return base + t_units / cv.t_scale, CoverBound(energy, False, status == "optimal", restores, len(cv.gaps))
+    energy = problem.costs.compute_only_j + sum(k for x, k in cv.cost if res.value(x)) / cv.e_scale
+    return base + t_units / cv.t_scale, CoverBound(energy, False, res.status == "optimal", _restores(cv.gaps, res))

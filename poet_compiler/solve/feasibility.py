@@ -1,15 +1,11 @@
 """Infeasibility analysis: the smallest RAM at the problem's deadline, the smallest
 deadline at its RAM, and a one-line reason.
 
-Both minima are computed, not guessed, by optimizing the budget itself on the fast
-formulation (:func:`~poet_compiler.solve.formulation.fast.build_fast` with objective
-"ram" or "time") on CP-SAT, warm-started from checkpoint-all. A proven optimum gives the
-exact minimum; when the effort cap (time limit) stops the solver first, the result is a
-range ``[lower, upper]`` — the solver's bound and the best schedule found — and messages
-say "at least".
-
-Cheap lower bound used in messages: a node's working set, ``m_k + w_k + sum of its
-inputs``, must fit at its compute point in any schedule.
+Each minimum has a lower bound from the cover (:mod:`.cover`; for the RAM also a node's
+working set, ``m_k + w_k +`` its inputs, in RAM at its compute point in any schedule) and
+an upper one from quick schedules; when they differ, the fast formulation minimizes the
+budget itself (objective "ram" or "time"). When the effort runs out first the result is a
+range ``[lower, upper]`` and messages say "at least".
 """
 
 from __future__ import annotations
@@ -24,13 +20,7 @@ from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.baselines.keep_all import checkpoint_all_schedule
 from poet_compiler.solve.clock import MIN_STAGE_S, step_until
-from poet_compiler.solve.cover import (
-    CoverBound,
-    cover_bound,
-    cover_limit,
-    cover_min_budget,
-    cover_min_time,
-)
+from poet_compiler.solve.cover import CoverBound, cover_bound, cover_limit, cover_min_budget, cover_min_time
 from poet_compiler.solve.formulation.common import BuildDeadline, Built
 from poet_compiler.solve.formulation.fast import build_fast
 from poet_compiler.solve.guided import cover_schedule, realize_within
@@ -65,13 +55,11 @@ class Explanation:
 
 
 def working_set(problem: Problem) -> tuple[int, int]:
-    """``(bytes, node)``: the largest ``output + workspace + inputs`` of any node."""
+    """``(bytes, node)``: the largest ``output + workspace + inputs`` of any node (the first of ties)."""
     g = problem.graph
-    best = (0, 0)
-    for node in g.nodes:
-        need = node.output_bytes + node.workspace_bytes + sum(g.nodes[i].output_bytes for i in set(node.inputs))
-        best = max(best, (need, -node.id))
-    return best[0], -best[1]
+    need, k = max(((node.output_bytes + node.workspace_bytes + sum(g.nodes[i].output_bytes for i in set(node.inputs)),
+                    -node.id) for node in g.nodes), default=(0, 0))
+    return need, -k
 
 
 def _fixed(problem: Problem) -> int:
@@ -83,88 +71,77 @@ def _deadline_too_short(problem: Problem) -> bool:
 
 
 def _left(until: float) -> float:
+    """The effort left before the ``work.now()`` instant ``until``: a CP-SAT limit that ends by it."""
     return max(0.0, until - work.now())
-
-
-def _solver_limit(until: float) -> float:
-    """A CP-SAT limit that ends by ``until`` (work inside a solve: :mod:`poet_compiler.work`)."""
-    return _left(until)
 
 
 def _build_within(problem: Problem, objective: str, until: float) -> Built | None:
     """The fast formulation minimizing ``objective``, or None when no effort is left to
     solve it by ``until`` (the build stops there too)."""
-    if _solver_limit(until) <= MIN_STAGE_S:
+    if _left(until) <= MIN_STAGE_S:
         return None
     try:
         with step_until(until):
             built = build_fast(problem, objective=objective)
     except BuildDeadline:
         return None
-    return built if _solver_limit(until) > MIN_STAGE_S else None
+    return built if _left(until) > MIN_STAGE_S else None
 
 
-def _quick_ram_upper(problem: Problem, lower: int, until: float | None = None) -> tuple[int, Schedule] | None:
+def _quick_ram_upper(problem: Problem, lower: int, until: float) -> tuple[int, Schedule] | None:
     """The smallest live peak (activation bytes) among quick schedules that meet the
-    deadline: checkpoint-all with frees, and the cover's schedule at budget ``lower``
-    (its cover solves end by ``until`` when given)."""
-    found: list[tuple[int, Schedule]] = []
+    deadline: checkpoint-all, and the cover's schedule at budget ``lower`` (its cover
+    solves end by ``until``)."""
     at_lower = dataclasses.replace(problem, ram_budget_bytes=lower + _fixed(problem))
-    cap = QUICK_SEARCH_S if until is None else min(QUICK_SEARCH_S, _left(until))
+    cap = min(QUICK_SEARCH_S, _left(until))
     candidates: list[Schedule | None] = [checkpoint_all_schedule(problem)]
     cover = cover_bound(at_lower, time_limit_s=cap) if cap > 0 else None
     if cover is not None and cover.energy_j is not None:
         candidates.append(cover_schedule(at_lower, cover, time_limit_s=QUICK_SEARCH_S, until=until))
-    for schedule in candidates:
-        if schedule is None:
-            continue
-        sim = simulate_schedule(problem, schedule)
-        if problem.deadline_s is None or sim.runtime_s <= problem.deadline_s * (1 + _DEADLINE_TOL):
-            found.append((sim.peak_bytes, schedule))
-    return min(found, key=lambda f: f[0]) if found else None
+    sims = [(simulate_schedule(problem, s), s) for s in candidates if s is not None]
+    found = [(sim.peak_bytes, s) for sim, s in sims
+             if problem.deadline_s is None or sim.runtime_s <= problem.deadline_s * (1 + _DEADLINE_TOL)]
+    return min(found, key=lambda f: f[0], default=None)
 
 
 def ram_requirement(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> Requirement:
     """Smallest RAM budget (``ram_budget_bytes`` units, fixed bytes included when counted)
-    for which a schedule exists at the problem's deadline and mode.
-
-    The eviction-cover bound with the budget as its variable gives a lower bound in well
-    under a second; when a quick schedule (checkpoint-all, the cover's own) reaches it,
-    that is the minimum, proven. Otherwise the fast formulation minimizes the budget,
-    stopping if it reaches the cover's bound. ``time_limit_s`` bounds the whole search."""
+    for which a schedule exists at the problem's deadline and mode, searched within
+    ``time_limit_s``: proven when a quick schedule reaches the cover's bound (well under a
+    second), else the fast formulation minimizes the budget down to that bound."""
     until = work.now() + time_limit_s
     if _deadline_too_short(problem):
         raise InfeasibleError(
             f"deadline {problem.deadline_s:.6g} s is below the compute-only minimum "
             f"{problem.costs.compute_only_s:.6g} s: no RAM budget helps")
+    fixed = _fixed(problem)
     floor = max(working_set(problem)[0], cover_min_budget(problem, time_limit_s=cover_limit(time_limit_s)) or 0)
     quick = _quick_ram_upper(problem, floor, until)
+    at_floor = Requirement(lower=float(floor + fixed), upper=None if quick is None else float(quick[0] + fixed))
     if quick is not None and quick[0] <= floor:
-        return Requirement(lower=float(floor + _fixed(problem)), upper=float(quick[0] + _fixed(problem)))
-    out = None
+        return at_floor
     built = _build_within(problem, "ram", until)
-    if built is not None:
-        built.hint_from(quick[1] if quick is not None else Schedule.checkpoint_all(problem.n))
-        built.model.objective_floor = float(floor)
-        out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=_solver_limit(until), threads=threads))
-    if built is None or out is None or out.values is None:
-        return Requirement(lower=float(floor + _fixed(problem)),
-                           upper=None if quick is None else float(quick[0] + _fixed(problem)))
+    if built is None:
+        return at_floor
+    built.hint_from(quick[1] if quick is not None else Schedule.checkpoint_all(problem.n))
+    built.model.objective_floor = float(floor)
+    out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=_left(until), threads=threads))
+    if out.values is None:
+        return at_floor
     # The minimum is what the schedule really needs (simulated), not the solver's figure.
     upper = simulate_schedule(problem, built.schedule(out.values)).peak_bytes
     if quick is not None:
         upper = min(upper, quick[0])
     lower = upper if out.status == "optimal" else max(floor, math.ceil((out.bound or 0) - 1e-6))
-    return Requirement(lower=float(min(lower, upper) + _fixed(problem)), upper=float(upper + _fixed(problem)))
+    return Requirement(lower=float(min(lower, upper) + fixed), upper=float(upper + fixed))
 
 
 def _quick_fastest(free: Problem, choice: CoverBound, time_limit_s: float,
-                   until: float | None = None) -> tuple[float, Schedule] | None:
+                   until: float) -> tuple[float, Schedule] | None:
     """``(runtime, schedule)`` realized from the cover's fastest choice (its budget lowered
     on overshoot, as for the energy cover), or None; no new cover solve after ``until``."""
     def resolve(budget: int) -> CoverBound | None:
-        limit = time_limit_s if until is None else min(time_limit_s, _left(until))
-        found = cover_min_time(free, budget=budget, time_limit_s=limit)
+        found = cover_min_time(free, budget=budget, time_limit_s=min(time_limit_s, _left(until)))
         return None if found is None else found[1]
 
     found = realize_within(free, choice, resolve, until=until)
@@ -174,14 +151,10 @@ def _quick_fastest(free: Problem, choice: CoverBound, time_limit_s: float,
 def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2,
                          model: bool = True) -> Requirement | None:
     """Smallest step time of any schedule within the problem's RAM budget (None: no
-    schedule fits that RAM at any deadline). ``upper`` is the simulated runtime of the
-    fastest schedule found.
-
-    As for the RAM: the cover with the restores' time as objective gives a lower bound
-    and a choice of restores; realized, that choice is often a schedule at the bound.
-    Otherwise the fast formulation minimizes the step time from it (unless ``model`` is
-    False: the side note of a RAM that is too small stops at the cover's range).
-    ``time_limit_s`` bounds the whole search."""
+    schedule fits it), searched within ``time_limit_s``; ``upper`` is the simulated
+    runtime of the fastest schedule found. As for the RAM: the cover's fastest choice,
+    realized, is often at its bound; else (with ``model``) the fast formulation minimizes
+    the step time from the fastest schedule known."""
     until = work.now() + time_limit_s
     free = dataclasses.replace(problem, deadline_s=None)
     limit = cover_limit(time_limit_s)
@@ -192,13 +165,10 @@ def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, thread
     fastest = _quick_fastest(free, quick[1], limit, until)
 
     def so_far() -> Requirement:
-        """The range the bound and the fastest schedule found so far give."""
         return Requirement(lower=lower if fastest is None else min(lower, fastest[0]),
                            upper=None if fastest is None else fastest[0])
 
-    if fastest is not None and fastest[0] <= lower * (1 + 1e-9) + 1e-12:
-        return so_far()
-    if not model or _solver_limit(until) <= MIN_STAGE_S:
+    if (fastest is not None and fastest[0] <= lower * (1 + 1e-9) + 1e-12) or not model or _left(until) <= MIN_STAGE_S:
         return so_far()
     # The heuristics' schedules within the RAM: the fastest is an upper bound and a hint.
     for _, _, schedule in warm_start_candidates(free, until=until):
@@ -211,7 +181,7 @@ def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, thread
     if fastest is not None:
         built.hint_from(fastest[1])
     built.model.objective_floor = lower
-    out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=_solver_limit(until), threads=threads))
+    out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=_left(until), threads=threads))
     if out.status == "infeasible":
         return None
     lower = max(lower, out.bound or 0.0)
@@ -225,31 +195,6 @@ def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, thread
     return so_far()
 
 
-def min_ram(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> int:
-    """Smallest RAM budget that admits a schedule at the problem's deadline and mode.
-
-    Raises :class:`InfeasibleError` when no budget can work (deadline below compute-only)
-    or when the effort cap stopped the search before the minimum was proven.
-    """
-    req = ram_requirement(problem, time_limit_s=time_limit_s, threads=threads)
-    if not req.exact:
-        raise InfeasibleError(f"minimum RAM not proven within {time_limit_s:g} s: at least "
-                              f"{format_bytes(req.lower)}" + ("" if req.upper is None else
-                                                              f", and {format_bytes(req.upper)} works"))
-    return int(req.lower)
-
-
-def min_deadline(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> float:
-    """Smallest deadline that admits a schedule at the problem's RAM budget and mode."""
-    req = deadline_requirement(problem, time_limit_s=time_limit_s, threads=threads)
-    if req is None:
-        raise InfeasibleError(f"no schedule fits RAM {format_bytes(problem.ram_budget_bytes)} at any deadline")
-    if not req.exact:
-        raise InfeasibleError(f"minimum deadline not proven within {time_limit_s:g} s: at least {req.lower:.6g} s"
-                              + ("" if req.upper is None else f", and {req.upper:.6g} s works"))
-    return float(req.upper)  # type: ignore[arg-type]
-
-
 def _node_clause(problem: Problem) -> str:
     need, k = working_set(problem)
     g = problem.graph
@@ -261,11 +206,13 @@ def _node_clause(problem: Problem) -> str:
     return f"largest single node: {node.name!r} alone needs {format_bytes(need)}: {' + '.join(parts)}"
 
 
-def _deadline_clause(dl: Requirement) -> str:
-    """The smallest deadline when proven, else the range the search left."""
+def _deadline_clause(dl: Requirement | None, at: str) -> str:
+    """``at`` the smallest deadline when proven, else the range the search left ("": none found)."""
+    if dl is None or dl.upper is None:
+        return ""
     if dl.exact:
-        return f"the smallest deadline is {dl.upper:.6g} s"
-    return f"a deadline of {dl.upper:.6g} s works (the smallest is at least {dl.lower:.6g} s)"
+        return f"{at} the smallest deadline is {dl.upper:.6g} s"
+    return f"{at} a deadline of {dl.upper:.6g} s works (the smallest is at least {dl.lower:.6g} s)"
 
 
 def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2) -> Explanation:
@@ -287,15 +234,13 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
         return dl
 
     if _deadline_too_short(problem):
-        dl = deadline(half)
-        msg = (f"infeasible: deadline {problem.deadline_s:.6g} s < compute-only minimum "
-               f"{problem.costs.compute_only_s:.6g} s (every node must run once)")
-        if dl is not None and dl.upper is not None:
-            msg += f"; at RAM {format_bytes(problem.ram_budget_bytes)} {_deadline_clause(dl)}"
-        return Explanation(msg, extra)
+        return Explanation(f"infeasible: deadline {problem.deadline_s:.6g} s < compute-only minimum "
+                           f"{problem.costs.compute_only_s:.6g} s (every node must run once)"
+                           + _deadline_clause(deadline(half), f"; at RAM {format_bytes(problem.ram_budget_bytes)}"),
+                           extra)
     if ws_limited and not problem.small:
-        # Refused at once: one node's working set proves it. The exact minimum (a solve)
-        # is left to `min_ram` / a sweep; the message says "at least".
+        # Refused at once: one node's working set proves it; the message says "at least"
+        # (the exact minimum, a solve, is left to a sweep).
         req = Requirement(lower=float(working_set(problem)[0] + _fixed(problem)), upper=None)
     else:
         req = ram_requirement(problem, time_limit_s=time_limit_s if ws_limited else half, threads=threads)
@@ -305,11 +250,9 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
         # The cover's range only: on VGG16-CIFAR m4 70 % 1.0x the model's solve took 25 s
         # of wall for 5 units and gave the range the cover had given.
         dl = deadline(min(half, QUICK_SEARCH_S), model=False) if problem.deadline_s is not None else None
-        msg = (f"infeasible: RAM {format_bytes(problem.ram_budget_bytes)} < {ram} needed at {at} "
-               f"in mode {problem.mode} ({_node_clause(problem)})")
-        if dl is not None and dl.upper is not None:
-            msg += f"; at this RAM {_deadline_clause(dl)}"
-        return Explanation(msg, extra)
+        return Explanation(f"infeasible: RAM {format_bytes(problem.ram_budget_bytes)} < {ram} needed at {at} "
+                           f"in mode {problem.mode} ({_node_clause(problem)})" + _deadline_clause(dl, "; at this RAM"),
+                           extra)
     dl = deadline(half)
     if dl is not None and dl.upper is not None:
         need = f"{dl.upper:.6g} s" if dl.exact else f"at least {dl.lower:.6g} s"

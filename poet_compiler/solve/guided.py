@@ -1,29 +1,20 @@
-"""Cover-guided search: a good schedule from a small sub-problem the cover bound points at.
+"""Cover-guided search: a good schedule from a small sub-problem the cover bound points at
+(docs/optimizer.md, "Schedules from the bound").
 
-The eviction-cover bound (:mod:`.cover`) says which tensors the cheapest way out of the
-memory peaks evicts, and whether each comes back by recompute or by paging. That is not
-yet a schedule (a recompute needs its inputs in RAM, a stage needs room for it), but it
-names the few decisions that matter. The guided sub-problem is the fast formulation with
-only those decisions open (:class:`~.formulation.fast.Restriction`):
+First :func:`cover_schedule` realizes the cover's choices as a schedule (on most zoo cells
+within 0.1 % of the bound). Otherwise the guided sub-problem, the fast formulation with
+only these decisions open (:class:`~.formulation.fast.Restriction`), is solved on CP-SAT
+from the better of that and the warm start:
 
-- recompute a cover-chosen node in the stage of any of its consumers, together with its
-  inputs (``CASCADE_DEPTH`` levels deep) in the same stage, so a recompute can
-  rebuild what it reads;
+- recompute a cover-chosen node in the stage of any of its consumers, with its inputs
+  ``CASCADE_DEPTH`` levels deep in the same stage;
 - page a cover-chosen node in any stage;
-- every recompute and paged node of the presence model's best solution, where it ran
-  (``CoverBound.staged``): it sees when restores happen, and on ResNet-18-CIFAR m4 its
-  choice led to schedules 0.5 % cheaper than the cover's alone;
-- plus every recompute and paged node of the warm start, so the warm start stays a
-  solution of the sub-problem and its optimum is never worse;
+- every restore of the presence model's solution, where it ran (``CoverBound.staged``;
+  on ResNet-18-CIFAR m4 0.5 % cheaper than the cover's alone);
+- every restore of the warm start, so that it stays a solution;
 - every other tensor stays in RAM from its compute to its last consumer.
 
-Before any solve, :func:`cover_schedule` turns the cover's choices straight into a
-schedule (:func:`realize`); on most zoo cells that alone is within 0.1 % of the bound.
-Otherwise the sub-problem (about a quarter of the full model's binaries on
-ResNet-18-CIFAR, and far easier: most residencies are fixed) is solved on CP-SAT from the
-better of that and the warm start. Its schedule is a schedule of the full problem (the
-missing variables are 0) and becomes the full solve's warm start — when it is within
-the gap limit of the cover bound, the full model is not needed at all.
+Its schedule is one of the full problem, and the full solve's warm start.
 """
 
 from __future__ import annotations
@@ -41,7 +32,7 @@ from poet_compiler.schedule.simulate import Simulation
 from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.backends.base import BackendResult, is_large, within_gap
 from poet_compiler.solve.clock import Clock, step_until
-from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, StagedChoice, cover_bound, cover_limit
+from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, cover_bound, cover_limit
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.formulation.common import BuildDeadline, Built
 from poet_compiler.solve.formulation.fast import Restriction, build_fast, canonical
@@ -58,16 +49,13 @@ CASCADE_DEPTH = 2
 # BERT-base a72 70 % is 0.04 % dearer (docs/optimizer.md, "Ablation"); at 1 no cell of the
 # constants sweep changed.
 WIDER_CASCADES = 2
-# CP-SAT's full-problem subsolvers beside its neighbourhood (LNS) ones in the sub-problems.
-# In the interleaved search a batch waits for its slowest task, and each of the eight
-# full-problem subsolvers' first task is seconds long on ResNet-18 (its first LP): the LNS
-# workers, which find the schedules, started after 10.9 s. max_lp alone is the one whose
-# LP bound closes the sub-problems. Measured on the first sub-problem, 40 s, one run each
-# (same hint): ResNet-18-CIFAR a72 30 % 1.5x 45.43 -> 44.68 J (two runs, the same
-# schedule); m4 50 % 2.0x closed in 1.1 s at 107.672 J instead of 4.1 s at 107.676 J;
-# VGG16-CIFAR a72 30 % 1.5x closed in 3.5 s instead of 4.8 s; ResNet-18-CIFAR a72 50 % 1.5x
-# the same schedule, closed in 9.5 s instead of 5.1 s. (LNS alone stalled at 44.94 J and
-# never closes a sub-problem, so no wider one followed.)
+# CP-SAT's full-problem subsolvers beside its LNS ones in the sub-problems. In the
+# interleaved search a batch waits for its slowest task, and each of the eight default
+# full-problem subsolvers' first LP takes seconds on ResNet-18 (the LNS workers, which find
+# the schedules, started after 10.9 s); max_lp's LP bound is the one that closes the
+# sub-problems. First sub-problem, 40 s, same hint: ResNet-18-CIFAR a72 30 % 1.5x 45.43 ->
+# 44.68 J; m4 50 % 2.0x closed in 1.1 s instead of 4.1 s; a72 50 % 1.5x the same schedule
+# in 9.5 s instead of 5.1 s. (LNS alone stalled at 44.94 J and never closed one.)
 GUIDED_SUBSOLVERS = ("max_lp",)
 # The hint's step time is the sub-problem's deadline up to this (the model's time rows are
 # sums of the same costs in another order).
@@ -76,7 +64,7 @@ _HINT_TIME_TOL = 1e-6
 
 def restriction_for(problem: Problem, cover: CoverBound, warm: Schedule | None = None,
                     depth: int = CASCADE_DEPTH) -> Restriction:
-    """The decisions the cover's restores (and the warm start) need; see the module docstring."""
+    """The decisions the module docstring lists."""
     g, n = problem.graph, problem.n
     recompute: set[tuple[int, int]] = set()
     paging: set[int] = set()
@@ -96,42 +84,33 @@ def restriction_for(problem: Problem, cover: CoverBound, warm: Schedule | None =
         elif r.how == PAGE:
             paging.add(r.node)
     # The presence model's restores in the stages it placed them (no cascade: its recompute
-    # chains are in the choice already), and the warm start's, so it stays a solution.
-    for choice in (cover.staged, *((decisions_of(warm),) if warm is not None else ())):
-        recompute |= choice.recompute
-        paging |= choice.paging
+    # chains are in the choice already), and the warm start's (below the diagonal: a
+    # node's own stage computes it once), so that it stays a solution.
+    recompute |= cover.staged.recompute
+    paging |= cover.staged.paging
+    if warm is not None:
+        stage, node = np.nonzero(np.tril(warm.R, -1))
+        recompute |= frozenset(zip(stage.tolist(), node.tolist(), strict=True))
+        paging |= frozenset(np.nonzero(np.tril(warm.M_out | warm.M_in, -1).any(axis=0))[0].tolist())
     touched = paging | {i for _, i in recompute}
     keep = frozenset(i for i in range(n) if i not in touched and g.consumers[i])
     return Restriction(frozenset(recompute), frozenset(paging), keep)
 
 
-def decisions_of(schedule: Schedule) -> StagedChoice:
-    """A schedule's recomputes ``(stage, node)`` and paged nodes: its entries below the
-    diagonal (a node's own stage computes it once by definition)."""
-    stage, node = np.nonzero(np.tril(schedule.R, -1))
-    paged = np.nonzero(np.tril(schedule.M_out | schedule.M_in, -1).any(axis=0))[0]
-    return StagedChoice(frozenset(zip(stage.tolist(), node.tolist(), strict=True)), frozenset(paged.tolist()))
-
-
-def build_guided(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
-                 budget: int | None = None, depth: int = CASCADE_DEPTH) -> Built:
+def build_guided(problem: Problem, cover: CoverBound, warm: Schedule | None, *, depth: int = CASCADE_DEPTH) -> Built:
     """The guided sub-problem, hinted with ``warm`` (made canonical) when given."""
-    built = build_fast(problem, budget=budget, restriction=restriction_for(problem, cover, warm, depth))
+    built = build_fast(problem, restriction=restriction_for(problem, cover, warm, depth))
     if warm is not None:
         built.hint_from(canonical(problem, warm))
     return built
 
 
 def realize(problem: Problem, cover: CoverBound) -> Schedule:
-    """The cover's choices as a schedule (memory is not checked here).
-
-    Each recomputed tensor is freed after its previous use and recomputed in the stage
-    of its next consumer; each paged one is paged out after its previous use and back in
-    before its next consumer; everything else is kept from its compute to its last use.
-    A recompute needs its inputs in that stage: an input nobody reads any more is
-    recomputed with it (recursively); an input the cover also evicts there is recomputed
-    with it *instead of* at its own next use, and kept until then — one recompute, not
-    a chain of them through every earlier layer."""
+    """The cover's choices as a schedule (memory not checked): a restored tensor is freed
+    or paged out after its previous use and recomputed or paged in for its next consumer;
+    the rest is kept from its compute to its last use. A recompute's input nobody reads
+    any more is recomputed with it (recursively); an input the cover also evicts there is
+    recomputed with it *instead of* at its own next use, and kept until then."""
     g, n = problem.graph, problem.n
     cons = g.consumers
     R = np.eye(n, dtype=bool)
@@ -155,9 +134,8 @@ def realize(problem: Problem, cover: CoverBound) -> Schedule:
             for j in set(g.nodes[x].inputs):
                 if R[t, j] or g.nodes[j].pinned or j >= t:
                     continue
-                natural = any(c >= t for c in cons[j])
                 span = absent_span(j, t)
-                if natural and span is None:
+                if span is None and any(c >= t for c in cons[j]):
                     continue                       # in RAM anyway
                 if span is not None:
                     # Restore j here rather than at its own next use, and keep it until then.
@@ -171,16 +149,13 @@ def realize(problem: Problem, cover: CoverBound) -> Schedule:
 def realize_within(problem: Problem, choice: CoverBound | None,
                    resolve: Callable[[int], CoverBound | None], *, tries: int = 6,
                    arena_fit: bool = False, until: float | None = None) -> tuple[Simulation, Schedule] | None:
-    """``choice`` realized (:func:`realize`) within the budget and deadline, or None. When
-    a realization exceeds the budget (a recompute needs its inputs in RAM), ``resolve``
-    gives a new choice at a budget lowered by the overshoot, up to ``tries`` times.
-    ``arena_fit``: the static arena must fit too (an arena overshoot lowers the budget
-    the same way). ``until``: no new try after this ``work.now()`` instant."""
+    """``choice`` realized (:func:`realize`) within the budget and deadline, or None. Over
+    the budget (or, with ``arena_fit``, its static arena over it), ``resolve`` gives a new
+    choice at the budget lowered by the overshoot, up to ``tries`` times, none after the
+    ``work.now()`` instant ``until``."""
     budget = problem.activation_budget
     for attempt in range(tries):
-        if choice is None or choice.energy_j is None:
-            return None
-        if attempt and until is not None and work.now() >= until:
+        if choice is None or choice.energy_j is None or (attempt and until is not None and work.now() >= until):
             return None
         try:
             schedule = realize(problem, choice)
@@ -192,8 +167,10 @@ def realize_within(problem: Problem, choice: CoverBound | None,
         if problem.deadline_s is not None and sim.runtime_s > problem.deadline_s * (1 + 1e-9):
             return None
         over = sim.peak_bytes - problem.activation_budget
-        if over <= 0 and arena_fit:
-            over = _arena_overshoot(problem, schedule, None if until is None else until - work.now())
+        if over <= 0 and arena_fit:   # the static arena's overshoot, planned within the time left
+            arena_s = None if until is None else until - work.now()
+            res = finalize(problem, schedule, strategy="optimal", arena_time_s=arena_s)
+            over = 0 if res.ok else 1 if res.arena_bytes is None else res.arena_bytes - problem.activation_budget
         if over <= 0:
             return sim, schedule
         budget -= over
@@ -203,16 +180,13 @@ def realize_within(problem: Problem, choice: CoverBound | None,
     return None
 
 
-def cover_schedule(problem: Problem, cover: CoverBound, *, tries: int = 6,
-                   time_limit_s: float = 10.0, arena_fit: bool = False,
+def cover_schedule(problem: Problem, cover: CoverBound, *, time_limit_s: float = 10.0, arena_fit: bool = False,
                    until: float | None = None) -> Schedule | None:
-    """The cheapest feasible schedule realized from the cover's choices, or None. Two
-    covers are tried (:func:`realize_within` each): the bound's own, and one that
-    charges each recompute with the inputs it must rebuild (``closure``).
-    ``time_limit_s`` caps each cover solve; ``until`` (a ``work.now()`` instant)
-    ends the whole search: no cover solve runs past it, and none starts with less time
-    left than ``cover``'s model took to build (2.7 s on gpt2_large, where a second cover
-    built with 0.5 s left took a compile at --time-limit 20 1.1 s past its guided stage)."""
+    """The cheapest feasible schedule realized (:func:`realize_within`) from the bound's
+    own cover or one that charges each recompute with its inputs (``closure``), or None.
+    ``time_limit_s`` caps each cover solve; none runs past the ``work.now()`` instant
+    ``until``, and none starts with less left than ``cover``'s build took (2.7 s on
+    gpt2_large, where one built with 0.5 s left overran a compile's guided stage 1.1 s)."""
     best: tuple[float, Schedule] | None = None
 
     def limit() -> float:
@@ -228,34 +202,21 @@ def cover_schedule(problem: Problem, cover: CoverBound, *, tries: int = 6,
         if first is None:
             break
         found = realize_within(problem, first, lambda budget: another(budget, closure),  # noqa: B023
-                               tries=tries, arena_fit=arena_fit, until=until)
+                               arena_fit=arena_fit, until=until)
         if found is not None and (best is None or found[0].energy_j < best[0]):
             best = (found[0].energy_j, found[1])
     return None if best is None else best[1]
 
 
-def _arena_overshoot(problem: Problem, schedule: Schedule, time_limit_s: float | None = None) -> int:
-    """Bytes by which the schedule's static arena exceeds the activation budget (<= 0: fits);
-    the arena planned within ``time_limit_s`` when given."""
-    res = finalize(problem, schedule, strategy="optimal", arena_time_s=time_limit_s)
-    if res.ok or res.arena_bytes is None:
-        return 0 if res.ok else 1
-    return res.arena_bytes - problem.activation_budget
-
-
 def half_the_slack(problem: Problem, hint: Schedule | None) -> Problem:
-    """``problem`` with half its deadline's slack over the compute-only time, but never
-    below ``hint``'s own step time: the guided sub-problem's search space. The hint stays
-    a solution, so the sub-problem's optimum is never worse than the hint.
+    """``problem`` with half its deadline's slack over the compute-only time, never below
+    ``hint``'s step time (so the hint stays a solution): the guided sub-problem's space.
 
-    Why: where a deadline leaves slack, the sub-problem's search stayed at its hint. On
-    ResNet-18-CIFAR a72 30 % (static power 2.7 W: half the energy is time) the same
-    restriction, from the same hint, gave 45.11 J at 1.5x and 51.54-51.66 J at 2.0x,
-    although the 1.5x schedule meets 2.0x. Searched at the hint's own time (1.43x), both
-    gave 46.12 J, but the a72 50 % cells, whose hint is at 1.03x, lost 0.2-0.4 %; at half
-    the slack (never below the hint's time) 2.0x gives 45.11 J and the 50 % cells are within
-    0.2 % of before either way (BENCHMARKS.md, "Optimizer grid"). The full model that follows
-    searches at the real deadline, from the schedule found."""
+    With the whole slack the search stayed at its hint: on ResNet-18-CIFAR a72 30 % the
+    same restriction and hint gave 45.11 J at 1.5x and 51.54-51.66 J at 2.0x, though the
+    1.5x schedule meets 2.0x. At the hint's own time the a72 50 % cells lost 0.2-0.4 %; at
+    half the slack 2.0x gives 45.11 J and those cells stay within 0.2 %. The full model
+    that follows searches at the real deadline."""
     if hint is None or problem.deadline_s is None:
         return problem
     try:
@@ -269,8 +230,8 @@ def half_the_slack(problem: Problem, hint: Schedule | None) -> Problem:
 
 @dataclasses.dataclass
 class GuidedOutcome:
-    """What the cover-guided stage found: the best schedule (or None), its simulated
-    energy, and where it came from ("cover" realization or the "guided" sub-problem)."""
+    """The guided stage's best schedule (or None), its simulated energy, and its source
+    ("cover" realization, "guided" sub-problem, or the warm start's)."""
 
     schedule: Schedule | None
     energy_j: float | None
@@ -283,14 +244,9 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
                   progress: bool = False, clock: Clock | None = None, warm_source: str = "warm start",
                   widen: bool = True) -> GuidedOutcome:
     """The cover's realization, then the guided sub-problem seeded with the better of it
-    and ``warm``; stops as soon as a schedule is within ``relative_gap`` of the cover bound.
-
-    ``warm_source`` names where ``warm`` came from (a heuristic, or the presence model).
-
-    ``time_limit_s`` is the stage's share; with a ``clock`` (the solve's deadline) the
-    realization's cover solves end at the deadline too, and the sub-problem's CP-SAT limit
-    is what is left of the share when it starts, such that its child's wall cap ends
-    within it (:meth:`Clock.solver_limit`)."""
+    and ``warm`` (from ``warm_source``), until a schedule is within ``relative_gap`` of the
+    cover bound. ``time_limit_s`` is the stage's share, ended by ``clock``'s deadline too
+    (the sub-problem's limit: :meth:`Clock.solver_limit`)."""
     started = work.now()
     until = started + time_limit_s
     if clock is not None:
@@ -301,34 +257,29 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
     # instead of 4.812 J).
     realized = cover_schedule(problem, cover, until=min(until, started + cover_limit(time_limit_s)))
     e = feasible_energy(problem, realized)
-    # On a tie with the presence model's schedule the realization wins: that schedule can have the
-    # same energy and an arena that needs copies (ResNet-18-CIFAR m4 70 %: 94 MOVEs).
+    # On a tie with the presence model's schedule the realization wins: that one can need
+    # arena copies (ResNet-18-CIFAR m4 70 %: 94 MOVEs).
     if e is not None and (best.energy_j is None or e < best.energy_j
                           or (e == best.energy_j and best.source == "presence")):
         best = GuidedOutcome(realized, e, "cover")
     bound = cover.energy_j
     if bound is None or (best.energy_j is not None and within_gap(best.energy_j, bound, relative_gap)):
         return best
-    # The sub-problem, then, while one closes (to its own bound) short of the gap and time
-    # is left, wider ones from the schedule found. On BERT-base a72 70 % the refined
-    # cover's choice alone ended at 109.898 J (its own bound 109.857 J) in 4.5 s of 87 s,
-    # 0.17 % above the cover bound; the widest at 109.856 J.
-    # ``widen``: only where nothing after this stage would use the time (the caller's say).
+    # The sub-problem, then wider ones while one closes short of the gap (with ``widen``,
+    # the caller's say: where nothing after would use the time). BERT-base a72 70 %: the
+    # first ended at 109.898 J in 4.5 s of 87 s, the widest at 109.856 J.
     steps = [(cover, CASCADE_DEPTH), *(_widenings(cover) if widen else ())]
     out: BackendResult | None = None
     for k, (restricted, depth) in enumerate(steps):
         if k and (not _closed(out, relative_gap)
                   or (best.energy_j is not None and within_gap(best.energy_j, bound, relative_gap))):
             break
-        try:
-            # Its rows take seconds per thousand nodes (n^2 pairs): the build stops at the
-            # stage's end too, and the stage keeps what it has.
+        try:   # the build (seconds per thousand nodes) stops at the stage's end too
             with step_until(until):
                 built = build_guided(half_the_slack(problem, best.schedule), restricted, best.schedule, depth=depth)
         except BuildDeadline:
             break
         built.model.objective_floor = bound
-        large = is_large(built.model)
         left = until - work.now()
         limit = left if clock is None else clock.solver_limit(left)
         if limit <= 0.05:
@@ -336,25 +287,26 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
         # The widest searches on until the gap to the cover bound or the time's end.
         out = solve_model(built.model, "cpsat" if solver in ("auto", "cpsat") else solver,
                           BackendOptions(time_limit_s=limit, threads=threads, progress=progress,
-                                         relative_gap=relative_gap, large=large,
+                                         relative_gap=relative_gap, large=is_large(built.model),
                                          floor_only=k > 0 and k == len(steps) - 1,
                                          full_subsolvers=GUIDED_SUBSOLVERS))
-        best = _better(problem, best, built, out.values)
+        if out.values is not None:
+            s = built.schedule(out.values)
+            e = feasible_energy(problem, s)
+            if e is not None and (best.energy_j is None or e < best.energy_j):
+                best = GuidedOutcome(s, e, "guided", solve_s=best.solve_s)
         best.solve_s += out.solve_time_s
     return best
 
 
 def _closed(out: BackendResult | None, relative_gap: float) -> bool:
     """The sub-problem's search ended at its own optimum (within the gap of its own bound)."""
-    if out is None:
-        return False
-    return out.status == "optimal" or (out.objective is not None and out.bound is not None
-                                       and within_gap(out.objective, out.bound, relative_gap))
+    return out is not None and (out.status == "optimal" or (out.objective is not None and out.bound is not None
+                                                            and within_gap(out.objective, out.bound, relative_gap)))
 
 
 def _widenings(cover: CoverBound) -> Iterator[tuple[CoverBound, int]]:
-    """Ever wider sub-problems after the first: the other cover model's restores added to
-    the cover's own, then recomputes that rebuild deeper chains of inputs."""
+    """Wider sub-problems: the other cover model's restores added, then deeper cascades."""
     own = set(cover.restores)
     extra = tuple(r for r in cover.other_restores if r not in own)
     wide = dataclasses.replace(cover, restores=cover.restores + extra) if extra else cover
@@ -363,13 +315,3 @@ def _widenings(cover: CoverBound) -> Iterator[tuple[CoverBound, int]]:
     for depth in range(CASCADE_DEPTH + 1, CASCADE_DEPTH + 1 + WIDER_CASCADES):
         yield wide, depth
 
-
-def _better(problem: Problem, best: GuidedOutcome, built: Built, values: list[float] | None) -> GuidedOutcome:
-    """``best``, or the sub-problem's solution ``values`` when it is a cheaper schedule."""
-    if values is None:
-        return best
-    s = built.schedule(values)
-    e = feasible_energy(problem, s)
-    if e is not None and (best.energy_j is None or e < best.energy_j):
-        return GuidedOutcome(s, e, "guided", solve_s=best.solve_s)
-    return best

@@ -1,40 +1,26 @@
-"""The presence bound: a relaxation that sees when restores happen and what they hold.
+"""The presence bound: a relaxation that sees when restores happen and what they hold
+(docs/optimizer.md, "The presence model").
 
-The eviction cover (:mod:`.cover`) charges one restore per absence and nothing for what
-the restore needs, so on chains — where a recompute reads a tensor that is itself out of
-RAM — it stays below the optimum (the README demo: 0.03337 J against 0.03771 J), and the
-full stage model's bound rises too slowly to close the rest (3.3 % after 600 s).
+The cover (:mod:`.cover`) charges nothing for what a restore needs, so on chains it stays
+below the optimum (README demo: 0.03337 against 0.03771 J). This model keeps the cover's
+*points* (the first compute of every node) and tracks every tensor at every point and
+every restore by its stage:
 
-This model keeps the cover's view — RAM at the first compute of every node, the *points*
-— but tracks every tensor at every point and every restore by the stage it happens in:
-
-- ``p[k, t]``: tensor ``k`` is in RAM at point ``t`` (fixed 1 at its own compute and at
-  its readers' points; variables in between and, up to its *horizon*, after its last
-  reader: a recompute of a reader may still need it);
+- ``p[k, t]``: tensor ``k`` is in RAM at point ``t`` (fixed 1 at its own compute and its
+  readers' points; a variable in between and, up to its *horizon*, after its last reader,
+  which a reader's recompute may still need);
 - ``wr[k, r]`` / ``wp[k, r]``: ``k`` is recomputed / paged in during stage ``r`` (between
   points ``r - 1`` and ``r``); ``o[k]``: ``k`` is paged out at least once;
-- a tensor absent at ``r - 1`` and present at ``r`` was restored in stage ``r``;
-- a recompute in stage ``r`` reads each input: present at ``r - 1`` or restored in ``r``;
-- RAM at every point is within the budget;
-- recompute time (and paging time without DMA) fits the deadline's slack.
+- absent at ``r - 1`` and present at ``r``: restored in stage ``r``; a recompute in stage
+  ``r`` reads each input present at ``r - 1`` or restored in ``r``;
+- RAM at every point within the budget; restore time within the deadline's slack.
 
-Any Program maps onto it: ``p`` is what is in RAM at each point, ``w`` whether a stage has
-at least one restore of the tensor, ``o`` whether it was ever paged out; every row holds
-for that image and its cost is at most the Program's energy above the compute-once
-energy (a stage with several restores of one tensor is charged one). So the model's
-optimum plus the compute-once energy is a lower bound, an infeasible model proves that
-no schedule fits, and a Program is a feasible hint (:func:`image_of`; the tests check
-both against the program-level oracle and real schedules).
-
-Its size is the number of (tensor, point) pairs in the horizons — O(n²) on training
-graphs — so it is built only up to :data:`MAX_PAIRS`. CP-SAT proves it by unsatisfiable
-cores over the objective's literals, on one worker (``NativeLimits.core``); its LP bound
-is as weak as the stage model's, and CP-SAT's default portfolio left it at the
-compute-once energy for 60 s. On the README demo its optimum is the optimum (0.037707 J,
-proven in 4.4 s). On ResNet-18-CIFAR m4 50 % 2.0x it is 0.9 % below the best schedule
-known (106.73 J, in 37 s). Rows for RAM *during* a stage's restores (what never left RAM
-between two points, plus the restored tensor and its inputs) are valid too, but changed
-neither bound and doubled the time (demo: 8.2 s against 4.3 s), so they are not written.
+A Program maps onto it (:func:`image_of`) at no more than its energy above the
+compute-once energy, so the optimum plus that is a lower bound and a Program a feasible
+hint. Its size is O(n²) (tensor, point) pairs, hence :data:`MAX_PAIRS`. CP-SAT proves it
+by unsatisfiable cores on one worker (``NativeLimits.core``): the default portfolio left
+it at the compute-once energy for 60 s. Rows for RAM *during* a stage's restores are
+valid too, but moved no bound and doubled the time (demo: 8.2 s against 4.3 s).
 """
 
 from __future__ import annotations
@@ -69,8 +55,8 @@ _SCALE = 1e9          # integer units per largest cost: rounding stays far below
 
 @dataclass(frozen=True)
 class PresenceBound:
-    """``energy_j``: a valid lower bound on every schedule's energy (None: infeasible, or
-    nothing proven). ``closed``: the model was solved to optimality."""
+    """``energy_j``: a lower bound on every schedule's energy (None: infeasible, or
+    nothing proven); ``closed``: solved to optimality."""
 
     energy_j: float | None
     infeasible: bool
@@ -78,10 +64,9 @@ class PresenceBound:
     solve_s: float = 0.0
     pairs: int = 0
     message: str = ""
-    # The model's best solution realized (:func:`_realize`); not checked.
+    # The best solution realized (:func:`_realize`, not checked), and its restores by
+    # stage (:func:`_choice`), which the guided stage opens whether or not that holds.
     schedule: Schedule | None = field(default=None, repr=False, compare=False)
-    # The same solution's restores, stage by stage (:func:`_choice`): the guided stage opens
-    # them whether or not the realization holds.
     choice: StagedChoice = field(default=StagedChoice(), repr=False, compare=False)
 
     def summary(self) -> dict[str, Any]:
@@ -92,7 +77,7 @@ class PresenceBound:
 
 def horizons(problem: Problem) -> list[int]:
     """The last point at which each tensor can be read: by its last reader, or by a
-    recompute of a reader within that reader's own horizon."""
+    reader's recompute within that reader's horizon."""
     g = problem.graph
     out = [max(g.consumers[k], default=k) for k in range(problem.n)]
     for k in reversed(range(problem.n)):
@@ -123,7 +108,7 @@ def _is_var(x: Any) -> bool:
     return not isinstance(x, int)
 
 
-def _build(problem: Problem, budget: int) -> _Model:
+def _build(problem: Problem) -> _Model:
     g, n = problem.graph, problem.n
     size = [node.output_bytes for node in g.nodes]
     horizon = horizons(problem)
@@ -147,7 +132,7 @@ def _build(problem: Problem, budget: int) -> _Model:
             # Absent at r - 1 and present at r: restored in stage r.
             m.add(sum(options) >= now - before)
     _input_rows(problem, md)
-    _point_rows(problem, md, budget, size)
+    _point_rows(problem, md, problem.activation_budget, size)
     add_deadline_row(m, md.time_terms, slack, t_scale)
     m.minimize(sum(k * x for x, k in md.cost))
     return md
@@ -206,8 +191,8 @@ def _point_rows(problem: Problem, md: _Model, budget: int, size: list[int]) -> N
 
 
 def image_of(problem: Problem, program: Program) -> dict[str, Any]:
-    """The model's values for ``program``: RAM at each point, the stages with restores, the
-    tensors paged out. Keys ``p`` ((k, t) -> 0/1), ``wr``/``wp`` (sets of (k, r)), ``out``."""
+    """The model's values for ``program``: ``p`` ((k, t) -> 0/1), ``wr``/``wp`` (sets of
+    (k, r)) and ``out`` (the tensors paged out)."""
     n = problem.n
     ram: set[int] = set()
     computed: set[int] = set()
@@ -219,16 +204,13 @@ def image_of(problem: Problem, program: Program) -> dict[str, Any]:
     for ins in program:
         k = ins.node
         if ins.op is Op.COMPUTE:
+            ram.add(k)
             if k in computed:
                 wr.add((k, stage))
             else:
                 computed.add(k)
-                ram.add(k)
-                for j in range(n):
-                    p[(j, k)] = int(j in ram)
+                p.update(((j, k), int(j in ram)) for j in range(n))
                 stage = k + 1
-                continue
-            ram.add(k)
         elif ins.op is Op.PAGE_IN:
             wp.add((k, stage))
             ram.add(k)
@@ -240,32 +222,23 @@ def image_of(problem: Problem, program: Program) -> dict[str, Any]:
 
 
 def _hint(md: _Model, image: dict[str, Any]) -> None:
-    m = md.m
     for key, x in md.p.items():
         if _is_var(x):
-            m.add_hint(x, image["p"].get(key, 0))
-    for key, x in md.wr.items():
-        m.add_hint(x, int(key in image["wr"]))
-    for key, x in md.wp.items():
-        m.add_hint(x, int(key in image["wp"]))
-    for k, x in md.out.items():
-        m.add_hint(x, int(k in image["out"]))
+            md.m.add_hint(x, image["p"].get(key, 0))
+    for name in ("wr", "wp", "out"):
+        for key, x in getattr(md, name).items():
+            md.m.add_hint(x, int(key in image[name]))
 
 
-def presence_bound(problem: Problem, *, time_limit_s: float, budget: int | None = None,
-                   hint: Program | None = None, fix_to_hint: bool = False) -> PresenceBound:
-    """The presence bound of ``problem`` at ``budget`` (default: its activation budget),
-    searched within ``time_limit_s`` (work inside a meter: :mod:`poet_compiler.work`),
-    with its best solution realized as a schedule.
-
-    ``hint``: a Program (the best schedule known), a first solution. The search runs to
-    the model's optimum or its limit, in a child process (its memory is returned when it
-    ends). ``fix_to_hint``: only check that the hint satisfies the model (every Program
-    does: the tests' check of the relaxation)."""
+def presence_bound(problem: Problem, *, time_limit_s: float, hint: Program | None = None,
+                   fix_to_hint: bool = False) -> PresenceBound:
+    """The presence bound of ``problem`` within ``time_limit_s``, with its best solution
+    realized as a schedule. ``hint``: a Program, a first solution. The search runs to the
+    optimum or the limit in a child process (its memory is returned when it ends).
+    ``fix_to_hint``: only check that the hint satisfies the model (the tests' check)."""
     started = work.now()
-    limit = problem.activation_budget if budget is None else budget
     size = pairs(problem)
-    md = _build(problem, limit)
+    md = _build(problem)
     if md.infeasible:
         return PresenceBound(None, True, True, work.now() - started, size, "a point's fixed RAM exceeds the budget")
     if hint is not None:
@@ -286,23 +259,18 @@ def presence_bound(problem: Problem, *, time_limit_s: float, budget: int | None 
 
 
 def _choice(md: _Model, res: NativeResult) -> StagedChoice:
-    """The solution's recomputes ``(stage, node)`` and paged nodes.
-
-    Its realization (:func:`_realize`) keeps every tensor until its next need, and where
-    the model's points are not the only peaks that schedule does not fit. The choice still
-    names the restores a cheaper schedule uses. ResNet-18-CIFAR m4 50 % 2.0x: the guided
-    sub-problem with this choice opened beside the cover's found 106.849 J in 11 s, where it
-    stayed at 107.429 J without it. The model's bound there is 106.729 J."""
+    """The solution's recomputes ``(stage, node)`` and paged nodes: where the points are
+    not the only peaks its realization does not fit, but a cheaper schedule uses these
+    restores (ResNet-18-CIFAR m4 50 % 2.0x: the guided sub-problem with them found
+    106.849 J in 11 s, 107.429 J without)."""
     recompute = frozenset((r, k) for (k, r), x in md.wr.items() if res.value(x))
     paging = frozenset(k for (k, _), x in md.wp.items() if res.value(x))
     return StagedChoice(recompute, paging)
 
 
 def _realize(problem: Problem, md: _Model, res: NativeResult) -> Schedule | None:
-    """The model's best solution as a schedule (not checked: the simulator judges it):
-    its recomputes as they are, each page-in as a paged gap after the tensor's previous
-    use; everything else follows "keep until the next need" (:func:`assemble`). Where the
-    relaxation is tight (the README demo) this is an optimal schedule."""
+    """The solution as a schedule (not checked): its recomputes, each page-in a paged gap
+    after the tensor's previous use, the rest kept until the next need (:func:`assemble`)."""
     g, n = problem.graph, problem.n
     R = np.eye(n, dtype=bool)
     for (k, r), x in md.wr.items():

@@ -1,9 +1,8 @@
 """Warm starts: the known schedules that meet a problem's budgets, cheapest first.
 
-The MILP (:mod:`.milp`) starts from the best of them and falls back on them when the
-solver finds nothing; the infeasibility analysis (:mod:`.feasibility`) uses them as quick
-upper bounds. Sources: a given schedule and the quick heuristics of :mod:`.baselines`
-(checkpoint-all among them, freeing each tensor after its last use).
+The MILP (:mod:`.milp`) starts from the best and falls back on them; the infeasibility
+analysis (:mod:`.feasibility`) uses them as quick upper bounds. Sources: a given schedule
+and the heuristics of :mod:`.baselines`.
 """
 
 from __future__ import annotations
@@ -19,9 +18,8 @@ from poet_compiler.solve.baselines._common import plans_only
 from poet_compiler.solve.clock import step_until
 from poet_compiler.solve.problem import Problem, feasible_energy
 
-#: The order the warm starts run the heuristics in: the quick ones first, so that under a
-#: deadline the slow ones (chen_greedy's grid, capuchin's one simulation per step) are the
-#: ones cut short. Measured on gpt2_large (seq 512, 1,567 nodes, a72 50 %): checkpoint_all
+#: The order the heuristics run in: quick ones first, so that the slow ones are the ones a
+#: deadline cuts short. On gpt2_large (seq 512, 1,567 nodes, a72 50 %): checkpoint_all
 #: 0.09 s, chen_sqrt_n 0.10, griewank and pofo 0.00, dtr 0.20, belady 0.55, chen_greedy
 #: 2.6, capuchin 51.4. The order does not change which schedule wins (ties go by name).
 QUICK_FIRST: tuple[str, ...] = ("checkpoint_all", "griewank", "pofo", "chen_sqrt_n", "dtr", "belady",
@@ -30,29 +28,20 @@ QUICK_FIRST: tuple[str, ...] = ("checkpoint_all", "griewank", "pofo", "chen_sqrt
 
 def warm_start_candidates(problem: Problem, given: Schedule | None = None, *,
                           only: Collection[str] | None = None,
-                          seconds: dict[str, float] | None = None,
                           until: float | None = None) -> list[tuple[float, str, Schedule]]:
-    """Every known schedule that is valid in the problem's mode and meets both budgets
-    (live bytes; the arena is judged later by finalize), cheapest first:
-    ``(energy, name, schedule)``. Sources: ``given`` and every heuristic of
-    :mod:`.baselines`, or those named in ``only``; ``seconds``, when given, receives each
-    heuristic's time. (Keeping every tensor to the end is no source: the checkpoint-all
-    baseline computes the same and frees earlier, so it fits wherever that would.)
-
-    ``until`` (a ``work.now()`` instant): the heuristics run quick ones first
-    (:data:`QUICK_FIRST`), none starts after it, and the iterative ones stop improving at
-    it. checkpoint-all always runs: it takes well under a second on 1,500 nodes, and it is
-    the schedule a solve can always fall back on."""
+    """``(energy, name, schedule)`` of ``given`` and of every heuristic (or those named in
+    ``only``) whose schedule is valid in the problem's mode and meets both budgets (live
+    bytes; finalize judges the arena), cheapest first. No heuristic but checkpoint-all
+    (well under a second on 1,500 nodes, and every solve's fallback) starts after the
+    ``work.now()`` instant ``until``, and the iterative ones stop improving at it."""
     found = _that_fit(problem, [("given", given)])
-    # Every heuristic baseline, so that no answer is above a baseline's (the MILP starts
-    # from the cheapest and keeps it unless it finds better). Their plans only: planning
+    # Every heuristic, so that no answer is above a baseline's. Their plans only: planning
     # each one's arena was most of their time (dtr: 7.0 s of 7.0 s on VGG16-CIFAR op level).
     names = [h for h in QUICK_FIRST if h in HEURISTICS] + [h for h in HEURISTICS if h not in QUICK_FIRST]
     with plans_only(), step_until(until):
         for name in names if only is None else [h for h in names if h in only]:
             if until is not None and name != "checkpoint_all" and work.now() >= until:
                 break
-            started = work.now()
             try:
                 res = BASELINES[name](problem)
             except UpdateOrderError:  # a heuristic that recomputes a parameter's reader after its update
@@ -61,9 +50,6 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None, *,
                 raise InternalError(f"{name}: {exc}") from exc
             except PoetError:  # not applicable here (e.g. a chain-only method on a DAG)
                 continue
-            finally:
-                if seconds is not None:
-                    seconds[name] = work.now() - started
             schedule = res.schedule
             if schedule is None and res.program is not None:  # dtr emits a Program
                 schedule = schedule_from_program(problem.graph, res.program, problem.mode,
@@ -76,11 +62,10 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None, *,
 
 def refit(candidates: list[tuple[float, str, Schedule]], problem: Problem, given: Schedule | None = None, *,
           rerun: Collection[str] = (), until: float | None = None) -> list[tuple[float, str, Schedule]]:
-    """A re-solve's warm starts: of ``candidates`` made for another budget (the first
-    attempt's) and ``given``, those that meet ``problem``'s budgets, and the heuristics
-    named in ``rerun`` run again at ``problem``'s budget, quick ones first and none started
-    after ``until`` (as :func:`warm_start_candidates`); cheapest first. The reruns matter:
-    on gpt2_large_mini dtr's plan at the lower budget is the one that fits without copies."""
+    """A re-solve's warm starts, cheapest first: of ``candidates`` (made for another
+    budget) and ``given``, those that meet ``problem``'s budgets, and the heuristics in
+    ``rerun`` run again at its budget (as :func:`warm_start_candidates`). The reruns
+    matter: on gpt2_large_mini dtr's plan at the lower budget fits without copies."""
     found = _that_fit(problem, [("given", given), *((n, s) for _, n, s in candidates)])
     if rerun:
         found += warm_start_candidates(problem, only=rerun, until=until)

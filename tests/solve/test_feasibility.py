@@ -8,12 +8,19 @@ import re
 import pytest
 
 from poet_compiler.errors import InfeasibleError
-from poet_compiler.solve.feasibility import min_deadline, min_ram, working_set
+from poet_compiler.solve.feasibility import deadline_requirement, ram_requirement, working_set
 from poet_compiler.solve.milp import solve_milp
 from poet_compiler.solve.problem import SMALL_GRAPH_NODES
 from poet_compiler.units import format_bytes
 from tests.support.graphs import random_problem, training_problem
 from tests.support.oracle import brute_force
+
+
+def min_ram(problem) -> int:  # noqa: ANN001
+    """The smallest RAM, which the analysis must prove."""
+    req = ram_requirement(problem)
+    assert req.exact, req
+    return int(req.lower)
 
 
 @pytest.mark.parametrize("mode", ["poet", "remat", "paging", "none"])
@@ -45,11 +52,12 @@ def test_message_names_the_largest_working_set() -> None:
 @pytest.mark.parametrize("seed", [2, 7])
 def test_min_deadline_is_tight(seed: int, dma: bool) -> None:
     problem = random_problem(seed, 6, "paging", deadline_prob=0.0, dma=dma)
-    try:
-        d = min_deadline(problem)
-    except InfeasibleError:
+    req = deadline_requirement(problem)
+    if req is None:
         assert brute_force(problem) is None
         return
+    assert req.exact and req.upper is not None, req
+    d = req.upper
     assert d >= problem.costs.compute_only_s * (1 - 1e-12)
     assert brute_force(dataclasses.replace(problem, deadline_s=d)) is not None
     if d > problem.costs.compute_only_s * (1 + 1e-6):
@@ -62,9 +70,10 @@ def test_deadline_below_compute_only() -> None:
     res = solve_milp(short)
     assert res.status == "infeasible"
     assert "compute-only minimum" in res.message
-    assert res.extra.min_deadline_s == pytest.approx(min_deadline(problem))
+    req = deadline_requirement(problem)
+    assert req is not None and req.exact and res.extra.min_deadline_s == pytest.approx(req.upper)
     with pytest.raises(InfeasibleError):
-        min_ram(short)
+        ram_requirement(short)
 
 
 def test_below_a_working_set_a_large_graph_is_refused_without_any_model(monkeypatch) -> None:

@@ -20,7 +20,7 @@ import itertools
 import pytest
 
 from poet_compiler.schedule.arena import plan_arena
-from poet_compiler.solve.feasibility import min_ram
+from poet_compiler.solve.feasibility import ram_requirement
 from poet_compiler.solve.milp import solve_milp
 from tests.support import oracle
 from tests.support.graphs import training_problem
@@ -78,7 +78,8 @@ def test_minimum_ram_is_the_oracles(seed, mode) -> None:
     if exact is None:
         assert solve_milp(problem, time_limit_s=30).status == "infeasible"
         return
-    assert min_ram(problem) == exact
+    req = ram_requirement(problem)
+    assert req.exact and int(req.lower) == exact
 
 
 @pytest.mark.parametrize("seed, mode", list(itertools.product(range(8), MODES)))
