@@ -2,21 +2,21 @@
 
 Every matrix-producing baseline decides two things: *which nodes run in which stage*
 (``R``) and *which idle intervals of a tensor are spent on flash* (paging). The schedule
-follows from docs/model.md, built by :mod:`poet_compiler.schedule.build`
-(:func:`~poet_compiler.schedule.build.need_stages`,
-:func:`~poet_compiler.schedule.build.assemble`, re-exported here for the baselines).
+follows from docs/model.md, built by :mod:`poet_compiler.schedule.build` (re-exported here).
 
 :func:`evaluate` replays a plan in the independent simulator without budgets (the
 heuristics compare candidates by it) and :func:`finish` turns the final plan into a
 :class:`Result` through :func:`poet_compiler.solve.finalize.finalize`, or into an
 "infeasible" Result with a one-line reason when the plan misses the budget or deadline.
+:func:`heuristic` makes a function of a :class:`Trial` a baseline, Problem -> Result.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -34,9 +34,6 @@ from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result, ResultExtra
 from poet_compiler.units import format_bytes
 
-#: Node kinds that belong to the forward phase of a training step (the loss closes it).
-FORWARD_PHASE = ("forward", "loss")
-
 
 @dataclass(frozen=True)
 class Gap:
@@ -46,10 +43,6 @@ class Gap:
     node: int
     last: int
     next: int
-
-    @property
-    def length(self) -> int:
-        return self.next - self.last
 
 
 def idle_gaps(graph: TrainingGraph, R: np.ndarray) -> list[Gap]:
@@ -73,10 +66,11 @@ class Figures:
     runtime_s: float
     energy_j: float
 
-    def fits(self, problem: Problem) -> bool:
-        if self.peak_bytes > problem.activation_budget:
-            return False
+    def in_time(self, problem: Problem) -> bool:
         return problem.deadline_s is None or self.runtime_s <= problem.deadline_s * (1 + 1e-9)
+
+    def fits(self, problem: Problem) -> bool:
+        return self.peak_bytes <= problem.activation_budget and self.in_time(problem)
 
 
 def to_program(problem: Problem, plan: Schedule | Program) -> Program:
@@ -101,15 +95,6 @@ def miss_reason(problem: Problem, fig: Figures) -> str:
     if problem.deadline_s is not None and fig.runtime_s > problem.deadline_s * (1 + 1e-9):
         parts.append(f"takes {fig.runtime_s:.6g} s > deadline {problem.deadline_s:.6g} s")
     return " and ".join(parts)
-
-
-def refuse_without_remat(problem: Problem, name: str, started: float) -> Result | None:
-    """The 'infeasible' Result of a recompute-only heuristic in a mode that forbids
-    recomputation, else None."""
-    if not problem.allows_remat:
-        return infeasible(problem, name, f"needs recomputation, which mode {problem.mode!r} forbids",
-                          started=started)
-    return None
 
 
 def infeasible(problem: Problem, strategy: str, reason: str, *, started: float,
@@ -171,9 +156,59 @@ def finish(problem: Problem, strategy: str, plan: Schedule | Program, *, started
     return result
 
 
+class Trial:
+    """One heuristic on one problem: its name and start, for the Result, and of the plans
+    :meth:`offer`-ed the least-energy one that fits the budgets and the lowest-peak one."""
+
+    def __init__(self, problem: Problem, strategy: str) -> None:
+        self.problem = problem
+        self.strategy = strategy
+        self.started = time.perf_counter()
+        self.best: tuple[Schedule, Figures, int] | None = None
+        self.fallback: tuple[Schedule, Figures] | None = None
+
+    def finish(self, plan: Schedule | Program, *, fig: Figures | None = None, note: str = "") -> Result:
+        return finish(self.problem, self.strategy, plan, started=self.started, fig=fig, note=note)
+
+    def infeasible(self, reason: str) -> Result:
+        return infeasible(self.problem, self.strategy, reason, started=self.started)
+
+    def offer(self, plan: Schedule, tag: int = 0) -> None:
+        """Simulate a candidate plan; ``tag`` goes to the note of :meth:`finish_best`."""
+        fig = evaluate(self.problem, plan)
+        if fig.fits(self.problem):
+            if self.best is None or fig.energy_j < self.best[1].energy_j - 1e-15:
+                self.best = (plan, fig, tag)
+        elif self.fallback is None or fig.peak_bytes < self.fallback[1].peak_bytes:
+            self.fallback = (plan, fig)
+
+    def finish_best(self, note: Callable[[int], str]) -> Result:
+        """:meth:`finish` the best plan offered with ``note(its tag)``, else the lowest-peak one."""
+        if self.best is not None:
+            return self.finish(self.best[0], fig=self.best[1], note=note(self.best[2]))
+        assert self.fallback is not None
+        return self.finish(self.fallback[0], fig=self.fallback[1])
+
+
+def heuristic(strategy: str, *,
+              remat: bool = False) -> Callable[[Callable[[Trial], Result]], Callable[[Problem], Result]]:
+    """Make ``run(trial)`` the baseline ``strategy``, Problem -> Result. With ``remat`` it
+    needs recomputation: in a mode that forbids it, the Result is 'infeasible' at once."""
+
+    def wrap(run: Callable[[Trial], Result]) -> Callable[[Problem], Result]:
+        @functools.wraps(run)
+        def baseline(problem: Problem) -> Result:
+            trial = Trial(problem, strategy)
+            if remat and not problem.allows_remat:
+                return trial.infeasible(f"needs recomputation, which mode {problem.mode!r} forbids")
+            return run(trial)
+        return baseline
+    return wrap
+
+
 def forward_phase(graph: TrainingGraph) -> np.ndarray:
     """Boolean mask of the nodes of the forward phase (forward and loss kinds)."""
-    return np.array([node.kind in FORWARD_PHASE for node in graph.nodes], dtype=bool)
+    return np.array([node.kind in ("forward", "loss") for node in graph.nodes], dtype=bool)
 
 
 def recomputable(graph: TrainingGraph) -> np.ndarray:

@@ -29,13 +29,12 @@ near 269 J), and the second fits where chains lock everything (500 and 1,000 nod
 from __future__ import annotations
 
 import math
-import time
 
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.program import Program
-from poet_compiler.solve.baselines._common import finish, infeasible, refuse_without_remat
-from poet_compiler.solve.baselines.dtr import EvictingRun, EvictionFailed
-from poet_compiler.solve.problem import Problem, feasible_energy
+from poet_compiler.solve.baselines._common import Trial, heuristic
+from poet_compiler.solve.baselines.dtr import EvictingRun, run_or_why
+from poet_compiler.solve.problem import feasible_energy
 from poet_compiler.solve.result import Result
 
 #: At most this many nodes in a candidate's evicted neighbourhood are summed: a bound on
@@ -109,34 +108,21 @@ class _OfflineRun(EvictingRun):
         return chosen
 
 
-def belady_program(graph: TrainingGraph, compute_s: tuple[float, ...], budget: int, rule: str) -> Program:
-    """The Program the offline run executes under ``budget`` bytes with ``rule``
-    (one of :data:`RULES`); raises EvictionFailed."""
-    return _OfflineRun(graph, compute_s, budget, rule).execute()
-
-
-def belady(problem: Problem) -> Result:
-    started = time.perf_counter()
-    name = "belady"
-    if (refused := refuse_without_remat(problem, name, started)) is not None:
-        return refused
+@heuristic("belady", remat=True)
+def belady(trial: Trial) -> Result:
+    problem = trial.problem
     best: tuple[float, str, Program] | None = None
     failures = []
     for rule in RULES:
-        try:
-            program = belady_program(problem.graph, problem.costs.compute_s, problem.activation_budget, rule)
-        except EvictionFailed as exc:
-            failures.append(f"{rule}: {exc}")
-            continue
-        except RecursionError:   # a chain of recomputes deeper than Python allows
-            failures.append(f"{rule}: its chain of recomputes is too deep")
+        program = run_or_why(_OfflineRun(problem.graph, problem.costs.compute_s, problem.activation_budget, rule))
+        if isinstance(program, str):
+            failures.append(f"{rule}: {program}")
             continue
         energy = feasible_energy(problem, program)
         if energy is not None and (best is None or energy < best[0]):
             best = (energy, rule, program)
     if best is None:
         why = "; ".join(failures) or "no rule's plan meets the budgets"
-        return infeasible(problem, name, f"offline eviction failed ({why})", started=started)
+        return trial.infeasible(f"offline eviction failed ({why})")
     _, rule, program = best
-    return finish(problem, name, program, started=started,
-                  note=f"{program.n_recompute} recomputations by offline eviction (rule {rule})")
+    return trial.finish(program, note=f"{program.n_recompute} recomputations by offline eviction (rule {rule})")

@@ -22,8 +22,6 @@ of :func:`~poet_compiler.solve.clock.step_until` passes first: each step simulat
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from poet_compiler.schedule.memory import stage_memory
@@ -31,9 +29,10 @@ from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.baselines._common import (
     Figures,
     Gap,
+    Trial,
     assemble,
     evaluate,
-    finish,
+    heuristic,
     idle_gaps,
     recomputable,
 )
@@ -60,14 +59,13 @@ class _Plan:
         return [g for g in idle_gaps(problem.graph, self.R) if g.last < t < g.next]
 
 
-def _better(new: _Plan, old: _Plan, problem: Problem) -> bool:
-    if new.fig.peak_bytes >= old.fig.peak_bytes:
-        return False
-    return problem.deadline_s is None or new.fig.runtime_s <= problem.deadline_s * (1 + 1e-9)
+    def better(self, old: _Plan, problem: Problem) -> bool:
+        return self.fig.peak_bytes < old.fig.peak_bytes and self.fig.in_time(problem)
 
 
-def capuchin(problem: Problem) -> Result:
-    started = time.perf_counter()
+@heuristic("capuchin")
+def capuchin(trial: Trial) -> Result:
+    problem = trial.problem
     graph = problem.graph
     budget = problem.activation_budget
     plan = _Plan(problem, np.eye(problem.n, dtype=bool), frozenset())
@@ -77,14 +75,14 @@ def capuchin(problem: Problem) -> Result:
     # Phase 1: paging, largest idle interval first.
     while problem.allows_paging and plan.fig.peak_bytes > budget and not past_step_deadline():
         cands = [g for g in plan.idle_at_peak(problem)
-                 if not graph.nodes[g.node].pinned and g.length >= 3 and ("page", g.node, g.last) not in tried]
-        cands.sort(key=lambda g: (-g.length, -graph.nodes[g.node].output_bytes, g.node))
+                 if not graph.nodes[g.node].pinned and g.next - g.last >= 3 and ("page", g.node, g.last) not in tried]
+        cands.sort(key=lambda g: (g.last - g.next, -graph.nodes[g.node].output_bytes, g.node))
         for g in cands:
             if past_step_deadline():
                 break
             tried.add(("page", g.node, g.last))
             new = _Plan(problem, plan.R, plan.paged | {(g.node, g.last)})
-            if _better(new, plan, problem):
+            if new.better(plan, problem):
                 plan = new
                 steps["page"] += 1
                 break
@@ -112,12 +110,12 @@ def capuchin(problem: Problem) -> Result:
             R = plan.R.copy()
             R[g.next, sorted(stage)] = True
             new = _Plan(problem, R, plan.paged)
-            if _better(new, plan, problem):
+            if new.better(plan, problem):
                 plan = new
                 steps["recompute"] += 1
                 break
         else:
             break
 
-    return finish(problem, "capuchin", plan.schedule, started=started, fig=plan.fig,
-                  note=f"{steps['page']} paged intervals, {steps['recompute']} recomputations")
+    return trial.finish(plan.schedule, fig=plan.fig,
+                        note=f"{steps['page']} paged intervals, {steps['recompute']} recomputations")

@@ -19,12 +19,9 @@ infeasible; a plan that misses the deadline is reported infeasible too.
 
 from __future__ import annotations
 
-import time
-
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.program import Instruction, Op, Program
-from poet_compiler.solve.baselines._common import finish, infeasible, refuse_without_remat
-from poet_compiler.solve.problem import Problem
+from poet_compiler.solve.baselines._common import Trial, heuristic
 from poet_compiler.solve.result import Result
 
 # An eviction heuristic can thrash (recompute what it just evicted, recursively): a run
@@ -144,22 +141,20 @@ class EvictingRun:
         return Program(n_nodes=self.g.n, instructions=tuple(self.out))
 
 
-def dtr_program(graph: TrainingGraph, compute_s: tuple[float, ...], budget: int) -> Program:
-    """The Program DTR executes under ``budget`` bytes; raises EvictionFailed."""
-    return EvictingRun(graph, compute_s, budget).execute()
-
-
-def dtr(problem: Problem) -> Result:
-    started = time.perf_counter()
-    name = "dtr"
-    if (refused := refuse_without_remat(problem, name, started)) is not None:
-        return refused
+def run_or_why(run: EvictingRun) -> Program | str:
+    """The Program ``run`` executes, or why it failed."""
     try:
-        program = dtr_program(problem.graph, problem.costs.compute_s, problem.activation_budget)
+        return run.execute()
     except EvictionFailed as exc:
-        return infeasible(problem, name, f"online eviction failed: {exc}", started=started)
+        return str(exc)
     except RecursionError:   # recomputing an input recursively, deeper than Python allows
-        return infeasible(problem, name, "online eviction failed: its chain of recomputes is too deep",
-                          started=started)
-    return finish(problem, name, program, started=started,
-                  note=f"{program.n_recompute} recomputations by online eviction")
+        return "its chain of recomputes is too deep"
+
+
+@heuristic("dtr", remat=True)
+def dtr(trial: Trial) -> Result:
+    problem = trial.problem
+    program = run_or_why(EvictingRun(problem.graph, problem.costs.compute_s, problem.activation_budget))
+    if isinstance(program, str):
+        return trial.infeasible(f"online eviction failed: {program}")
+    return trial.finish(program, note=f"{program.n_recompute} recomputations by online eviction")

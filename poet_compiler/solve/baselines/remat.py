@@ -25,6 +25,9 @@ from poet_compiler.graph.ir import TrainingGraph
 
 
 class Policy(Protocol):
+    droppable: np.ndarray
+    """``droppable[i]``: the policy may evict ``i``."""
+
     def extra(self, t: int, missing: set[int], resident: set[int]) -> set[int]:
         """Nodes to recompute in stage ``t`` besides the ``missing`` inputs' closure."""
         ...
@@ -47,9 +50,10 @@ def closure(graph: TrainingGraph, seeds: set[int], resident: set[int]) -> set[in
     return out
 
 
-def plan_remat(graph: TrainingGraph, droppable: np.ndarray, policy: Policy) -> np.ndarray:
-    """``R`` of the policy's schedule. ``droppable[i]``: the policy may evict ``i``."""
+def plan_remat(graph: TrainingGraph, policy: Policy) -> np.ndarray:
+    """``R`` of the policy's schedule."""
     n = graph.n
+    droppable = policy.droppable
     consumers = graph.consumers
     R = np.zeros((n, n), dtype=bool)
     resident: set[int] = set()
