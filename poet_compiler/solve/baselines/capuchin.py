@@ -1,23 +1,21 @@
 """Capuchin-like (Peng et al., ASPLOS 2020): page first, then recompute by memory saving per second.
 
-Starting from checkpoint-all, the strategy lowers the peak step by step, always acting
-on tensors that are idle in RAM *at the current peak* (the stage whose memory is highest):
+From checkpoint-all, the strategy lowers the peak step by step, acting on tensors idle in
+RAM *at the current peak* (the stage whose memory is highest):
 
-1. **Paging** (modes ``poet``/``paging``): candidates are idle intervals long enough to
-   page (out in the stage after the use, in the stage before the next use), tried in
-   order of decreasing idle time — Capuchin's "largest free time first". A candidate is
-   taken if it lowers the peak and the plan still meets the deadline (with DMA, paging
-   that hides under compute is free in time; without DMA it adds up), i.e. paging is
-   used while it "can be hidden or afforded".
-2. **Recomputation** (modes ``poet``/``remat``): if the peak is still over budget,
-   intervals of unpinned forward tensors are turned into recomputation at the next use,
-   in order of Capuchin's *memory saving per second* ``bytes / recompute time`` (the
-   recompute time includes inputs that must be recomputed too). Taken if it lowers the
-   peak and meets the deadline.
+1. **Paging** (modes ``poet``/``paging``): idle intervals long enough to page (out in the
+   stage after the use, in in the stage before the next use), by decreasing idle time —
+   Capuchin's "largest free time first". One is taken if it lowers the peak and the plan
+   still meets the deadline (with DMA, paging hidden under compute costs no time), i.e.
+   paging is used while it "can be hidden or afforded".
+2. **Recomputation** (modes ``poet``/``remat``): while the peak is over budget, intervals
+   of unpinned forward tensors become a recompute at the next use, by Capuchin's *memory
+   saving per second* ``bytes / recompute time`` (inputs that must be recomputed too
+   included), taken on the same condition.
 
-Every step is judged by the independent simulator. The strategy stops when the peak fits
-the budget, or reports infeasible with the lowest peak it reached (also when the deadline
-of :func:`~poet_compiler.solve.clock.step_until` passes first: each step simulates the whole plan).
+The simulator judges every step. The strategy stops when the peak fits the budget, else
+reports infeasible with the lowest peak it reached (also when the deadline of
+:func:`~poet_compiler.solve.clock.step_until` passes first: each step simulates the plan).
 """
 
 from __future__ import annotations
@@ -57,7 +55,6 @@ class _Plan:
         """Intervals of tensors kept idle across the peak stage (in RAM there, unused)."""
         t = self.peak_stage
         return [g for g in idle_gaps(problem.graph, self.R) if g.last < t < g.next]
-
 
     def better(self, old: _Plan, problem: Problem) -> bool:
         return self.fig.peak_bytes < old.fig.peak_bytes and self.fig.in_time(problem)

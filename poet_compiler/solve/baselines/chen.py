@@ -1,24 +1,22 @@
 """Chen et al. 2016 ("Training deep nets with sublinear memory cost"): segment checkpointing.
 
-The forward nodes are cut into segments; the last node of each segment (its boundary)
-is kept for the whole step, the other forward tensors are freed as soon as the forward
-pass no longer reads them. When the backward pass first needs a dropped tensor of a
-segment, the stage recomputes the *whole* segment from the previous boundary and keeps
-the recomputed tensors until their last backward use (Chen's "recompute the segment once
-during backward"). Backward, loss and pinned nodes are never recomputed. The last
-segment is not dropped at all (its backward starts right after the forward ends).
+The forward nodes are cut into segments; the last node of each (its boundary) is kept for
+the whole step, the other forward tensors are freed once the forward pass no longer reads
+them. When the backward pass first needs a dropped tensor, the stage recomputes its *whole*
+segment from the previous boundary and keeps the recomputed tensors until their last
+backward use (Chen's "recompute the segment once during backward"). Backward, loss and
+pinned nodes are never recomputed; the last segment is not dropped at all (its backward
+starts right after the forward ends).
 
-General DAGs: boundaries are taken among *articulation nodes* of the forward phase — a
-forward node ``v`` such that no forward edge jumps over it (``a < v < b``). On a chain
-every node qualifies; on a residual network the block outputs do. If a graph has none,
-any forward node is used (a topological-order segmentation; a recomputation then also
-recomputes what it needs from earlier segments, recursively).
+General DAGs: boundaries are *articulation nodes* of the forward phase, forward nodes
+``v`` that no forward edge jumps over (``a < v < b``): every node of a chain, the block
+outputs of a residual network. A graph with none uses any forward node (a topological
+segmentation: a recompute then also recomputes what it needs from earlier segments).
 
 * :func:`chen_sqrt_n`: ``round(sqrt(n_forward))`` segments of about equal node count.
-* :func:`chen_greedy`: Chen's memory-budgeted greedy rule (walk the forward nodes adding
-  output bytes; when the running sum exceeds ``b`` at a candidate, make it a boundary and
-  restart), searched over a grid of ``b``; the least-energy plan that fits the budget and
-  deadline wins.
+* :func:`chen_greedy`: Chen's memory-budgeted greedy rule (add up the forward nodes'
+  output bytes; past ``b`` at a candidate, make it a boundary and restart) over a grid of
+  ``b``; the least-energy plan that fits the budget and deadline wins.
 
 Both need recomputation: in modes ``paging`` and ``none`` they report infeasible.
 """

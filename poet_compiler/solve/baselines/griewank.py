@@ -1,23 +1,19 @@
 """Griewank & Walther's binomial checkpointing (revolve) for training chains.
 
 Revolve reverses a chain of ``L`` uniform steps with at most ``s`` checkpoints and the
-least number of forward recomputations. The recursion: to deliver states ``c+d, ...,
-c+1`` (in that order) from a held state ``c`` with ``s`` free slots, either advance to
-``c+d`` storing nothing and start over for ``c+d-1 .. c+1``, or advance to ``c+m`` and
-store it, deliver ``c+d .. c+m+1`` from it with ``s-1`` slots, use ``c+m`` itself, free
-its slot and deliver ``c+m-1 .. c+1`` from ``c`` with ``s`` slots.
-:func:`revolve_table` computes the optimal cost and split ``m`` for every ``(d, s)``.
+fewest forward recomputations. To deliver states ``c+d, ..., c+1`` (in that order) from a
+held state ``c`` with ``s`` free slots, either advance to ``c+d`` storing nothing and start
+over for ``c+d-1 .. c+1``, or advance to ``c+m`` and store it, deliver ``c+d .. c+m+1`` from
+it with ``s-1`` slots, use ``c+m``, free its slot and deliver ``c+m-1 .. c+1`` from ``c``
+with ``s`` slots. :func:`revolve_table` gives the optimal cost and split ``m`` per ``(d, s)``.
 
-Mapping to the stage model: the forward nodes must form a path (each forward node reads
-at most the previous forward node among forward nodes) and precede the rest. The initial
-forward sweep keeps the nested optimal split points (the checkpoints revolve stores on
-its first advance). At a backward stage that needs a dropped forward tensor ``j``, the
-stage recomputes from the nearest checkpoint ``c < j`` up to ``j`` and keeps the split
-points the table chooses for the free slots. Loss/backward/pinned nodes are never
-recomputed. Revolve assumes uniform step cost and size; the number of slots ``s`` is
-searched and the least-energy plan that fits the budget and deadline is kept.
-
-On graphs whose forward part is not a chain the strategy reports "unsupported".
+In the stage model the forward nodes must form a path (each reads at most the previous
+forward node) that precedes the rest; other graphs are reported "unsupported". The
+forward sweep keeps revolve's nested split points. A backward stage that needs a dropped
+forward tensor ``j`` recomputes from the nearest checkpoint ``c < j`` up to ``j`` and keeps
+the split points the table chooses for the free slots. Loss/backward/pinned nodes are
+never recomputed. Revolve assumes uniform step cost and size, so the number of slots is
+searched: the least-energy plan that fits the budget and deadline is kept.
 """
 
 from __future__ import annotations

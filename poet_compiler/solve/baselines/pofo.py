@@ -1,27 +1,25 @@
 """POFO/rotor-style dynamic program for training chains: checkpoint, offload or recompute.
 
-For a training chain (forward nodes form a path before the loss and backward nodes; see
-:func:`~poet_compiler.solve.baselines.griewank.forward_chain`) every forward tensor gets
-one of three fates, as in POFO (Beaumont et al., "Optimal re-materialization strategies
-for heterogeneous chains: how to train deep neural networks with limited memory" and its
-offloading extension):
+On a training chain (see :func:`~poet_compiler.solve.baselines.griewank.forward_chain`)
+each forward tensor gets one of three fates, as in POFO (Beaumont et al., "Optimal
+re-materialization strategies for heterogeneous chains: how to train deep neural networks
+with limited memory" and its offloading extension):
 
 * **keep** — a checkpoint held in RAM until its backward use;
 * **offload** — a checkpoint paged out after its last forward use and paged back in just
   before its backward use (modes that allow paging);
-* **drop** — recomputed during backward together with the rest of its segment (the run
-  of dropped tensors up to the next checkpoint), as in segment checkpointing (modes that
-  allow recomputation). Tensors after the last checkpoint are kept.
+* **drop** — recomputed in backward with the rest of its segment (the dropped tensors up
+  to the next checkpoint), as in segment checkpointing (modes that allow recomputation).
+  Tensors after the last checkpoint are kept.
 
-The dynamic program runs over chain positions with the kept bytes (quantized to 1/48 of
-the budget, rounded up) as state, minimizing the extra energy — recompute energy of
-dropped tensors plus page-out/page-in energy of offloaded ones, each with static power
-times the time it adds (paging adds no time when the device overlaps it with compute).
-Peak memory is approximated as kept bytes + the largest recomputed segment (or the
-kept tail, whichever is larger); the DP is
-solved for a grid of segment caps and kept-byte limits, every distinct solution is
-replayed in the simulator, and the least-energy one that fits the budget and deadline
-is returned. Non-chain graphs are reported unsupported.
+The DP runs over chain positions with the kept bytes (in buckets of 1/48 of the budget,
+rounded up) as state and minimizes the extra energy: recompute energy of dropped tensors
+plus paging energy of offloaded ones, each with static power times the time it adds
+(none for paging the device overlaps with compute). Peak memory is taken as kept bytes
+plus the largest recomputed segment (or the kept tail if larger). The DP is solved for a
+grid of segment caps and kept-byte limits; every distinct solution is replayed in the
+simulator and the least-energy one that fits the budget and deadline is returned.
+Non-chain graphs are reported unsupported.
 """
 
 from __future__ import annotations
@@ -40,7 +38,6 @@ from poet_compiler.solve.result import Result
 
 KEEP, OFFLOAD, DROP = 0, 1, 2
 _Q = 48            # buckets of the kept-bytes state
-_INF = math.inf
 
 
 def pofo_schedule(graph: TrainingGraph, chain: list[int], fate: list[int]) -> Schedule:
@@ -59,7 +56,7 @@ def solve_dp(m: list[int], rec: list[float], off: list[float], unit: float, seg_
     L = len(m)
     buckets = [int(math.ceil(b / unit)) for b in m]
     # f[p+1][q]: min energy with the last checkpoint at p (p = -1: none yet), q buckets kept.
-    f = np.full((L + 1, _Q + 1), _INF)
+    f = np.full((L + 1, _Q + 1), math.inf)
     f[0, 0] = 0.0
     # Back pointers of f[p+1, q]: previous row, previous q, fate of position p.
     b_prev, b_q, b_fate = (np.full((L + 1, _Q + 1), -1, dtype=np.int64) for _ in range(3))
@@ -86,7 +83,7 @@ def solve_dp(m: list[int], rec: list[float], off: list[float], unit: float, seg_
                     b_q[p + 1, better + add_q] = better
                     b_fate[p + 1, better + add_q] = fate
     # Finish: last checkpoint at p; the tail p+1..L-1 is kept.
-    best: list[tuple[float, int, int]] = [(_INF, -1, -1)] * (_Q + 1)
+    best: list[tuple[float, int, int]] = [(math.inf, -1, -1)] * (_Q + 1)
     # The tail is live at the start of the backward pass like a recomputed segment, and is
     # freed as the backward pass walks through it: it counts against the segment cap.
     for p in range(-1, L):
@@ -97,11 +94,11 @@ def solve_dp(m: list[int], rec: list[float], off: list[float], unit: float, seg_
             if e < best[q][0]:
                 best[q] = (e, p + 1, q)
     out: list[list[int] | None] = []
-    running: tuple[float, int, int] = (_INF, -1, -1)
+    running: tuple[float, int, int] = (math.inf, -1, -1)
     for qlim in range(_Q + 1):
         if best[qlim][0] < running[0]:
             running = best[qlim]
-        if running[0] == _INF:
+        if running[0] == math.inf:
             out.append(None)
             continue
         fates = [KEEP] * L     # the tail after the last checkpoint is kept
@@ -127,11 +124,11 @@ def pofo(trial: Trial) -> Result:
     pinned = [graph.nodes[v].pinned for v in chain]
     m = [graph.nodes[v].output_bytes for v in chain]
     sw = costs.static_w
-    rec = [costs.compute_j[v] + sw * costs.compute_s[v] if not pinned[j] else _INF
+    rec = [costs.compute_j[v] + sw * costs.compute_s[v] if not pinned[j] else math.inf
            for j, v in enumerate(chain)]
     off = [costs.page_in_j[v] + costs.page_out_j[v]
            + (0.0 if problem.overlaps else sw * (costs.page_in_s[v] + costs.page_out_s[v]))
-           if not pinned[j] else _INF for j, v in enumerate(chain)]
+           if not pinned[j] else math.inf for j, v in enumerate(chain)]
     unit = max(1.0, max(problem.activation_budget, 1) / _Q)
     caps = sorted({float(c) for c in np.geomspace(max(1, max(m)), max(1, sum(m)), 10).round()} | {0.0})
     seen: set[tuple[int, ...]] = set()
