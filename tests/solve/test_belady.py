@@ -12,7 +12,7 @@ import pytest
 from poet_compiler.devices.cost_model import costs_for
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.baselines import BASELINES
-from poet_compiler.solve.baselines.belady import RULES, _OfflineRun, belady_program
+from poet_compiler.solve.baselines.belady import RULES, _OfflineRun
 from poet_compiler.solve.baselines.dtr import EvictionFailed
 from poet_compiler.solve.budgets import reference, resolve_ram
 from poet_compiler.solve.problem import Problem
@@ -57,7 +57,7 @@ def test_every_rule_is_a_valid_program_or_a_clean_failure(rule: str) -> None:
     for n, ram in ((100, "80%"), (250, "80%"), (500, "90%")):
         problem = _layered(n, ram)
         try:
-            program = belady_program(problem.graph, problem.costs.compute_s, problem.activation_budget, rule)
+            program = _OfflineRun(problem.graph, problem.costs.compute_s, problem.activation_budget, rule).execute()
         except EvictionFailed:
             continue
         _accepted(problem, program)

@@ -16,7 +16,7 @@ from poet_compiler.schedule.program import Op, Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve import guided, milp, warm_start
-from poet_compiler.solve.baselines._common import Figures, finish
+from poet_compiler.solve.baselines._common import Figures, Trial
 from poet_compiler.solve.cover import cover_bound
 from poet_compiler.solve.finalize import finalize
 from tests.support.graphs import random_problem
@@ -81,7 +81,7 @@ def test_heuristic_finish_does_not_turn_a_bug_into_infeasible() -> None:
     problem = _problem()
     fits = Figures(peak_bytes=0, runtime_s=0.0, energy_j=0.0)
     with pytest.raises(InternalError):
-        finish(problem, "test", _broken_program(problem), started=time.perf_counter(), fig=fits)
+        Trial(problem, "test").finish(_broken_program(problem), fig=fits)
 
 
 def test_milp_fallback_does_not_skip_a_broken_candidate() -> None:

@@ -1,10 +1,10 @@
 """Baseline heuristics: every published way to fit training into less RAM, same Result.
 
-Each entry of :data:`BASELINES` (the heuristics: no solver) maps a :class:`~poet_compiler.solve.problem.Problem` to a
-:class:`~poet_compiler.solve.result.Result` whose figures come from the independent
+Each entry of :data:`BASELINES` (no solver) maps a :class:`~poet_compiler.solve.problem.Problem`
+to a :class:`~poet_compiler.solve.result.Result` whose figures come from the independent
 simulator (through :func:`poet_compiler.solve.finalize.finalize`). A heuristic that cannot
-meet the budget or deadline returns status ``"infeasible"`` with a one-line reason (and
-its best attempt's figures under ``extra["attempt"]``) — never an exception.
+meet the budget or deadline returns status ``"infeasible"`` with a one-line reason (and its
+best attempt's figures under ``extra["attempt"]``) — never an exception.
 
 ==================  ==================================================  ===============
 name                what it does                                        modes
@@ -22,8 +22,8 @@ paging_only         MILP optimum with paging only                       (mode pa
 ==================  ==================================================  ===============
 
 ``checkmate`` and ``paging_only`` (:mod:`.optimal`) call the MILP, which warm-starts from
-the heuristics here: they are registered with every other strategy in
-:data:`poet_compiler.solve.strategies.STRATEGIES`, not in this package's table.
+the heuristics here, so they are registered in :data:`poet_compiler.solve.strategies.STRATEGIES`,
+not in this package's table.
 """
 
 from __future__ import annotations

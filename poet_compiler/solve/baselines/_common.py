@@ -1,25 +1,25 @@
 """Shared machinery of the baselines: gaps, evaluation, Result.
 
-Every matrix-producing baseline decides two things: *which nodes run in which stage*
-(``R``) and *which idle intervals of a tensor are spent on flash* (paging). The schedule
-follows from docs/model.md, built by :mod:`poet_compiler.schedule.build`
-(:func:`~poet_compiler.schedule.build.need_stages`,
-:func:`~poet_compiler.schedule.build.assemble`, re-exported here for the baselines).
-
+Every matrix-producing baseline decides *which nodes run in which stage* (``R``) and
+*which idle intervals of a tensor are spent on flash* (paging); the schedule follows
+(docs/model.md), built by :mod:`poet_compiler.schedule.build` (re-exported here).
 :func:`evaluate` replays a plan in the independent simulator without budgets (the
-heuristics compare candidates by it) and :func:`finish` turns the final plan into a
-:class:`Result` through :func:`poet_compiler.solve.finalize.finalize`, or into an
-"infeasible" Result with a one-line reason when the plan misses the budget or deadline.
+heuristics compare candidates by it). :func:`heuristic` makes a function of a
+:class:`Trial` a baseline, Problem -> Result; :meth:`Trial.finish` turns the final plan
+into a Result through :func:`poet_compiler.solve.finalize.finalize`, or into an
+"infeasible" one with a one-line reason when it misses the budget or deadline.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -34,9 +34,6 @@ from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result, ResultExtra
 from poet_compiler.units import format_bytes
 
-#: Node kinds that belong to the forward phase of a training step (the loss closes it).
-FORWARD_PHASE = ("forward", "loss")
-
 
 @dataclass(frozen=True)
 class Gap:
@@ -46,10 +43,6 @@ class Gap:
     node: int
     last: int
     next: int
-
-    @property
-    def length(self) -> int:
-        return self.next - self.last
 
 
 def idle_gaps(graph: TrainingGraph, R: np.ndarray) -> list[Gap]:
@@ -73,10 +66,11 @@ class Figures:
     runtime_s: float
     energy_j: float
 
-    def fits(self, problem: Problem) -> bool:
-        if self.peak_bytes > problem.activation_budget:
-            return False
+    def in_time(self, problem: Problem) -> bool:
         return problem.deadline_s is None or self.runtime_s <= problem.deadline_s * (1 + 1e-9)
+
+    def fits(self, problem: Problem) -> bool:
+        return self.peak_bytes <= problem.activation_budget and self.in_time(problem)
 
 
 def to_program(problem: Problem, plan: Schedule | Program) -> Program:
@@ -95,21 +89,15 @@ def miss_reason(problem: Problem, fig: Figures) -> str:
     """Why figures miss the budgets, in a few words ('' when they fit)."""
     parts = []
     if fig.peak_bytes > problem.activation_budget:
-        parts.append(
-            f"needs {format_bytes(fig.peak_bytes)} of RAM > budget {format_bytes(problem.activation_budget)}"
-        )
+        parts.append(f"needs {format_bytes(fig.peak_bytes)} of RAM > budget {format_bytes(problem.activation_budget)}")
     if problem.deadline_s is not None and fig.runtime_s > problem.deadline_s * (1 + 1e-9):
         parts.append(f"takes {fig.runtime_s:.6g} s > deadline {problem.deadline_s:.6g} s")
     return " and ".join(parts)
 
 
-def refuse_without_remat(problem: Problem, name: str, started: float) -> Result | None:
-    """The 'infeasible' Result of a recompute-only heuristic in a mode that forbids
-    recomputation, else None."""
-    if not problem.allows_remat:
-        return infeasible(problem, name, f"needs recomputation, which mode {problem.mode!r} forbids",
-                          started=started)
-    return None
+def _result(problem: Problem, strategy: str, started: float, **fields: Any) -> Result:
+    return Result(strategy=strategy, mode=problem.mode, ram_budget_bytes=problem.ram_budget_bytes, n_nodes=problem.n,
+                  deadline_s=problem.deadline_s, solve_time_s=time.perf_counter() - started, **fields)
 
 
 def infeasible(problem: Problem, strategy: str, reason: str, *, started: float,
@@ -118,20 +106,10 @@ def infeasible(problem: Problem, strategy: str, reason: str, *, started: float,
     extra = ResultExtra()
     if attempt is not None:
         extra.attempt = dataclasses.asdict(attempt)
-    return Result(
-        status="infeasible",
-        strategy=strategy,
-        mode=problem.mode,
-        ram_budget_bytes=problem.ram_budget_bytes,
-        deadline_s=problem.deadline_s,
-        n_nodes=problem.n,
-        solve_time_s=time.perf_counter() - started,
-        message=f"{strategy}: {reason}",
-        extra=extra,
-    )
+    return _result(problem, strategy, started, status="infeasible", message=f"{strategy}: {reason}", extra=extra)
 
 
-#: Inside :func:`plans_only`, :func:`finish` returns a fitting plan without finalizing it.
+#: Inside :func:`plans_only`, :meth:`Trial.finish` returns a fitting plan without finalizing it.
 _PLANS_ONLY: ContextVar[bool] = ContextVar("plans_only", default=False)
 
 
@@ -148,32 +126,76 @@ def plans_only() -> Iterator[None]:
         _PLANS_ONLY.reset(token)
 
 
-def finish(problem: Problem, strategy: str, plan: Schedule | Program, *, started: float,
-           fig: Figures | None = None, note: str = "") -> Result:
-    """Result of a heuristic's final plan: finalize when it fits, 'infeasible' otherwise."""
-    fig = fig or evaluate(problem, plan)
-    if not fig.fits(problem):
-        return infeasible(problem, strategy, f"best plan {miss_reason(problem, fig)}", started=started,
-                          attempt=fig)
-    if _PLANS_ONLY.get():
-        return Result(status="feasible", strategy=strategy, mode=problem.mode,
-                      ram_budget_bytes=problem.ram_budget_bytes, deadline_s=problem.deadline_s,
-                      program=plan if isinstance(plan, Program) else None,
-                      schedule=plan if isinstance(plan, Schedule) else None, energy_j=fig.energy_j,
-                      runtime_s=fig.runtime_s, peak_ram_bytes=fig.peak_bytes, n_nodes=problem.n,
-                      solve_time_s=time.perf_counter() - started, message=note)
-    # A plan that breaks a rule is a bug (finalize raises InternalError); one that misses
-    # the budget, the deadline or (fragmentation) the arena comes back "infeasible".
-    result = finalize(problem, plan, strategy=strategy, status="feasible",
-                      solve_time_s=time.perf_counter() - started, message=note)
-    if not result.ok and not result.message.startswith(f"{strategy}: "):
-        result.message = f"{strategy}: {result.message}"   # e.g. arena fragmentation
-    return result
+class Trial:
+    """One heuristic on one problem: its name and start, for the Result, and of the plans
+    :meth:`offer`-ed the least-energy one that fits the budgets and the lowest-peak one."""
+
+    def __init__(self, problem: Problem, strategy: str) -> None:
+        self.problem = problem
+        self.strategy = strategy
+        self.started = time.perf_counter()
+        self.best: tuple[Schedule, Figures, int] | None = None
+        self.fallback: tuple[Schedule, Figures] | None = None
+
+    def finish(self, plan: Schedule | Program, *, fig: Figures | None = None, note: str = "") -> Result:
+        """Result of the final plan: finalize when it fits, 'infeasible' otherwise."""
+        problem, strategy = self.problem, self.strategy
+        fig = fig or evaluate(problem, plan)
+        if not fig.fits(problem):
+            return infeasible(problem, strategy, f"best plan {miss_reason(problem, fig)}", started=self.started,
+                              attempt=fig)
+        if _PLANS_ONLY.get():
+            return _result(problem, strategy, self.started, status="feasible", message=note,
+                           program=plan if isinstance(plan, Program) else None,
+                           schedule=plan if isinstance(plan, Schedule) else None, energy_j=fig.energy_j,
+                           runtime_s=fig.runtime_s, peak_ram_bytes=fig.peak_bytes)
+        # A plan that breaks a rule is a bug (finalize raises InternalError); one that misses
+        # the budget, the deadline or (fragmentation) the arena comes back "infeasible".
+        result = finalize(problem, plan, strategy=strategy, status="feasible",
+                          solve_time_s=time.perf_counter() - self.started, message=note)
+        if not result.ok and not result.message.startswith(f"{strategy}: "):
+            result.message = f"{strategy}: {result.message}"   # e.g. arena fragmentation
+        return result
+
+    def infeasible(self, reason: str) -> Result:
+        return infeasible(self.problem, self.strategy, reason, started=self.started)
+
+    def offer(self, plan: Schedule, tag: int = 0) -> None:
+        """Simulate a candidate plan; ``tag`` goes to the note of :meth:`finish_best`."""
+        fig = evaluate(self.problem, plan)
+        if fig.fits(self.problem):
+            if self.best is None or fig.energy_j < self.best[1].energy_j - 1e-15:
+                self.best = (plan, fig, tag)
+        elif self.fallback is None or fig.peak_bytes < self.fallback[1].peak_bytes:
+            self.fallback = (plan, fig)
+
+    def finish_best(self, note: Callable[[int], str]) -> Result:
+        """:meth:`finish` the best plan offered with ``note(its tag)``, else the lowest-peak one."""
+        if self.best is not None:
+            return self.finish(self.best[0], fig=self.best[1], note=note(self.best[2]))
+        assert self.fallback is not None
+        return self.finish(self.fallback[0], fig=self.fallback[1])
+
+
+def heuristic(strategy: str, *,
+              remat: bool = False) -> Callable[[Callable[[Trial], Result]], Callable[[Problem], Result]]:
+    """Make ``run(trial)`` the baseline ``strategy``, Problem -> Result. With ``remat`` it
+    needs recomputation: in a mode that forbids it, the Result is 'infeasible' at once."""
+
+    def wrap(run: Callable[[Trial], Result]) -> Callable[[Problem], Result]:
+        @functools.wraps(run)
+        def baseline(problem: Problem) -> Result:
+            trial = Trial(problem, strategy)
+            if remat and not problem.allows_remat:
+                return trial.infeasible(f"needs recomputation, which mode {problem.mode!r} forbids")
+            return run(trial)
+        return baseline
+    return wrap
 
 
 def forward_phase(graph: TrainingGraph) -> np.ndarray:
     """Boolean mask of the nodes of the forward phase (forward and loss kinds)."""
-    return np.array([node.kind in FORWARD_PHASE for node in graph.nodes], dtype=bool)
+    return np.array([node.kind in ("forward", "loss") for node in graph.nodes], dtype=bool)
 
 
 def recomputable(graph: TrainingGraph) -> np.ndarray:

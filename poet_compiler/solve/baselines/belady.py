@@ -1,27 +1,22 @@
 """Offline eviction: DTR's execution with the future known (Belady's rule, DTR's cost).
 
-DTR (:mod:`.dtr`) runs online: it cannot see when a tensor is read next, so it uses the
-time since its last use instead. A compiler sees the whole step, so this strategy runs
-the same execution — nodes in order, evicted inputs recomputed on demand — and picks as
-victim the tensor that is read again the latest for what its eviction costs:
+DTR (:mod:`.dtr`) runs online and so ranks a tensor by the time since its last use. A
+compiler sees the whole step: this strategy runs the same execution (nodes in order,
+evicted inputs recomputed on demand) and evicts the tensor read again the latest for
+what its eviction costs:
 
-- *next use* of a tensor: the first compute still to come of one of its readers, or the
-  next use of a reader that was evicted and is still needed (its recompute reads it);
+- *next use*: the first compute still to come of one of its readers, or the next use of
+  an evicted reader that is still needed (its recompute reads it);
 - *cost*: DTR's evicted neighbourhood — its own compute time plus that of the evicted
   tensors its recompute needs first and of the evicted readers whose recompute now
-  needs it too (capped at :data:`NEIGHBOURHOOD_CAP` nodes: a bound on the work per
-  candidate, not on the recompute).
+  needs it too (at most :data:`NEIGHBOURHOOD_CAP` nodes).
 
-Two rules, both run, the cheaper Program that meets the budgets is kept:
-
-- ``cost``: least ``cost / (bytes * stages to next use)``;
-- ``net``: the same over the bytes that eviction frees net of the resident inputs whose
-  life it extends (they are read again later, by the recompute); a victim that extends
-  a chain (an evicted input, or an evicted reader still needed) or frees nothing net
-  comes last.
-
-Why both: on random layered DAGs, the first avoids the long chains of recomputes that
-online DTR builds (100 nodes at 80 % of the peak: 310 J against DTR's 1,706 J; optimum
+Both rules run and the cheaper Program that meets the budgets is kept: ``cost``, least
+``cost / (bytes * stages to next use)``; ``net``, the same over the bytes freed net of the
+resident inputs whose life it extends (the recompute reads them later), with any victim
+that extends a chain (an evicted input, or an evicted reader still needed) or frees
+nothing net last. Why both: on random layered DAGs the first avoids online DTR's long
+chains of recomputes (100 nodes at 80 % of the peak: 310 J against DTR's 1,706 J; optimum
 near 269 J), and the second fits where chains lock everything (500 and 1,000 nodes at
 80 %, where DTR and the first rule find nothing). BENCHMARKS.md, "Optimizer grid".
 """
@@ -29,13 +24,12 @@ near 269 J), and the second fits where chains lock everything (500 and 1,000 nod
 from __future__ import annotations
 
 import math
-import time
 
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.program import Program
-from poet_compiler.solve.baselines._common import finish, infeasible, refuse_without_remat
-from poet_compiler.solve.baselines.dtr import EvictingRun, EvictionFailed
-from poet_compiler.solve.problem import Problem, feasible_energy
+from poet_compiler.solve.baselines._common import Trial, heuristic
+from poet_compiler.solve.baselines.dtr import EvictingRun, run_or_why
+from poet_compiler.solve.problem import feasible_energy
 from poet_compiler.solve.result import Result
 
 #: At most this many nodes in a candidate's evicted neighbourhood are summed: a bound on
@@ -61,12 +55,9 @@ class _OfflineRun(EvictingRun):
         """``next[i]``: the stage at which tensor ``i`` is read next (inf: never again)."""
         t, g = self.stage, self.g
         nxt = [math.inf] * g.n
-        for i in range(g.n - 1, -1, -1):
-            for c in g.consumers[i]:
-                if c >= t:
-                    nxt[i] = min(nxt[i], c)
-                elif c not in self.ram:
-                    nxt[i] = min(nxt[i], nxt[c])
+        for i in range(g.n - 1, -1, -1):   # a reader still to come reads it then; an evicted one, when next used
+            nxt[i] = min((c if c >= t else nxt[c] for c in g.consumers[i] if c >= t or c not in self.ram),
+                         default=math.inf)
         return nxt
 
     def neighbourhood_cost(self, i: int, nxt: list[float]) -> float:
@@ -109,34 +100,21 @@ class _OfflineRun(EvictingRun):
         return chosen
 
 
-def belady_program(graph: TrainingGraph, compute_s: tuple[float, ...], budget: int, rule: str) -> Program:
-    """The Program the offline run executes under ``budget`` bytes with ``rule``
-    (one of :data:`RULES`); raises EvictionFailed."""
-    return _OfflineRun(graph, compute_s, budget, rule).execute()
-
-
-def belady(problem: Problem) -> Result:
-    started = time.perf_counter()
-    name = "belady"
-    if (refused := refuse_without_remat(problem, name, started)) is not None:
-        return refused
+@heuristic("belady", remat=True)
+def belady(trial: Trial) -> Result:
+    problem = trial.problem
     best: tuple[float, str, Program] | None = None
     failures = []
     for rule in RULES:
-        try:
-            program = belady_program(problem.graph, problem.costs.compute_s, problem.activation_budget, rule)
-        except EvictionFailed as exc:
-            failures.append(f"{rule}: {exc}")
-            continue
-        except RecursionError:   # a chain of recomputes deeper than Python allows
-            failures.append(f"{rule}: its chain of recomputes is too deep")
+        program = run_or_why(_OfflineRun(problem.graph, problem.costs.compute_s, problem.activation_budget, rule))
+        if isinstance(program, str):
+            failures.append(f"{rule}: {program}")
             continue
         energy = feasible_energy(problem, program)
         if energy is not None and (best is None or energy < best[0]):
             best = (energy, rule, program)
     if best is None:
         why = "; ".join(failures) or "no rule's plan meets the budgets"
-        return infeasible(problem, name, f"offline eviction failed ({why})", started=started)
+        return trial.infeasible(f"offline eviction failed ({why})")
     _, rule, program = best
-    return finish(problem, name, program, started=started,
-                  note=f"{program.n_recompute} recomputations by offline eviction (rule {rule})")
+    return trial.finish(program, note=f"{program.n_recompute} recomputations by offline eviction (rule {rule})")

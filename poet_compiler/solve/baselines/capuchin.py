@@ -1,28 +1,24 @@
 """Capuchin-like (Peng et al., ASPLOS 2020): page first, then recompute by memory saving per second.
 
-Starting from checkpoint-all, the strategy lowers the peak step by step, always acting
-on tensors that are idle in RAM *at the current peak* (the stage whose memory is highest):
+From checkpoint-all, the strategy lowers the peak step by step, acting on tensors idle in
+RAM *at the current peak* (the stage whose memory is highest):
 
-1. **Paging** (modes ``poet``/``paging``): candidates are idle intervals long enough to
-   page (out in the stage after the use, in the stage before the next use), tried in
-   order of decreasing idle time — Capuchin's "largest free time first". A candidate is
-   taken if it lowers the peak and the plan still meets the deadline (with DMA, paging
-   that hides under compute is free in time; without DMA it adds up), i.e. paging is
-   used while it "can be hidden or afforded".
-2. **Recomputation** (modes ``poet``/``remat``): if the peak is still over budget,
-   intervals of unpinned forward tensors are turned into recomputation at the next use,
-   in order of Capuchin's *memory saving per second* ``bytes / recompute time`` (the
-   recompute time includes inputs that must be recomputed too). Taken if it lowers the
-   peak and meets the deadline.
+1. **Paging** (modes ``poet``/``paging``): idle intervals long enough to page (out in the
+   stage after the use, in in the stage before the next use), by decreasing idle time —
+   Capuchin's "largest free time first". One is taken if it lowers the peak and the plan
+   still meets the deadline (with DMA, paging hidden under compute costs no time), i.e.
+   paging is used while it "can be hidden or afforded".
+2. **Recomputation** (modes ``poet``/``remat``): while the peak is over budget, intervals
+   of unpinned forward tensors become a recompute at the next use, by Capuchin's *memory
+   saving per second* ``bytes / recompute time`` (inputs that must be recomputed too
+   included), taken on the same condition.
 
-Every step is judged by the independent simulator. The strategy stops when the peak fits
-the budget, or reports infeasible with the lowest peak it reached (also when the deadline
-of :func:`~poet_compiler.solve.clock.step_until` passes first: each step simulates the whole plan).
+The simulator judges every step. The strategy stops when the peak fits the budget, else
+reports infeasible with the lowest peak it reached (also when the deadline of
+:func:`~poet_compiler.solve.clock.step_until` passes first: each step simulates the plan).
 """
 
 from __future__ import annotations
-
-import time
 
 import numpy as np
 
@@ -31,9 +27,10 @@ from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.baselines._common import (
     Figures,
     Gap,
+    Trial,
     assemble,
     evaluate,
-    finish,
+    heuristic,
     idle_gaps,
     recomputable,
 )
@@ -59,15 +56,13 @@ class _Plan:
         t = self.peak_stage
         return [g for g in idle_gaps(problem.graph, self.R) if g.last < t < g.next]
 
-
-def _better(new: _Plan, old: _Plan, problem: Problem) -> bool:
-    if new.fig.peak_bytes >= old.fig.peak_bytes:
-        return False
-    return problem.deadline_s is None or new.fig.runtime_s <= problem.deadline_s * (1 + 1e-9)
+    def better(self, old: _Plan, problem: Problem) -> bool:
+        return self.fig.peak_bytes < old.fig.peak_bytes and self.fig.in_time(problem)
 
 
-def capuchin(problem: Problem) -> Result:
-    started = time.perf_counter()
+@heuristic("capuchin")
+def capuchin(trial: Trial) -> Result:
+    problem = trial.problem
     graph = problem.graph
     budget = problem.activation_budget
     plan = _Plan(problem, np.eye(problem.n, dtype=bool), frozenset())
@@ -77,14 +72,14 @@ def capuchin(problem: Problem) -> Result:
     # Phase 1: paging, largest idle interval first.
     while problem.allows_paging and plan.fig.peak_bytes > budget and not past_step_deadline():
         cands = [g for g in plan.idle_at_peak(problem)
-                 if not graph.nodes[g.node].pinned and g.length >= 3 and ("page", g.node, g.last) not in tried]
-        cands.sort(key=lambda g: (-g.length, -graph.nodes[g.node].output_bytes, g.node))
+                 if not graph.nodes[g.node].pinned and g.next - g.last >= 3 and ("page", g.node, g.last) not in tried]
+        cands.sort(key=lambda g: (g.last - g.next, -graph.nodes[g.node].output_bytes, g.node))
         for g in cands:
             if past_step_deadline():
                 break
             tried.add(("page", g.node, g.last))
             new = _Plan(problem, plan.R, plan.paged | {(g.node, g.last)})
-            if _better(new, plan, problem):
+            if new.better(plan, problem):
                 plan = new
                 steps["page"] += 1
                 break
@@ -112,12 +107,12 @@ def capuchin(problem: Problem) -> Result:
             R = plan.R.copy()
             R[g.next, sorted(stage)] = True
             new = _Plan(problem, R, plan.paged)
-            if _better(new, plan, problem):
+            if new.better(plan, problem):
                 plan = new
                 steps["recompute"] += 1
                 break
         else:
             break
 
-    return finish(problem, "capuchin", plan.schedule, started=started, fig=plan.fig,
-                  note=f"{steps['page']} paged intervals, {steps['recompute']} recomputations")
+    return trial.finish(plan.schedule, fig=plan.fig,
+                        note=f"{steps['page']} paged intervals, {steps['recompute']} recomputations")

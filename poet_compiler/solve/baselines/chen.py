@@ -1,24 +1,22 @@
 """Chen et al. 2016 ("Training deep nets with sublinear memory cost"): segment checkpointing.
 
-The forward nodes are cut into segments; the last node of each segment (its boundary)
-is kept for the whole step, the other forward tensors are freed as soon as the forward
-pass no longer reads them. When the backward pass first needs a dropped tensor of a
-segment, the stage recomputes the *whole* segment from the previous boundary and keeps
-the recomputed tensors until their last backward use (Chen's "recompute the segment once
-during backward"). Backward, loss and pinned nodes are never recomputed. The last
-segment is not dropped at all (its backward starts right after the forward ends).
+The forward nodes are cut into segments; the last node of each (its boundary) is kept for
+the whole step, the other forward tensors are freed once the forward pass no longer reads
+them. When the backward pass first needs a dropped tensor, the stage recomputes its *whole*
+segment from the previous boundary and keeps the recomputed tensors until their last
+backward use (Chen's "recompute the segment once during backward"). Backward, loss and
+pinned nodes are never recomputed; the last segment is not dropped at all (its backward
+starts right after the forward ends).
 
-General DAGs: boundaries are taken among *articulation nodes* of the forward phase — a
-forward node ``v`` such that no forward edge jumps over it (``a < v < b``). On a chain
-every node qualifies; on a residual network the block outputs do. If a graph has none,
-any forward node is used (a topological-order segmentation; a recomputation then also
-recomputes what it needs from earlier segments, recursively).
+General DAGs: boundaries are *articulation nodes* of the forward phase, forward nodes
+``v`` that no forward edge jumps over (``a < v < b``): every node of a chain, the block
+outputs of a residual network. A graph with none uses any forward node (a topological
+segmentation: a recompute then also recomputes what it needs from earlier segments).
 
 * :func:`chen_sqrt_n`: ``round(sqrt(n_forward))`` segments of about equal node count.
-* :func:`chen_greedy`: Chen's memory-budgeted greedy rule (walk the forward nodes adding
-  output bytes; when the running sum exceeds ``b`` at a candidate, make it a boundary and
-  restart), searched over a grid of ``b``; the least-energy plan that fits the budget and
-  deadline wins.
+* :func:`chen_greedy`: Chen's memory-budgeted greedy rule (add up the forward nodes'
+  output bytes; past ``b`` at a candidate, make it a boundary and restart) over a grid of
+  ``b``; the least-energy plan that fits the budget and deadline wins.
 
 Both need recomputation: in modes ``paging`` and ``none`` they report infeasible.
 """
@@ -26,24 +24,14 @@ Both need recomputation: in modes ``paging`` and ``none`` they report infeasible
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.solve.baselines._common import (
-    Figures,
-    assemble,
-    evaluate,
-    finish,
-    forward_phase,
-    recomputable,
-    refuse_without_remat,
-)
+from poet_compiler.solve.baselines._common import Trial, assemble, forward_phase, heuristic, recomputable
 from poet_compiler.solve.baselines.remat import plan_remat
 from poet_compiler.solve.clock import past_step_deadline
-from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
 
 
@@ -54,7 +42,6 @@ def forward_nodes(graph: TrainingGraph) -> list[int]:
 
 def articulation_nodes(graph: TrainingGraph) -> list[int]:
     """Forward nodes no forward-phase edge jumps over (valid segment boundaries)."""
-    fwd = forward_nodes(graph)
     phase = forward_phase(graph)
     # cover[v] > 0 when some edge (a, b) between forward-phase nodes has a < v < b.
     cover = np.zeros(graph.n + 1, dtype=np.int64)
@@ -63,7 +50,7 @@ def articulation_nodes(graph: TrainingGraph) -> list[int]:
             cover[a + 1] += 1
             cover[b] -= 1
     jumped = np.cumsum(cover)[: graph.n] > 0
-    return [v for v in fwd if not jumped[v]]
+    return [v for v in forward_nodes(graph) if not jumped[v]]
 
 
 class SegmentPolicy:
@@ -72,36 +59,25 @@ class SegmentPolicy:
     def __init__(self, graph: TrainingGraph, boundaries: list[int]) -> None:
         self.graph = graph
         self.phase = forward_phase(graph)
-        fwd = forward_nodes(graph)
-        bset = sorted(set(boundaries))
+        bounds = set(boundaries)
         self.segment: dict[int, int] = {}
         self.members: dict[int, list[int]] = {}
         seg = 0
-        for v in fwd:
+        for v in forward_nodes(graph):
             self.segment[v] = seg
             self.members.setdefault(seg, []).append(v)
-            if v in bset:
+            if v in bounds:
                 seg += 1
-        self.boundaries = set(bset)
         # Nodes after the last boundary form the last segment, which is never dropped.
-        self.last_segment = seg
         self.droppable = np.zeros(graph.n, dtype=bool)
-        for v in fwd:
-            if v not in self.boundaries and self.segment[v] != self.last_segment:
-                self.droppable[v] = True
+        for v, s in self.segment.items():
+            self.droppable[v] = v not in bounds and s != seg
 
     def extra(self, t: int, missing: set[int], resident: set[int]) -> set[int]:
-        out: set[int] = set()
         consumers = self.graph.consumers
-        for j in missing:
-            if j not in self.segment:
-                continue
-            for m in self.members[self.segment[j]]:
-                if m <= t and m not in resident and self.droppable[m] and any(
-                    c >= t and not self.phase[c] for c in consumers[m]
-                ):
-                    out.add(m)
-        return out
+        return {m for j in missing if j in self.segment for m in self.members[self.segment[j]]
+                if m <= t and m not in resident and self.droppable[m]
+                and any(c >= t and not self.phase[c] for c in consumers[m])}
 
     def keep(self, i: int, t: int, resident: set[int]) -> bool:
         if not self.phase[t]:
@@ -110,8 +86,7 @@ class SegmentPolicy:
 
 
 def segment_schedule(graph: TrainingGraph, boundaries: list[int]) -> Schedule:
-    policy = SegmentPolicy(graph, boundaries)
-    return assemble(graph, plan_remat(graph, policy.droppable, policy))
+    return assemble(graph, plan_remat(graph, SegmentPolicy(graph, boundaries)))
 
 
 def _candidates(graph: TrainingGraph) -> list[int]:
@@ -126,11 +101,7 @@ def sqrt_n_boundaries(graph: TrainingGraph) -> list[int]:
         return []
     k = max(1, round(math.sqrt(len(fwd))))
     pos = {v: p for p, v in enumerate(fwd)}
-    out = set()
-    for j in range(1, k):
-        target = j * len(fwd) / k - 1
-        out.add(min(cand, key=lambda v: (abs(pos[v] - target), v)))
-    return sorted(out)
+    return sorted({min(cand, key=lambda v: (abs(pos[v] - (j * len(fwd) / k - 1)), v)) for j in range(1, k)})
 
 
 def greedy_boundaries(graph: TrainingGraph, b: float) -> list[int]:
@@ -145,53 +116,31 @@ def greedy_boundaries(graph: TrainingGraph, b: float) -> list[int]:
     return out
 
 
-def chen_sqrt_n(problem: Problem) -> Result:
-    started = time.perf_counter()
-    if (r := refuse_without_remat(problem, "chen_sqrt_n", started)) is not None:
-        return r
-    bounds = sqrt_n_boundaries(problem.graph)
-    return finish(problem, "chen_sqrt_n", segment_schedule(problem.graph, bounds), started=started,
-                  note=f"{len(bounds) + 1} segments")
+@heuristic("chen_sqrt_n", remat=True)
+def chen_sqrt_n(trial: Trial) -> Result:
+    bounds = sqrt_n_boundaries(trial.problem.graph)
+    return trial.finish(segment_schedule(trial.problem.graph, bounds), note=f"{len(bounds) + 1} segments")
 
 
-def greedy_grid(graph: TrainingGraph, points: int = 24) -> list[float]:
-    """Segment budgets to try: a geometric grid from the largest tensor to the total."""
+def greedy_grid(graph: TrainingGraph) -> list[float]:
+    """Segment budgets to try: 24 points of a geometric grid from the largest tensor to the
+    total, and Chen's own guess sqrt(x * y) with x = all bytes, y = the largest tensor."""
     sizes = [graph.nodes[v].output_bytes for v in forward_nodes(graph)]
     if not sizes:
         return [0.0]
     lo, hi = max(1, max(sizes)), max(1, sum(sizes))
-    grid = {float(lo), float(hi)}
-    # Chen's own guess: sqrt(x * y) with x = all bytes, y = the largest tensor.
-    grid.add(math.sqrt(lo * hi))
-    for j in range(points):
-        grid.add(lo * (hi / lo) ** (j / max(1, points - 1)))
-    return sorted(grid)
+    return sorted({float(lo), float(hi), math.sqrt(lo * hi)} | {lo * (hi / lo) ** (j / 23) for j in range(24)})
 
 
-def chen_greedy(problem: Problem) -> Result:
-    started = time.perf_counter()
-    if (r := refuse_without_remat(problem, "chen_greedy", started)) is not None:
-        return r
-    graph = problem.graph
+@heuristic("chen_greedy", remat=True)
+def chen_greedy(trial: Trial) -> Result:
+    graph = trial.problem.graph
     seen: set[tuple[int, ...]] = set()
-    best: tuple[float, Schedule, Figures, int] | None = None
-    fallback: tuple[int, Schedule, Figures] | None = None
     for b in greedy_grid(graph):
         if seen and past_step_deadline():   # the grid's budgets so far (at least one) are the answer
             break
         bounds = tuple(greedy_boundaries(graph, b))
-        if bounds in seen:
-            continue
-        seen.add(bounds)
-        sched = segment_schedule(graph, list(bounds))
-        fig = evaluate(problem, sched)
-        if fig.fits(problem):
-            if best is None or fig.energy_j < best[0] - 1e-15:
-                best = (fig.energy_j, sched, fig, len(bounds))
-        elif fallback is None or fig.peak_bytes < fallback[0]:
-            fallback = (fig.peak_bytes, sched, fig)
-    if best is not None:
-        return finish(problem, "chen_greedy", best[1], started=started, fig=best[2],
-                      note=f"{best[3] + 1} segments, best of {len(seen)} budgets")
-    assert fallback is not None
-    return finish(problem, "chen_greedy", fallback[1], started=started, fig=fallback[2])
+        if bounds not in seen:
+            seen.add(bounds)
+            trial.offer(segment_schedule(graph, list(bounds)), len(bounds))
+    return trial.finish_best(lambda k: f"{k + 1} segments, best of {len(seen)} budgets")

@@ -1,30 +1,25 @@
 """DTR-like online eviction (Kirisame et al., "Dynamic Tensor Rematerialization", 2021).
 
-The strategy *executes* the step in stage order with a RAM limit of the activation
-budget and emits the Program directly (only COMPUTE and FREE; the simulator judges it).
-Before each computation it makes the inputs resident — an evicted input is recomputed on
-demand, recursively — and then evicts resident tensors until the output and workspace
-fit. The victim minimizes DTR's heuristic ``h = cost / (bytes * staleness)``, where
-``cost`` is the tensor's compute time (plus that of its evicted inputs, DTR's local
-"evicted neighbourhood" approximation), ``staleness`` is the time since its last use,
-measured on a clock that advances by compute time. Tensors that an in-progress
-computation reads are locked; pinned tensors are never evicted (they cannot be
-recomputed). A tensor is freed for good as soon as no future computation can need it:
-none of its consumers is still to be computed for the first time, and no evicted tensor
-that may still be needed reads it.
+The strategy *executes* the step in stage order under the activation budget and emits
+the Program (COMPUTE and FREE only; the simulator judges it). Before each computation it
+makes the inputs resident (an evicted input is recomputed on demand, recursively), then
+evicts until the output and workspace fit. The victim minimizes DTR's ``h = cost / (bytes
+* staleness)``: ``cost`` is the tensor's compute time plus that of its evicted inputs
+(DTR's local "evicted neighbourhood"), ``staleness`` the time since its last use on a
+clock that advances by compute time. The inputs of a computation under way are locked;
+pinned tensors are never evicted (they cannot be recomputed). A tensor is freed for good
+once no future computation can need it: none of its consumers is still to be computed
+for the first time, and no evicted tensor that may still be needed reads it.
 
-DTR knows nothing of paging or deadlines: in modes without recomputation it reports
-infeasible; a plan that misses the deadline is reported infeasible too.
+DTR knows nothing of paging or deadlines: it needs recomputation, and a plan that misses
+the deadline is reported infeasible.
 """
 
 from __future__ import annotations
 
-import time
-
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.program import Instruction, Op, Program
-from poet_compiler.solve.baselines._common import finish, infeasible, refuse_without_remat
-from poet_compiler.solve.problem import Problem
+from poet_compiler.solve.baselines._common import Trial, heuristic
 from poet_compiler.solve.result import Result
 
 # An eviction heuristic can thrash (recompute what it just evicted, recursively): a run
@@ -52,24 +47,17 @@ class EvictingRun:
         self.ram: set[int] = set()
         self.locked: dict[int, int] = {}
         self.last_use: dict[int, float] = {}
-        self.computed = [False] * graph.n
         self.live = 0
         self.clock = 0.0
         self.stage = 0          # the node whose first compute is under way
         self.out: list[Instruction] = []
         self.computes = 0
 
-    # ---- liveness ------------------------------------------------------------------
     def needed(self, t: int) -> list[bool]:
         """``needed[i]``: tensor ``i`` may still be read once stage ``t`` has started."""
-        n = self.g.n
-        need = [False] * n
-        for i in range(n - 1, -1, -1):
-            for c in self.g.consumers[i]:
-                # c still to be computed for the first time, or c evicted but still needed.
-                if c >= t or (need[c] and c not in self.ram):
-                    need[i] = True
-                    break
+        need = [False] * self.g.n
+        for i in range(self.g.n - 1, -1, -1):   # a reader still to compute, or evicted but still needed
+            need[i] = any(c >= t or (need[c] and c not in self.ram) for c in self.g.consumers[i])
         return need
 
     def free_dead(self, t: int) -> None:
@@ -83,7 +71,6 @@ class EvictingRun:
         self.live -= self.size[i]
         self.out.append(Instruction(Op.FREE, i))
 
-    # ---- eviction ------------------------------------------------------------------
     def _score(self, i: int) -> float:
         cost = self.cost[i] + sum(self.cost[j] for j in set(self.g.nodes[i].inputs) if j not in self.ram)
         stale = self.clock - self.last_use.get(i, 0.0) + 1e-12
@@ -98,13 +85,10 @@ class EvictingRun:
         while self.live + need_bytes > self.budget:
             candidates = [i for i in self.ram if i not in self.locked and not self.g.nodes[i].pinned]
             if not candidates:
-                raise EvictionFailed(
-                    f"cannot fit {need_bytes} more bytes under {self.budget} with "
-                    f"{self.live} bytes locked or pinned"
-                )
+                raise EvictionFailed(f"cannot fit {need_bytes} more bytes under {self.budget} with "
+                                     f"{self.live} bytes locked or pinned")
             self._free(self.victim(candidates))
 
-    # ---- execution -----------------------------------------------------------------
     def materialize(self, k: int) -> None:
         """Compute ``k`` (recomputing evicted inputs first), evicting to make room."""
         inputs = self.g.nodes[k].inputs
@@ -114,7 +98,7 @@ class EvictingRun:
                 self.locked[i] = self.locked.get(i, 0) + 1
         for i in inputs:
             if i not in self.ram:
-                if self.g.nodes[i].pinned or not self.computed[i]:
+                if self.g.nodes[i].pinned:   # (inputs come first: every other one was computed)
                     raise EvictionFailed(f"input {i} of node {k} is gone and cannot be recomputed")
                 self.materialize(i)
                 self.locked[i] = self.locked.get(i, 0) + 1
@@ -125,7 +109,6 @@ class EvictingRun:
         self.out.append(Instruction(Op.COMPUTE, k))
         self.ram.add(k)
         self.live += self.size[k]
-        self.computed[k] = True
         self.clock += self.cost[k]
         self.last_use[k] = self.clock
         for i in self.g.nodes[k].inputs:
@@ -144,22 +127,20 @@ class EvictingRun:
         return Program(n_nodes=self.g.n, instructions=tuple(self.out))
 
 
-def dtr_program(graph: TrainingGraph, compute_s: tuple[float, ...], budget: int) -> Program:
-    """The Program DTR executes under ``budget`` bytes; raises EvictionFailed."""
-    return EvictingRun(graph, compute_s, budget).execute()
-
-
-def dtr(problem: Problem) -> Result:
-    started = time.perf_counter()
-    name = "dtr"
-    if (refused := refuse_without_remat(problem, name, started)) is not None:
-        return refused
+def run_or_why(run: EvictingRun) -> Program | str:
+    """The Program ``run`` executes, or why it failed."""
     try:
-        program = dtr_program(problem.graph, problem.costs.compute_s, problem.activation_budget)
+        return run.execute()
     except EvictionFailed as exc:
-        return infeasible(problem, name, f"online eviction failed: {exc}", started=started)
+        return str(exc)
     except RecursionError:   # recomputing an input recursively, deeper than Python allows
-        return infeasible(problem, name, "online eviction failed: its chain of recomputes is too deep",
-                          started=started)
-    return finish(problem, name, program, started=started,
-                  note=f"{program.n_recompute} recomputations by online eviction")
+        return "its chain of recomputes is too deep"
+
+
+@heuristic("dtr", remat=True)
+def dtr(trial: Trial) -> Result:
+    problem = trial.problem
+    program = run_or_why(EvictingRun(problem.graph, problem.costs.compute_s, problem.activation_budget))
+    if isinstance(program, str):
+        return trial.infeasible(f"online eviction failed: {program}")
+    return trial.finish(program, note=f"{program.n_recompute} recomputations by online eviction")

@@ -1,48 +1,30 @@
 """Griewank & Walther's binomial checkpointing (revolve) for training chains.
 
 Revolve reverses a chain of ``L`` uniform steps with at most ``s`` checkpoints and the
-least number of forward recomputations. The recursion: to deliver states ``c+d, ...,
-c+1`` (in that order) from a held state ``c`` with ``s`` free slots, either advance to
-``c+d`` storing nothing and start over for ``c+d-1 .. c+1``, or advance to ``c+m`` and
-store it, deliver ``c+d .. c+m+1`` from it with ``s-1`` slots, use ``c+m`` itself, free
-its slot and deliver ``c+m-1 .. c+1`` from ``c`` with ``s`` slots.
-:func:`revolve_table` computes the optimal cost and split ``m`` for every ``(d, s)``.
+fewest forward recomputations. To deliver states ``c+d, ..., c+1`` (in that order) from a
+held state ``c`` with ``s`` free slots, either advance to ``c+d`` storing nothing and start
+over for ``c+d-1 .. c+1``, or advance to ``c+m`` and store it, deliver ``c+d .. c+m+1`` from
+it with ``s-1`` slots, use ``c+m``, free its slot and deliver ``c+m-1 .. c+1`` from ``c``
+with ``s`` slots. :func:`revolve_table` gives the optimal cost and split ``m`` per ``(d, s)``.
 
-Mapping to the stage model: the forward nodes must form a path (each forward node reads
-at most the previous forward node among forward nodes) and precede the rest. The initial
-forward sweep keeps the nested optimal split points (the checkpoints revolve stores on
-its first advance). At a backward stage that needs a dropped forward tensor ``j``, the
-stage recomputes from the nearest checkpoint ``c < j`` up to ``j`` and keeps the split
-points the table chooses for the free slots. Loss/backward/pinned nodes are never
-recomputed. Revolve assumes uniform step cost and size; the number of slots ``s`` is
-searched and the least-energy plan that fits the budget and deadline is kept.
-
-On graphs whose forward part is not a chain the strategy reports "unsupported".
+In the stage model the forward nodes must form a path (each reads at most the previous
+forward node) that precedes the rest; other graphs are reported "unsupported". The
+forward sweep keeps revolve's nested split points. A backward stage that needs a dropped
+forward tensor ``j`` recomputes from the nearest checkpoint ``c < j`` up to ``j`` and keeps
+the split points the table chooses for the free slots. Loss/backward/pinned nodes are
+never recomputed. Revolve assumes uniform step cost and size, so the number of slots is
+searched: the least-energy plan that fits the budget and deadline is kept.
 """
 
 from __future__ import annotations
-
-import time
 
 import numpy as np
 
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.solve.baselines._common import (
-    Figures,
-    assemble,
-    evaluate,
-    finish,
-    forward_phase,
-    infeasible,
-    recomputable,
-    refuse_without_remat,
-)
+from poet_compiler.solve.baselines._common import Trial, assemble, forward_phase, heuristic, recomputable
 from poet_compiler.solve.baselines.remat import plan_remat
-from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
-
-_BIG = np.iinfo(np.int64).max // 4
 
 
 def forward_chain(graph: TrainingGraph) -> list[int] | None:
@@ -102,24 +84,18 @@ class RevolvePolicy:
         chain_missing = [j for j in missing if j < len(self.chain) and self.droppable[j]]
         if chain_missing:
             j = max(chain_missing)
-            held = [c for c in resident if c < j and c < len(self.chain)]
-            c = max(held, default=-1)
             self.checkpoints &= resident
-            self._place(c, j, self.slots - len(self.checkpoints))
+            self._place(max((c for c in resident if c < j), default=-1), j, self.slots - len(self.checkpoints))
         return set()
 
     def keep(self, i: int, t: int, resident: set[int]) -> bool:
         if i in self.checkpoints:
             return True
-        if self.phase[t]:
-            return any(c > t and self.phase[c] for c in self.graph.consumers[i])
-        return False
+        return bool(self.phase[t]) and any(c > t and self.phase[c] for c in self.graph.consumers[i])
 
 
-def revolve_schedule(graph: TrainingGraph, chain: list[int], slots: int,
-                     split: np.ndarray) -> Schedule:
-    policy = RevolvePolicy(graph, chain, slots, split)
-    return assemble(graph, plan_remat(graph, policy.droppable, policy))
+def revolve_schedule(graph: TrainingGraph, chain: list[int], slots: int, split: np.ndarray) -> Schedule:
+    return assemble(graph, plan_remat(graph, RevolvePolicy(graph, chain, slots, split)))
 
 
 def slot_grid(length: int) -> list[int]:
@@ -135,30 +111,15 @@ def slot_grid(length: int) -> list[int]:
     return sorted(out)
 
 
-def griewank(problem: Problem) -> Result:
-    started = time.perf_counter()
-    name = "griewank"
-    if (refused := refuse_without_remat(problem, name, started)) is not None:
-        return refused
-    graph = problem.graph
+@heuristic("griewank", remat=True)
+def griewank(trial: Trial) -> Result:
+    graph = trial.problem.graph
     chain = forward_chain(graph)
     if chain is None:
-        return infeasible(problem, name, "unsupported graph: revolve needs the forward nodes to form a "
-                          "chain that precedes the loss and backward nodes", started=started)
+        return trial.infeasible("unsupported graph: revolve needs the forward nodes to form a "
+                                "chain that precedes the loss and backward nodes")
     slots = slot_grid(len(chain))
     _, split = revolve_table(len(chain), max(slots))
-    best: tuple[Schedule, Figures, int] | None = None
-    fallback: tuple[Schedule, Figures] | None = None
     for s in slots:
-        sched = revolve_schedule(graph, chain, s, split)
-        fig = evaluate(problem, sched)
-        if fig.fits(problem):
-            if best is None or fig.energy_j < best[1].energy_j - 1e-15:
-                best = (sched, fig, s)
-        elif fallback is None or fig.peak_bytes < fallback[1].peak_bytes:
-            fallback = (sched, fig)
-    if best is not None:
-        return finish(problem, name, best[0], started=started, fig=best[1],
-                      note=f"{best[2]} checkpoint slots")
-    assert fallback is not None
-    return finish(problem, name, fallback[0], started=started, fig=fallback[1])
+        trial.offer(revolve_schedule(graph, chain, s, split), s)
+    return trial.finish_best(lambda s: f"{s} checkpoint slots")

@@ -8,12 +8,10 @@ freed (what autograd does with saved activations). This is the only schedule of 
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.solve.baselines._common import assemble, finish
+from poet_compiler.solve.baselines._common import Trial, assemble, heuristic
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
 
@@ -23,7 +21,7 @@ def checkpoint_all_schedule(problem: Problem) -> Schedule:
     return assemble(problem.graph, np.eye(problem.n, dtype=bool))
 
 
-def checkpoint_all(problem: Problem) -> Result:
-    started = time.perf_counter()
-    return finish(problem, "checkpoint_all", checkpoint_all_schedule(problem), started=started,
-                  note="no recomputation, no paging; tensors freed after their last use")
+@heuristic("checkpoint_all")
+def checkpoint_all(trial: Trial) -> Result:
+    return trial.finish(checkpoint_all_schedule(trial.problem),
+                        note="no recomputation, no paging; tensors freed after their last use")

@@ -3,12 +3,11 @@
 * ``checkmate`` — the remat-only optimum (Checkmate, Jain et al. 2020): mode ``remat``.
 * ``paging_only`` — the paging-only optimum: mode ``paging``.
 
-Both call :func:`poet_compiler.solve.milp.solve_milp` with the solver settings given as
-``options`` (:class:`~poet_compiler.solve.options.SolveOptions`; None: the MILP's
-defaults), on a copy of the problem whose mode is
-replaced; the Result's ``strategy`` names the baseline. If the problem's own mode forbids
-the mechanism (e.g. ``checkmate`` asked under mode ``paging``), the mechanism is still
-what defines the baseline, so the mode is overridden and the Result records it.
+Both call :func:`poet_compiler.solve.milp.solve_milp` on a copy of the problem in that
+mode, with the solver settings of ``options`` (None: the MILP's defaults); the Result's
+``strategy`` names the baseline. The mechanism defines the baseline, so it overrides a
+problem mode that forbids it (e.g. ``checkmate`` under mode ``paging``), and the Result
+records the mode.
 """
 
 from __future__ import annotations
@@ -22,14 +21,11 @@ from poet_compiler.solve.result import Result
 
 
 def _solve_in_mode(problem: Problem, mode: Mode, strategy: str, options: SolveOptions | None) -> Result:
-    restricted = dataclasses.replace(problem, mode=mode)
-    if options is None:
-        result = milp.solve_milp(restricted)
-    else:
-        # Every SolveOptions field solve_milp takes, --gap and progress included.
-        result = milp.solve_milp(restricted, solver=options.solver, formulation=options.formulation,
-                                 time_limit_s=options.time_limit_s, threads=options.threads,
-                                 progress=options.progress, gap_limit=options.gap_limit)
+    o = options or SolveOptions()   # None: the MILP's defaults, which SolveOptions' are
+    # Every SolveOptions field solve_milp takes, --gap and progress included.
+    result = milp.solve_milp(dataclasses.replace(problem, mode=mode), solver=o.solver, formulation=o.formulation,
+                             time_limit_s=o.time_limit_s, threads=o.threads, progress=o.progress,
+                             gap_limit=o.gap_limit)
     result.strategy = strategy
     return result
 

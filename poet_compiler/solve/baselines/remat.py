@@ -1,17 +1,13 @@
 """A stage-by-stage rematerialization planner driven by a retention policy.
 
-The planner walks the stages of docs/model.md in order with the set of tensors in RAM
-at each stage start. Stage ``t`` computes node ``t``; any input that is not resident is
-recomputed in the same stage, recursively (its own missing inputs first) — the only way
-the execution model allows. A :class:`Policy` decides (a) which extra nodes a stage
-recomputes together with the missing ones (e.g. Chen's whole segment) and (b) which
-tensors stay in RAM into the next stage. The result is ``R``; the final matrices come
-from :func:`~poet_compiler.solve.baselines._common.assemble`, which keeps each tensor
-only up to its last need, so a policy may over-retain without costing memory.
-
-Tensors the policy may not drop (pinned ones, backward results, ...) are retained for the
-whole step during planning, so they are always available to a recomputation;
-``assemble`` frees them after their real last use.
+The planner walks the stages of docs/model.md in order with the set of tensors in RAM at
+each stage start. Stage ``t`` computes node ``t`` and, in the same stage, recursively, any
+input that is not resident (the only way the execution model allows). A :class:`Policy`
+decides which extra nodes a stage recomputes with them (e.g. Chen's whole segment) and
+which tensors stay in RAM into the next stage. The result is ``R``; ``assemble`` keeps each
+tensor only up to its last need, so a policy may over-retain without costing memory.
+Tensors the policy may not drop (pinned ones, backward results, ...) are retained for
+the whole step while planning, so a recomputation always finds them.
 """
 
 from __future__ import annotations
@@ -25,6 +21,9 @@ from poet_compiler.graph.ir import TrainingGraph
 
 
 class Policy(Protocol):
+    droppable: np.ndarray
+    """``droppable[i]``: the policy may evict ``i``."""
+
     def extra(self, t: int, missing: set[int], resident: set[int]) -> set[int]:
         """Nodes to recompute in stage ``t`` besides the ``missing`` inputs' closure."""
         ...
@@ -47,9 +46,10 @@ def closure(graph: TrainingGraph, seeds: set[int], resident: set[int]) -> set[in
     return out
 
 
-def plan_remat(graph: TrainingGraph, droppable: np.ndarray, policy: Policy) -> np.ndarray:
-    """``R`` of the policy's schedule. ``droppable[i]``: the policy may evict ``i``."""
+def plan_remat(graph: TrainingGraph, policy: Policy) -> np.ndarray:
+    """``R`` of the policy's schedule."""
     n = graph.n
+    droppable = policy.droppable
     consumers = graph.consumers
     R = np.zeros((n, n), dtype=bool)
     resident: set[int] = set()
