@@ -160,7 +160,7 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
                              deterministic_s=det_s)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         msg = "model invalid: " + cp.validate() if status == cp_model.MODEL_INVALID else \
-            "no solution within the time limit"
+            "no solution within its limit"
         return BackendResult("timeout", None, None, None, elapsed, "cpsat", msg, stats, deterministic_s=det_s)
     values = [float(solver.value(x)) for x in xs]
     obj = solver.objective_value if sc.objective else 0.0

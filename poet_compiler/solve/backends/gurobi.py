@@ -77,7 +77,7 @@ def solve_gurobi(model: LinearModel, options: BackendOptions) -> BackendResult:
     if m.Status in (GRB.INFEASIBLE, GRB.INF_OR_UNBD):
         return BackendResult("infeasible", None, None, None, elapsed, "gurobi", "proven infeasible", stats)
     if m.SolCount == 0:
-        return BackendResult("timeout", None, None, None, elapsed, "gurobi", "no solution within the time limit", stats)
+        return BackendResult("timeout", None, None, None, elapsed, "gurobi", "no solution within its limit", stats)
     values = [x.X for x in xs]
     st: BackendStatus = "optimal" if m.Status == GRB.OPTIMAL else "feasible"
     return BackendResult(st, values, m.ObjVal, m.ObjBound, elapsed, "gurobi", "", stats)
