@@ -10,6 +10,7 @@ Variants (each a monkeypatch of solve/milp.py's pipeline, in a fresh process):
 - ``all``: the pipeline as it is;
 - ``no_presence``: the presence stage returns the cover as it is;
 - ``no_deep_cover``: ``deeper_cover`` returns the one-level cover;
+- ``no_widening``: the guided stage searches the first sub-problem only;
 - ``no_full_model``: the full model finds nothing (its round returns a timeout);
 - ``no_arena_retries``: no re-solve below an arena that did not fit;
 - ``MODULE.NAME=VALUE``: a constant of ``poet_compiler.solve.MODULE`` set to VALUE (e.g.
@@ -38,7 +39,7 @@ from optimizer_grid import CELLS  # noqa: E402
 
 from bench.rows import figure, gap_text, write_rows  # noqa: E402
 
-VARIANTS = ("all", "no_presence", "no_deep_cover", "no_full_model", "no_arena_retries")
+VARIANTS = ("all", "no_presence", "no_deep_cover", "no_widening", "no_full_model", "no_arena_retries")
 
 
 def _switch_off(variant: str) -> None:
@@ -50,6 +51,13 @@ def _switch_off(variant: str) -> None:
         milp.presence_stage = lambda tight, cover, hint, extra, **kw: (cover, hint, "warm start")  # type: ignore
     elif variant == "no_deep_cover":
         milp.deeper_cover = lambda tight, cover, **kw: cover  # type: ignore
+    elif variant == "no_widening":
+        real = milp.guided_search
+
+        def narrow(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+            return real(*args, **{**kw, "widen": False})
+
+        milp.guided_search = narrow  # type: ignore
     elif variant == "no_full_model":
         row_generation.solve_model = lambda model, solver, opts: BackendResult(  # type: ignore
             "timeout", None, None, None, 0.0, "cpsat", "switched off")

@@ -68,7 +68,8 @@ class CoverBound:
     """``energy_j``: a lower bound on every schedule's energy (None if infeasible);
     ``closed``: solved to optimality (else the solver's bound, still valid). ``restores``:
     the best choice (a guide, not a schedule); ``build_s``: the seconds its model took to
-    build, what another cover of the graph can expect. ``staged``: the
+    build, what another cover of the graph can expect. ``other_restores``: the other
+    model's choice when both were solved, where the guided search widens; ``staged``: the
     presence model's choice (set by :func:`.presence_stage.presence_stage`)."""
 
     energy_j: float | None
@@ -76,6 +77,7 @@ class CoverBound:
     closed: bool
     restores: tuple[Restore, ...] = ()
     build_s: float = 0.0
+    other_restores: tuple[Restore, ...] = ()
     staged: StagedChoice = StagedChoice()
 
 
@@ -383,7 +385,8 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
         return dataclasses.replace(refined, build_s=build_s)
     best = refined if (refined.energy_j or 0.0) >= (light.energy_j or 0.0) else light
     restores = refined.restores if refined.restores or not light.restores else light.restores
-    return dataclasses.replace(best, restores=restores, build_s=build_s)
+    other = light.restores if restores is refined.restores else refined.restores
+    return dataclasses.replace(best, restores=restores, build_s=build_s, other_restores=other)
 
 
 def deeper_cover(problem: Problem, cover: CoverBound, *, time_limit_s: float, workers: int = 1,

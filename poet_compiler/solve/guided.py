@@ -20,7 +20,7 @@ Its schedule is one of the full problem, and the full solve's warm start.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from poet_compiler.schedule.build import assemble
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import Simulation
 from poet_compiler.solve.backends import BackendOptions, solve_model
-from poet_compiler.solve.backends.base import is_large, within_gap
+from poet_compiler.solve.backends.base import BackendResult, is_large, within_gap
 from poet_compiler.solve.clock import Clock, step_until
 from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, cover_bound, cover_limit
 from poet_compiler.solve.finalize import finalize
@@ -42,9 +42,13 @@ from poet_compiler.solve.problem import Problem, feasible_energy, simulate_sched
 # sub-problem (1: its inputs; 2: their inputs too). Swept at the default effort
 # (docs/optimizer.md, "Constants"): at 1 ResNet-18-CIFAR m4 50 % 1.5x is 0.53 % and a72
 # 30 % 2.0x 0.60 % cheaper, five other cells the same, but on the whole grid a72 30 % 1.5x
-# is 1.6 % dearer; at 3 DAG 100 at 80 % is 1.97 % dearer (measured while wider
-# sub-problems still followed the first).
+# is 1.6 % dearer; at 3 DAG 100 at 80 % is 1.97 % dearer.
 CASCADE_DEPTH = 2
+# A sub-problem that closes short of the gap is followed by wider ones, each with one
+# level deeper of inputs recomputed with a chosen node, up to this many. Without them
+# BERT-base a72 70 % is 0.04 % dearer (docs/optimizer.md, "Ablation"); at 1 no cell of the
+# constants sweep changed.
+WIDER_CASCADES = 2
 # CP-SAT's full-problem subsolvers beside its LNS ones in the sub-problems. In the
 # interleaved search a batch waits for its slowest task, and each of the eight default
 # full-problem subsolvers' first LP takes seconds on ResNet-18 (the LNS workers, which find
@@ -58,7 +62,8 @@ GUIDED_SUBSOLVERS = ("max_lp",)
 _HINT_TIME_TOL = 1e-6
 
 
-def restriction_for(problem: Problem, cover: CoverBound, warm: Schedule | None = None) -> Restriction:
+def restriction_for(problem: Problem, cover: CoverBound, warm: Schedule | None = None,
+                    depth: int = CASCADE_DEPTH) -> Restriction:
     """The decisions the module docstring lists."""
     g, n = problem.graph, problem.n
     recompute: set[tuple[int, int]] = set()
@@ -75,7 +80,7 @@ def restriction_for(problem: Problem, cover: CoverBound, warm: Schedule | None =
     for r in cover.restores:
         if r.how == RECOMPUTE:
             for t in sorted(set(g.consumers[r.node])):
-                open_recompute(t, r.node, CASCADE_DEPTH)
+                open_recompute(t, r.node, depth)
         elif r.how == PAGE:
             paging.add(r.node)
     # The presence model's restores in the stages it placed them (no cascade: its recompute
@@ -92,9 +97,9 @@ def restriction_for(problem: Problem, cover: CoverBound, warm: Schedule | None =
     return Restriction(frozenset(recompute), frozenset(paging), keep)
 
 
-def build_guided(problem: Problem, cover: CoverBound, warm: Schedule | None) -> Built:
+def build_guided(problem: Problem, cover: CoverBound, warm: Schedule | None, *, depth: int = CASCADE_DEPTH) -> Built:
     """The guided sub-problem, hinted with ``warm`` (made canonical) when given."""
-    built = build_fast(problem, restriction=restriction_for(problem, cover, warm))
+    built = build_fast(problem, restriction=restriction_for(problem, cover, warm, depth))
     if warm is not None:
         built.hint_from(canonical(problem, warm))
     return built
@@ -236,7 +241,8 @@ class GuidedOutcome:
 
 def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *, solver: str,
                   time_limit_s: float, threads: int, relative_gap: float,
-                  progress: bool = False, clock: Clock | None = None, warm_source: str = "warm start") -> GuidedOutcome:
+                  progress: bool = False, clock: Clock | None = None, warm_source: str = "warm start",
+                  widen: bool = True) -> GuidedOutcome:
     """The cover's realization, then the guided sub-problem seeded with the better of it
     and ``warm`` (from ``warm_source``), until a schedule is within ``relative_gap`` of the
     cover bound. ``time_limit_s`` is the stage's share, ended by ``clock``'s deadline too
@@ -259,25 +265,53 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
     bound = cover.energy_j
     if bound is None or (best.energy_j is not None and within_gap(best.energy_j, bound, relative_gap)):
         return best
-    try:   # the build (seconds per thousand nodes) stops at the stage's end too
-        with step_until(until):
-            built = build_guided(half_the_slack(problem, best.schedule), cover, best.schedule)
-    except BuildDeadline:
-        return best
-    built.model.objective_floor = bound
-    left = until - work.now()
-    limit = left if clock is None else clock.solver_limit(left)
-    if limit <= 0.05:
-        return best
-    out = solve_model(built.model, "cpsat" if solver in ("auto", "cpsat") else solver,
-                      BackendOptions(time_limit_s=limit, threads=threads, progress=progress,
-                                     relative_gap=relative_gap, large=is_large(built.model),
-                                     full_subsolvers=GUIDED_SUBSOLVERS))
-    best.solve_s += out.solve_time_s
-    if out.values is not None:
-        s = built.schedule(out.values)
-        e = feasible_energy(problem, s)
-        if e is not None and (best.energy_j is None or e < best.energy_j):
-            best = GuidedOutcome(s, e, "guided", solve_s=best.solve_s)
+    # The sub-problem, then wider ones while one closes short of the gap (with ``widen``,
+    # the caller's say: where nothing after would use the time). BERT-base a72 70 %: the
+    # first ended at 109.898 J in 4.5 s of 87 s, the widest at 109.856 J.
+    steps = [(cover, CASCADE_DEPTH), *(_widenings(cover) if widen else ())]
+    out: BackendResult | None = None
+    for k, (restricted, depth) in enumerate(steps):
+        if k and (not _closed(out, relative_gap)
+                  or (best.energy_j is not None and within_gap(best.energy_j, bound, relative_gap))):
+            break
+        try:   # the build (seconds per thousand nodes) stops at the stage's end too
+            with step_until(until):
+                built = build_guided(half_the_slack(problem, best.schedule), restricted, best.schedule, depth=depth)
+        except BuildDeadline:
+            break
+        built.model.objective_floor = bound
+        left = until - work.now()
+        limit = left if clock is None else clock.solver_limit(left)
+        if limit <= 0.05:
+            break
+        # The widest searches on until the gap to the cover bound or the time's end.
+        out = solve_model(built.model, "cpsat" if solver in ("auto", "cpsat") else solver,
+                          BackendOptions(time_limit_s=limit, threads=threads, progress=progress,
+                                         relative_gap=relative_gap, large=is_large(built.model),
+                                         floor_only=k > 0 and k == len(steps) - 1,
+                                         full_subsolvers=GUIDED_SUBSOLVERS))
+        if out.values is not None:
+            s = built.schedule(out.values)
+            e = feasible_energy(problem, s)
+            if e is not None and (best.energy_j is None or e < best.energy_j):
+                best = GuidedOutcome(s, e, "guided", solve_s=best.solve_s)
+        best.solve_s += out.solve_time_s
     return best
+
+
+def _closed(out: BackendResult | None, relative_gap: float) -> bool:
+    """The sub-problem's search ended at its own optimum (within the gap of its own bound)."""
+    return out is not None and (out.status == "optimal" or (out.objective is not None and out.bound is not None
+                                                            and within_gap(out.objective, out.bound, relative_gap)))
+
+
+def _widenings(cover: CoverBound) -> Iterator[tuple[CoverBound, int]]:
+    """Wider sub-problems: the other cover model's restores added, then deeper cascades."""
+    own = set(cover.restores)
+    extra = tuple(r for r in cover.other_restores if r not in own)
+    wide = dataclasses.replace(cover, restores=cover.restores + extra) if extra else cover
+    if extra:
+        yield wide, CASCADE_DEPTH
+    for depth in range(CASCADE_DEPTH + 1, CASCADE_DEPTH + 1 + WIDER_CASCADES):
+        yield wide, depth
 

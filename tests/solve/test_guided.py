@@ -166,6 +166,41 @@ def test_the_sub_problem_at_the_hints_time_keeps_the_hint(stage_long: bool, seed
     assert simulate_schedule(loose, found).runtime_s <= tight.deadline_s * (1 + 1e-9)
 
 
+def test_a_sub_problem_that_closes_short_of_the_gap_is_widened(monkeypatch) -> None:
+    """Gap 0 on 12-node problems whose first sub-problem closes above the cover bound: the
+    wider sub-problems follow (deeper cascades; the widest searches to the floor only),
+    each is hinted with the schedule so far, and the answer is never worse than the first
+    sub-problem's and never below the brute-force-free bound."""
+    import poet_compiler.solve.guided as guided_mod
+
+    solves: list[tuple[float | None, bool]] = []
+    real = guided_mod.solve_model
+
+    def recording(model, solver, options):  # noqa: ANN001, ANN202
+        out = real(model, solver, options)
+        solves.append((out.objective, options.floor_only))
+        assert options.full_subsolvers == guided_mod.GUIDED_SUBSOLVERS
+        return out
+
+    monkeypatch.setattr(guided_mod, "solve_model", recording)
+    widened = 0
+    for seed in range(10):
+        problem = random_problem(seed, 12, "poet", deadline_prob=0.3, budget_fraction=(0.05, 0.2)[seed % 2])
+        cover = cover_bound(problem)
+        if cover.infeasible:
+            continue
+        solves.clear()
+        out = guided_search(problem, cover, None, solver="cpsat", time_limit_s=20, threads=1, relative_gap=0.0)
+        if len(solves) < 2:
+            continue
+        widened += 1
+        assert [floor for _, floor in solves] == [False] * (len(solves) - 1) + [True], seed
+        first = solves[0][0]
+        assert out.energy_j is not None and first is not None
+        assert out.energy_j <= first * (1 + 1e-9) and out.energy_j >= cover.energy_j * (1 - 1e-9), seed
+    assert widened >= 1, "no case widened: the test would not see the widening"
+
+
 def test_the_presence_models_choice_opens_a_schedule_as_cheap_as_its_own() -> None:
     """The guided sub-problem with only the presence model's choice opened
     (``CoverBound.staged``, no cover restores, no warm start) holds a schedule no dearer

@@ -27,6 +27,9 @@ class BackendOptions:
     # Stop once (incumbent - bound) / incumbent <= relative_gap. The backends still say
     # "optimal" only for a proven gap of 0; a stop within the limit is "feasible".
     relative_gap: float = 0.0
+    # Stop within relative_gap of the model's objective floor only, not of its own bound:
+    # a restricted sub-problem's own bound says nothing of the whole problem's.
+    floor_only: bool = False
     # Large models: cheaper presolve (CP-SAT's presolve alone can take most of a minute
     # on ~70k binaries) and a stronger LP relaxation.
     large: bool = False

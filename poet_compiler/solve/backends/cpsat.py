@@ -84,7 +84,7 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
         solver.parameters.interleave_search = True
         if options.deterministic_s is not None:
             solver.parameters.max_deterministic_time = max(0.01, float(options.deterministic_s))
-    solver.parameters.relative_gap_limit = max(0.0, float(options.relative_gap))
+    solver.parameters.relative_gap_limit = 0.0 if options.floor_only else max(0.0, float(options.relative_gap))
     if options.full_subsolvers:
         solver.parameters.subsolvers.extend(options.full_subsolvers)
     if options.large:

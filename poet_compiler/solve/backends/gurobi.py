@@ -40,7 +40,7 @@ def solve_gurobi(model: LinearModel, options: BackendOptions) -> BackendResult:
         m = gp.Model(env=env)
         m.Params.TimeLimit = float(options.time_limit_s)
         m.Params.Threads = int(options.threads)
-        m.Params.MIPGap = max(1e-9, float(options.relative_gap))
+        m.Params.MIPGap = 1e-9 if options.floor_only else max(1e-9, float(options.relative_gap))
         m.Params.Seed = int(options.seed)
         vtype = {"bin": GRB.BINARY}
         xs = [m.addVar(lb=model.lb[v], ub=model.ub[v], vtype=vtype.get(model.kind[v], GRB.CONTINUOUS))

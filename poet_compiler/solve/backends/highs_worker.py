@@ -36,7 +36,7 @@ def run(model: LinearModel, options: BackendOptions, send: Connection | None = N
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", float(options.time_limit_s))
     h.setOptionValue("threads", int(options.threads))
-    h.setOptionValue("mip_rel_gap", max(1e-9, float(options.relative_gap)))
+    h.setOptionValue("mip_rel_gap", 1e-9 if options.floor_only else max(1e-9, float(options.relative_gap)))
     h.setOptionValue("mip_abs_gap", 1e-12)
     h.setOptionValue("random_seed", int(options.seed))
     inf = highspy.kHighsInf
