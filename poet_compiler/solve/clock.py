@@ -41,13 +41,10 @@ def _in_order(spent: dict[str, float]) -> dict[str, float]:
 class Clock:
     """A deadline (an instant of :func:`poet_compiler.work.now`) and what each stage spent."""
 
-    def __init__(self, time_limit_s: float, *, stated_s: float | None = None) -> None:
+    def __init__(self, time_limit_s: float) -> None:
         self.started = work.now()     # inside a meter, work units (module docstring)
         self.wall_started = time.perf_counter()
         self.limit_s = float(time_limit_s)
-        # The user's --time-limit, when the solve got only part of it (tracing and costing
-        # took the rest).
-        self.stated_s = self.limit_s if stated_s is None else float(stated_s)
         self.at = self.started + self.limit_s
         self.stage_s: dict[str, float] = {}
         self.stage_effort: dict[str, float] = {}

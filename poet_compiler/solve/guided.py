@@ -46,8 +46,9 @@ from poet_compiler.solve.problem import Problem, feasible_energy, simulate_sched
 CASCADE_DEPTH = 2
 # A sub-problem that closes short of the gap is followed by wider ones, each with one
 # level deeper of inputs recomputed with a chosen node, up to this many. Without them
-# BERT-base a72 70 % is 0.04 % dearer (docs/optimizer.md, "Ablation"); at 1 no cell of the
-# constants sweep changed.
+# BERT-base a72 70 % is 0.04 % dearer (docs/optimizer.md, "Ablation"), ResNet-18-CIFAR a72
+# 70 % 1.5x 43.8915 J after 18.9 units instead of 43.8872 J after 7.6, a72 50 % 1.5x
+# 0.10 % dearer; at 1 no cell of the constants sweep changed.
 WIDER_CASCADES = 2
 # CP-SAT's full-problem subsolvers beside its LNS ones in the sub-problems. In the
 # interleaved search a batch waits for its slowest task, and each of the eight default
@@ -63,9 +64,11 @@ _HINT_TIME_TOL = 1e-6
 
 
 def restriction_for(problem: Problem, cover: CoverBound, warm: Schedule | None = None,
-                    depth: int = CASCADE_DEPTH) -> Restriction:
-    """The decisions the module docstring lists."""
+                    depth: int | None = None) -> Restriction:
+    """The decisions the module docstring lists; ``depth`` None: ``CASCADE_DEPTH`` (read
+    at the call, so that bench/ablation.py's setting of it reaches the first sub-problem)."""
     g, n = problem.graph, problem.n
+    depth = CASCADE_DEPTH if depth is None else depth
     recompute: set[tuple[int, int]] = set()
     paging: set[int] = set()
 
@@ -97,7 +100,7 @@ def restriction_for(problem: Problem, cover: CoverBound, warm: Schedule | None =
     return Restriction(frozenset(recompute), frozenset(paging), keep)
 
 
-def build_guided(problem: Problem, cover: CoverBound, warm: Schedule | None, *, depth: int = CASCADE_DEPTH) -> Built:
+def build_guided(problem: Problem, cover: CoverBound, warm: Schedule | None, *, depth: int | None = None) -> Built:
     """The guided sub-problem, hinted with ``warm`` (made canonical) when given."""
     built = build_fast(problem, restriction=restriction_for(problem, cover, warm, depth))
     if warm is not None:

@@ -235,7 +235,7 @@ def solve_milp(
     units = effort_units(effort, time_limit_s if stated_limit_s is None else stated_limit_s)
     meter = work.Meter(wall_at=time.perf_counter() + time_limit_s)
     with work.metered(meter):
-        clock = Clock(units, stated_s=units)
+        clock = Clock(units)
         res = _solve_families(problem, clock, solver=solver, formulation=formulation, threads=threads,
                               progress=progress, warm_start=warm_start, gap_limit=gap_limit)
         res.extra.set(effort=round(units, 3), effort_used=round(meter.spent, 3),
