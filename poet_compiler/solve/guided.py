@@ -32,7 +32,7 @@ from poet_compiler.schedule.simulate import Simulation
 from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.backends.base import BackendResult, is_large, within_gap
 from poet_compiler.solve.clock import Clock, step_until
-from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, cover_bound, cover_limit
+from poet_compiler.solve.cover import COVER_LIMIT_S, PAGE, RECOMPUTE, CoverBound, cover_bound, cover_limit
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.formulation.common import BuildDeadline, Built
 from poet_compiler.solve.formulation.fast import Restriction, build_fast, canonical
@@ -173,7 +173,10 @@ def realize_within(problem: Problem, choice: CoverBound | None,
         if over <= 0 and arena_fit:   # the static arena's overshoot, planned within the time left
             arena_s = None if until is None else until - work.now()
             res = finalize(problem, schedule, strategy="optimal", arena_time_s=arena_s)
-            over = 0 if res.ok else 1 if res.arena_bytes is None else res.arena_bytes - problem.activation_budget
+            if res.ok:
+                over = 0
+            else:   # no arena at all: over by an unknown amount, at least a byte
+                over = 1 if res.arena_bytes is None else res.arena_bytes - problem.activation_budget
         if over <= 0:
             return sim, schedule
         budget -= over
@@ -183,7 +186,7 @@ def realize_within(problem: Problem, choice: CoverBound | None,
     return None
 
 
-def cover_schedule(problem: Problem, cover: CoverBound, *, time_limit_s: float = 10.0, arena_fit: bool = False,
+def cover_schedule(problem: Problem, cover: CoverBound, *, time_limit_s: float = COVER_LIMIT_S, arena_fit: bool = False,
                    until: float | None = None) -> Schedule | None:
     """The cheapest feasible schedule realized (:func:`realize_within`) from the bound's
     own cover or one that charges each recompute with its inputs (``closure``), or None.
