@@ -40,7 +40,7 @@ from poet_compiler.solve.backends.memory import current_limit
 from poet_compiler.solve.baselines import HEURISTICS
 from poet_compiler.solve.clock import MIN_STAGE_S, Clock
 from poet_compiler.solve.cover import COVER_LIMIT_S, CoverBound, cover_bound, cover_limit, deeper_cover
-from poet_compiler.solve.feasibility import explain_infeasible, quick_infeasibility
+from poet_compiler.solve.feasibility import explain_infeasible, quick_infeasibility, what_fits
 from poet_compiler.solve.finalize import LAST_STEP_MIN_S, finalize
 from poet_compiler.solve.formulation import FORMULATIONS, build
 from poet_compiler.solve.formulation.common import Built
@@ -238,6 +238,10 @@ def solve_milp(
         clock = Clock(units)
         res = _solve_families(problem, clock, solver=solver, formulation=formulation, threads=threads,
                               progress=progress, warm_start=warm_start, gap_limit=gap_limit)
+        fits = what_fits(problem) if res.status == "timeout" and res.schedule is None else None
+        if fits is not None:
+            res.message = f"{res.message}; {fits[0]}"
+            res.extra.min_ram_lower_bytes = fits[1]
         res.extra.set(effort=round(units, 3), effort_used=round(meter.spent, 3),
                       stopped_by=stopped_by(res, meter, clock, effective_gap(problem, gap_limit)))
     return res

@@ -156,9 +156,12 @@ class ResultExtra:
     min_ram_bytes: int | None = None
     """The smallest RAM that works, when exact (None: only the lower bound is known)."""
     min_ram_lower_bytes: int | None = None
+    """A proven lower bound of the RAM that works (also where a solve found no schedule:
+    one node's working set)."""
     min_deadline_s: float | None = None
     """The smallest deadline that works at this RAM, when exact."""
     min_deadline_lower_s: float | None = None
+    """A proven lower bound of the deadline that works at this RAM."""
 
     # -- heuristics (solve/baselines/_common.py) -----------------------------------------
     attempt: dict[str, Any] | None = None

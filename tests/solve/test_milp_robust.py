@@ -13,8 +13,10 @@ import poet_compiler.solve.row_generation as row_generation
 from poet_compiler.solve.backends.base import BackendResult
 from poet_compiler.solve.baselines import HEURISTICS
 from poet_compiler.solve.budgets import reference
+from poet_compiler.solve.feasibility import working_set
 from poet_compiler.solve.guided import GuidedOutcome
 from poet_compiler.solve.milp import solve_milp
+from poet_compiler.units import format_bytes
 from tests.solve.test_milp import _check
 from tests.support.graphs import random_problem
 from tests.support.oracle import brute_force
@@ -70,6 +72,24 @@ def test_no_schedule_at_all_is_a_timeout_that_names_the_solver(monkeypatch, why:
     assert "()" not in res.message and (why in res.message)
 
 
+def test_no_schedule_says_what_ram_would_fit(monkeypatch) -> None:
+    """Below checkpoint-all's peak with nothing found, the message gives the RAM range the
+    user can act on: checkpoint-all's peak (a schedule), one node's working set (none
+    below), the latter also as ``min_ram_lower_bytes``."""
+    monkeypatch.setattr(row_generation, "solve_model", _timeout_backend)
+    monkeypatch.setattr(milp, "guided_search", _no_guided)
+    monkeypatch.setattr(milp, "warm_start_candidates", lambda problem, given=None, **kw: [])
+    monkeypatch.setattr(milp, "presence_stage", lambda tight, cover, hint, extra, **kw: (cover, hint, "warm start"))
+    p = random_problem(3, 20, "remat", deadline_prob=0.0)
+    peak = reference(p.graph, p.costs).peak_bytes
+    need = working_set(p)[0]
+    assert need < peak - 1
+    res = solve_milp(dataclasses.replace(p, ram_budget_bytes=(need + peak) // 2), time_limit_s=5)
+    assert res.status == "timeout" and res.schedule is None, res.message
+    assert f"checkpoint-all fits at {format_bytes(peak)}, nothing below {format_bytes(need)}" in res.message
+    assert res.extra.min_ram_lower_bytes == need
+
+
 def test_tiny_time_limit_still_gives_a_schedule() -> None:
     p = random_problem(5, 30, "poet", deadline_prob=0.0)
     problem = dataclasses.replace(p, ram_budget_bytes=reference(p.graph, p.costs).peak_bytes)
@@ -81,8 +101,6 @@ def test_tiny_time_limit_still_gives_a_schedule() -> None:
 
 def test_working_set_infeasibility_is_proven_and_cheap() -> None:
     p = random_problem(2, 8, "poet", deadline_prob=0.0)
-    from poet_compiler.solve.feasibility import working_set
-
     problem = dataclasses.replace(p, ram_budget_bytes=working_set(p)[0] - 1)
     res = solve_milp(problem, time_limit_s=30)
     assert res.status == "infeasible"
