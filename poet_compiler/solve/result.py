@@ -45,6 +45,7 @@ class ResultExtra:
     """Computes beyond the first of each node."""
     page_in_bytes: int | None = None
     page_out_bytes: int | None = None
+    """Bytes paged in from and out to flash."""
     compute_j: float | None = None
     page_in_j: float | None = None
     page_out_j: float | None = None
@@ -109,9 +110,13 @@ class ResultExtra:
     """The cover's bound before :func:`~poet_compiler.solve.cover.deeper_cover` raised it
     (set only when it did)."""
     cover_restores: int | None = None
+    """The restores (recomputes and page-ins) the cover chose."""
     guided_source: str | None = None
+    """Where the guided stage's schedule came from: the cover's realization, the guided
+    sub-problem, the presence model or the warm start."""
     guided_solve_s: float | None = field(default=None, metadata=MEASURED)
     guided_finalize_s: float | None = field(default=None, metadata=MEASURED)
+    """The guided stage's solver time, and what finalizing its schedule took (work units)."""
     presence: dict[str, Any] | None = None
     """The presence bound (solve/presence.py): ``bound_j`` (valid at this budget),
     ``closed`` (solved to optimality or within the gap of its best solution), ``pairs``
@@ -119,6 +124,7 @@ class ResultExtra:
     its share for a search near its own optimum: presence_stage.NEAR_GAP); or ``skipped``
     and why."""
     presence_solve_s: float | None = field(default=None, metadata=MEASURED)
+    """The presence model's solver time."""
     full_model_skipped: bool | None = None
     """The full model was not solved (too little time left after the guided stage)."""
     row_generation: dict[str, int] | None = None
@@ -131,10 +137,13 @@ class ResultExtra:
     """The full model's size (LinearModel.stats())."""
     model_build_s: float | None = field(default=None, metadata=MEASURED)
     backend_solve_s: float | None = field(default=None, metadata=MEASURED)
+    """Building the full model, and its solver time."""
     backend_bound_j: float | None = None
     """A valid lower bound at this budget (the backend's, else the cover's), even without a schedule."""
     warm_start_found: bool | None = None
+    """The full model (or the guided stage) started from a schedule."""
     solver_objective: float | None = None
+    """The full model's objective (the report's energy is the simulator's)."""
     lower_bound_reduced_budget_j: float | None = None
     """The bound of a fragmentation re-solve: valid for its reduced budget only."""
     fragmentation_retries: int | None = None
