@@ -136,3 +136,27 @@ def test_stage_seconds_are_exclusive() -> None:
     assert report["finalize"] >= 0.03 and 0.02 <= report["guided"] < report["guided"] + report["finalize"]
     assert sum(report.values()) == pytest.approx(clock.elapsed(), abs=5e-3)
     assert list(report) == [s for s in STAGES if s in report]
+
+
+@pytest.mark.parametrize(("limit_s", "stated_s"), [(10.0, None), (8.0, 10.0), (0.5, None)])
+def test_the_search_ends_before_the_wall_cap_by_finalizes_reserve(monkeypatch, limit_s, stated_s) -> None:
+    """The search's wall cap (every CP-SAT call's wall allowance ends by it) is the limit
+    less the per-node finalize reserve and WALL_MARGIN of the user's limit (at most half
+    the limit): MobileNetV2 at --time-limit 10 finalized 0.21 s past the cap, and CP-SAT
+    calls stopped by the cap returned up to 0.29 s past it."""
+    seen: list[tuple[float, float | None]] = []
+    real = milp.warm_start_candidates
+
+    def warm(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        meter = work.current()
+        assert meter is not None
+        seen.append((time.perf_counter(), meter.wall_at))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(milp, "warm_start_candidates", warm)
+    problem = random_problem(2, 30, "poet", deadline_prob=0.0)
+    started = time.perf_counter()
+    solve_milp(problem, time_limit_s=limit_s, stated_limit_s=stated_s, effort=0.2)
+    reserve = min(milp.FINALIZE_S_PER_NODE * problem.n + milp.WALL_MARGIN * (stated_s or limit_s), limit_s / 2)
+    assert seen and seen[0][1] is not None
+    assert started + limit_s - reserve - EPS <= seen[0][1] <= seen[0][0] + limit_s - reserve

@@ -46,6 +46,7 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
     from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
 
     started = time.perf_counter()
+    deadline = started + float(options.time_limit_s)
     sc = scale_model(model)
     cp = cp_model.CpModel()
     xs = []
@@ -57,7 +58,13 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
         else:
             x = cp.new_int_var(sc.lb[v], sc.ub[v], model.names[v])
         xs.append(x)
-    for terms, lo, hi in sc.rows:
+    for k, (terms, lo, hi) in enumerate(sc.rows):
+        if k % 256 == 0 and time.perf_counter() > deadline:
+            # The wall allowance ran out while building (1.7 s on a 250-node DAG's
+            # guided sub-problem, given 1.0 s): no search.
+            return BackendResult("timeout", None, None, None, time.perf_counter() - started, "cpsat",
+                                 "no time left to search after building the model", model.stats(),
+                                 deterministic_s=0.0)
         expr = sum(c * xs[v] for v, c in terms.items())
         if lo is not None and hi is not None and lo == hi:
             cp.add(expr == lo)
@@ -72,7 +79,8 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
         cp.add_hint(xs[v], int(round(val)))
 
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.01, float(options.time_limit_s))
+    # The wall allowance counts from the call: the build above is part of it.
+    solver.parameters.max_time_in_seconds = max(0.01, deadline - time.perf_counter())
     solver.parameters.num_workers = max(1, int(options.threads))
     solver.parameters.random_seed = options.seed
     if options.deterministic:
