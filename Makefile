@@ -111,10 +111,13 @@ space := $(empty) $(empty)
 GRID_CELLS := kws_m4_256k $(foreach m,resnet18_cifar vgg16_cifar,$(foreach d,m4 a72,$(foreach r,30 50 70,$(foreach t,1.0 1.5 2.0,op_$(m)_$(d)_$(r)_$(t)))))
 SCALE_CELLS := mobilenetv2_a72_50 mobilenetv2_a72_70 gpt2_a72_50 gpt2_a72_70 bert_base_a72_50 bert_base_a72_70 gpt2_large_a72_50
 DAG_CELLS := dag100_90_300 dag100_80_300 dag250_90 dag250_80 dag500_90 dag500_80_300 dag1000_90 dag1000_80
+# Short --time-limit on the cells that once ran past it, idle and beside two busy loops.
+LIMIT_CELLS := dag250_80@10 dag1000_80@10 op_vgg16_cifar_a72_30_2.0@10 op_resnet18_cifar_m4_50_1.5@8 \
+	mobilenetv2_a72_50@10 bert_base_a72_70@20 gpt2_large_a72_50_20
 cells = $(subst $(space),$(comma),$(strip $(1)))
 BENCH_TARGETS := bench-optimizer bench-scale bench-dags bench-peers-poet bench-peers-moccasin bench-exactness bench-baselines \
 	bench-bytecode bench-runtime-size bench-device bench-device-training bench-executor bench-sweep-cache \
-	bench-reproducibility
+	bench-reproducibility bench-time-limits
 
 bench: $(BENCH_TARGETS)
 
@@ -137,6 +140,11 @@ MOCCASIN_PYTHON ?= python3
 bench-dags: setup
 	rm -f $(BENCH_RESULTS)/dags.jsonl
 	$(BENCH) bench/time_limit_bench.py --cells $(call cells,$(if $(QUICK),dag100_90@10,$(DAG_CELLS))) -o $(BENCH_RESULTS)/dags.jsonl
+
+bench-time-limits: setup
+	rm -f $(BENCH_RESULTS)/time_limits.jsonl
+	for busy in 0 2; do $(BENCH) bench/time_limit_bench.py --busy $$busy \
+	  --cells $(call cells,$(if $(QUICK),dag250_80@10,$(LIMIT_CELLS))) -o $(BENCH_RESULTS)/time_limits.jsonl || exit 1; done
 
 bench-peers-poet: setup
 	$(BENCH) bench/peers_poet.py $(QUICK_FLAG) $(if $(POET),--poet $(POET) --poet-python $(POET_PYTHON)) \

@@ -9,7 +9,7 @@ is shown to be something else):
 
 - ``tuning``: trades the schedule's quality against work (a share, a depth, a threshold);
 - ``precision``: tolerances and the integer scaling of costs (they decide no search);
-- ``cap``: the memory and process caps, and dtr's bound on a thrashing eviction run
+- ``cap``: the memory, process and wall caps, and dtr's bound on a thrashing eviction run
   (it fails past k·n computes), which decide nothing unless a cap is hit;
 - ``fitted``: coefficients of the full model's memory forecast (measurements themselves);
 - ``interface``: a user-facing default (effort presets, the default gap, the memory limit);
@@ -26,7 +26,7 @@ ROOT = "poet_compiler/solve"
 KINDS = {
     "precision": {"_TIME_BITS", "_ENERGY_BITS", "_BIG", "_Q", "_SCALE", "_DEADLINE_TOL", "_SLACK_TOL",
                   "_HINT_TIME_TOL", "OPTIMALITY_TOL", "BOUND_NOISE"},
-    "cap": {"EVERY_S", "MARGIN", "CHILD_GRACE_S", "DEFAULT_MEMORY_LIMIT", "MAX_COMPUTES_PER_NODE"},
+    "cap": {"EVERY_S", "MARGIN", "CHILD_GRACE_S", "DEFAULT_MEMORY_LIMIT", "MAX_COMPUTES_PER_NODE", "WALL_MARGIN"},
     "fitted": {"FORECAST_BASE_BYTES", "FORECAST_BYTES_PER_PAIR", "BASE_RSS_BYTES"},
     "interface": {"EFFORT_PRESETS", "EFFORT_PER_LIMIT_S", "DEFAULT_GAP_LIMIT"},
     "fact": {"SIZE_LIMIT"},

@@ -18,7 +18,8 @@ Cells (``--cells`` selects by name):
 ``NAME@S`` runs cell NAME at ``--time-limit S`` (e.g. ``bert_base_a72_70@20``).
 
 ``--root DIR`` runs another checkout (e.g. an export of the previous commit) with this
-interpreter, for a before/after comparison in one run.
+interpreter, for a before/after comparison in one run. ``--busy N`` runs every cell beside
+N CPU-bound processes (``python3 -c 'while True: pass'``).
 """
 
 from __future__ import annotations
@@ -163,8 +164,18 @@ def main() -> None:
                     help="LABEL=DIR,LABEL=DIR: run each cell on every checkout in turn (side by side)")
     ap.add_argument("--defaults", action="store_true",
                     help="run cells at poetc's default effort and wall cap (a cell NAME@S keeps its limit)")
+    ap.add_argument("--busy", type=int, default=0, help="run beside this many CPU-bound processes")
     ap.add_argument("-o", "--out", type=Path)
     args = ap.parse_args()
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    try:
+        _run(args)
+    finally:
+        for proc in busy:
+            proc.kill()
+
+
+def _run(args: argparse.Namespace) -> None:
     roots = [(lab, Path(d).resolve()) for lab, d in (x.split("=", 1) for x in args.compare.split(",") if x)] \
         or [(args.label, args.root.resolve())]
     tmp = Path(tempfile.mkdtemp(prefix="poetc-dag-"))
@@ -175,7 +186,7 @@ def main() -> None:
     for name in args.cells.split(","):
         for label, root in roots:
             row = run_cell(name, root, dags, sys.executable, args.defaults)
-            row["label"] = label
+            row.update(label=label, busy=args.busy)
             emit(json.dumps(row), args.out)
 
 
