@@ -40,6 +40,8 @@ copies cost 1.2 % where the pipeline's other schedules cost 0.03 % (ResNet-18-CI
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -229,31 +231,56 @@ class _Compactor(ProgramInterpreter):
     def _slide(self, need: int, *, down: bool) -> _Plan | None:
         """Pack a run of neighbouring buffers against the one below it (``down``) or
         above it, so that the holes between them join; the run that moves the fewest
-        bytes. The moves are ordered so that each copy lands in vacated space only."""
+        bytes (then the lowest offset; the first run on ties). The moves are ordered so
+        that each copy lands in vacated space only.
+
+        One pass: with the buffers by offset and ``hole[k]`` the free bytes just below
+        buffer ``k`` (``hole[R]``: above the last), the run from ``s`` packed against the
+        buffer below it ends at the first ``e`` whose holes ``s..e+1`` add up to ``need``;
+        its buffers from the first one above a hole move."""
         regions = sorted((off, i) for i, off in self.where.items() if self.size[i])
         if not down:   # the mirror image: offsets seen from the top of the budget
             regions = [(self.budget - off - self.size[i], i) for off, i in reversed(regions)]
-        size, best = self.size, None
+        size = self.size
+        holes: list[int] = []
+        sizes, end = [0], 0                     # sizes: prefix sums of the buffers' sizes
+        for off, i in regions:
+            holes.append(off - end)
+            end = off + size[i]
+            sizes.append(sizes[-1] + size[i])
+        holes.append(self.budget - end)
+        free = list(itertools.accumulate(holes, initial=0))   # free[j]: holes below buffer j
+        best: tuple[int, int, int, int] | None = None         # (cost, at, s, e)
+        # For each s: the first buffer from s on that is in flight (no run passes it) and the
+        # first that sits above a hole (it and the run's buffers above it move).
+        nxt_blocked, nxt_moving = [0] * len(regions), [0] * len(regions)
+        b = m = len(regions)
+        for s in range(len(regions) - 1, -1, -1):
+            b = s if regions[s][1] in self.in_flight else b
+            m = s if holes[s] > 0 else m
+            nxt_blocked[s], nxt_moving[s] = b, m
         for s in range(len(regions)):
-            floor = regions[s - 1][0] + size[regions[s - 1][1]] if s else 0
-            cursor, cost, moves = floor, 0, []
-            for e in range(s, len(regions)):
-                off, i = regions[e]
-                if i in self.in_flight or (best is not None and cost >= best[0]):
-                    break
-                if off != cursor:
-                    moves.append((i, cursor))
-                    cost += size[i]
-                cursor += size[i]
-                ceiling = regions[e + 1][0] if e + 1 < len(regions) else self.budget
-                if ceiling - cursor >= need:
-                    at = cursor if down else self.budget - cursor - need
-                    if best is None or (cost, at) < (best[0], best[1]):
-                        best = (cost, at, list(moves))
-                    break
-        if best is None or down:
-            return best
-        cost, at, moves = best
+            # The first e >= s with free[e + 2] - free[s] >= need.
+            j = bisect.bisect_left(free, free[s] + need, lo=s + 2)
+            e = j - 2
+            if j > len(regions) + 1 or e >= nxt_blocked[s]:
+                continue
+            g = nxt_moving[s]
+            cost = sizes[e + 1] - sizes[g] if g <= e else 0
+            if best is not None and (sizes[e] - sizes[g] if g < e else 0) >= best[0]:
+                continue    # a run no cheaper before its last buffer: the first run found wins
+            floor = regions[s][0] - holes[s]
+            cursor = floor + sizes[e + 1] - sizes[s]
+            at = cursor if down else self.budget - cursor - need
+            if best is None or (cost, at) < (best[0], best[1]):
+                best = (cost, at, s, e)
+        if best is None:
+            return None
+        cost, at, s, e = best
+        floor = regions[s][0] - holes[s]
+        moves = [(regions[k][1], floor + sizes[k] - sizes[s]) for k in range(nxt_moving[s], e + 1)]
+        if down:
+            return cost, at, moves
         return cost, at, [(i, self.budget - to - size[i]) for i, to in moves]
 
     # -- the opcodes -------------------------------------------------------------------

@@ -195,19 +195,20 @@ def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, thread
     return so_far()
 
 
-def what_fits(problem: Problem) -> tuple[str, int] | None:
+def what_fits(problem: Problem, *, timed_out: bool = False) -> tuple[str, int] | None:
     """For a solve that found no schedule: ``(clause, lower)``, the RAM range the user can
     act on, or None when a schedule fits the budget's live bytes (an arena problem).
     ``lower``: one node's working set, below which nothing fits; the clause adds the
     checkpoint-all peak, a schedule at the compute-only time (so within any deadline the
-    quick checks let through)."""
+    quick checks let through). ``timed_out``: the wall cap, not the effort, ended the solve."""
     fixed = _fixed(problem)
     upper = simulate_schedule(problem, checkpoint_all_schedule(problem)).peak_bytes + fixed
     if upper <= problem.ram_budget_bytes:
         return None
     lower = working_set(problem)[0] + fixed
     return (f"checkpoint-all fits at {format_bytes(upper)}, nothing below "
-            f"{format_bytes(lower)} (one node's working set): raise the RAM or the effort", lower)
+            f"{format_bytes(lower)} (one node's working set): raise the RAM or the "
+            f"{'time limit' if timed_out else 'effort'}", lower)
 
 
 def _node_clause(problem: Problem) -> str:

@@ -247,7 +247,8 @@ def solve_milp(
         clock = Clock(units)
         res = _solve_families(problem, clock, solver=solver, formulation=formulation, threads=threads,
                               progress=progress, warm_start=warm_start, gap_limit=gap_limit)
-        fits = what_fits(problem) if res.status == "timeout" and res.schedule is None else None
+        fits = what_fits(problem, timed_out=meter.time_hit) if res.status == "timeout" and res.schedule is None \
+            else None
         if fits is not None:
             res.message = f"{res.message}; {fits[0]}"
             res.extra.min_ram_lower_bytes = fits[1]
@@ -559,6 +560,10 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     tight = dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes - reserve)
     # The eviction-cover bound (fast formulation): a valid bound at this budget in a
     # fraction of a second, a proof of infeasibility, and the guide for the first schedules.
+    if work.wall_expired():
+        # Nothing after the heuristics once the wall cap has passed (the cover's build alone
+        # took 0.9 s on gpt2_large): the best heuristic's schedule is the answer.
+        return _empty(problem, "timeout", solver, formulation, started, "the time limit passed before the bounds")
     cover = None
     if formulation == "fast":
         with clock.stage("cover"):

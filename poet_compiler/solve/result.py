@@ -73,8 +73,9 @@ class ResultExtra:
     effort_used: float | None = None
     """The solve's effort (--effort, in deterministic seconds) and what it spent of it."""
     stopped_by: str | None = None
-    """What ended the optimal solve: ``proof``, ``gap``, ``effort`` or ``time``. Only
-    ``time`` (the --time-limit wall cap decided) may make two runs' output differ."""
+    """What ended the optimal solve: ``proof``, ``gap``, ``effort`` or ``time``; a
+    heuristic strategy's only when the wall cap stopped it (``time``). Only ``time`` (the
+    --time-limit wall cap decided) may make two runs' output differ."""
     startup_s: float | None = field(default=None, metadata=MEASURED)
     trace_s: float | None = field(default=None, metadata=MEASURED)
     costing_s: float | None = field(default=None, metadata=MEASURED)

@@ -8,6 +8,7 @@ figures come from the simulator, so they can be compared side by side.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -17,6 +18,7 @@ from poet_compiler.solve import baselines, milp
 from poet_compiler.solve.backends.memory import memory_limit
 from poet_compiler.solve.baselines._common import infeasible
 from poet_compiler.solve.baselines.optimal import checkmate, paging_only
+from poet_compiler.solve.clock import step_until
 from poet_compiler.solve.options import SolveOptions
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
@@ -63,8 +65,13 @@ def get_strategy(name: str) -> Callable[[Problem, SolveOptions], Result]:
             # Metered, so that CP-SAT inside (the arena's exact packing) stops on its
             # deterministic limit, its wall allowance the time limit: on its own wall net a
             # loaded machine gave belady's DAG 100 at 70 % other .poet bytes.
-            with work.metered(work.Meter(wall_at=started + opts.time_limit_s)):
-                return fn(problem)   # a heuristic: no solver settings
+            # Within step_until, the steps that poll it (capuchin's and chen_greedy's, each
+            # a whole-plan replay: capuchin took 51 s on gpt2_large) stop at the wall cap too.
+            with work.metered(work.Meter(wall_at=started + opts.time_limit_s)) as meter, step_until(math.inf):
+                result = fn(problem)   # a heuristic: no solver settings
+            if meter.time_hit:
+                result.extra.stopped_by = "time"
+            return result
         except UpdateOrderError as exc:
             return infeasible(problem, name, f"{name} recomputes a node that reads a parameter after its optimizer "
                               f"update, which it does not model ({exc})", started=started)

@@ -95,3 +95,23 @@ def test_offset_choice_matches_the_scan(best_fit):
             spans.append((lo, hi, rng.choice([1, 2, 3, 5, 8])))
         spans.sort()
         assert _choose_offset(spans, best_fit) == _choose_by_scan(spans, best_fit), spans
+
+
+def test_past_the_meters_wall_cap_only_the_first_greedy_order_is_tried():
+    """A compile stopped by its --time-limit still gets a layout, but the greedy orders and
+    the local search, which charge no work, stop at the meter's wall cap (gpt2_large's
+    took 4 s past it): the layout is the first order's (plain or best fit), valid."""
+    import time
+
+    from poet_compiler import work
+
+    tried = set()
+    for seed in range(30):
+        g = random_dag(seed, 12, workspace_prob=0.4)
+        program = linearize(g, random_schedule(g, seed, "poet"))
+        with work.metered(work.Meter(wall_at=time.perf_counter() - 1.0)):
+            planned = plan_arena(g, program, effort=8, time_limit_s=100.0)
+        assert planned.meta["arena_order"] in ("size", "size/best-fit"), planned.meta["arena_order"]
+        simulate(g, cost_table_from_graph(g), planned)
+        tried.add(plan_arena(g, program, effort=8).meta["arena_order"])
+    assert tried - {"size", "size/best-fit"}, "without the cap some layouts come from a later order"

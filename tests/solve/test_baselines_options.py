@@ -46,3 +46,19 @@ def test_a_heuristics_cp_sat_calls_stop_on_work_within_the_time_limit(monkeypatc
     assert result.result.strategy == "belady" and result.result.ok
     assert limits, "no CP-SAT call: the test would not see the limits"
     assert all(det is not None and 0 < wall <= 50.0 for det, wall in limits)
+
+
+def test_a_heuristic_strategy_stops_at_its_time_limit() -> None:
+    """capuchin improves its plan one whole-plan replay at a time (51 s on gpt2_large): as a
+    --strategy it stops at the time limit with the plan it has, and says so."""
+    import dataclasses
+
+    from poet_compiler.solve.budgets import reference
+
+    p = random_problem(4, 30, "remat", deadline_prob=0.0)
+    problem = dataclasses.replace(p, ram_budget_bytes=int(0.7 * reference(p.graph, p.costs).peak_bytes))
+    free = run_strategy("capuchin", problem, SolveOptions(time_limit_s=60.0))
+    assert free.ok and free.extra.stopped_by is None and "6 recomputations" in free.message, free.message
+    capped = run_strategy("capuchin", problem, SolveOptions(time_limit_s=0.0))
+    assert capped.extra.stopped_by == "time"
+    assert capped.status == "infeasible" and "needs" in capped.message, capped.message

@@ -9,6 +9,7 @@ limit x 1.05 + 2 s, ends by then), and the per-stage seconds add up to solve_tim
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -18,6 +19,7 @@ import poet_compiler.solve.finalize as finalize_mod
 import poet_compiler.solve.milp as milp
 import poet_compiler.solve.row_generation as row_generation
 from poet_compiler import work
+from poet_compiler.solve.budgets import reference
 from poet_compiler.solve.clock import STAGES, Clock
 from poet_compiler.solve.milp import solve_milp
 from tests.support.graphs import random_problem
@@ -160,3 +162,22 @@ def test_the_search_ends_before_the_wall_cap_by_finalizes_reserve(monkeypatch, l
     reserve = min(milp.FINALIZE_S_PER_NODE * problem.n + milp.WALL_MARGIN * (stated_s or limit_s), limit_s / 2)
     assert seen and seen[0][1] is not None
     assert started + limit_s - reserve - EPS <= seen[0][1] <= seen[0][0] + limit_s - reserve
+
+
+def test_once_the_wall_cap_has_passed_the_best_heuristic_is_the_answer(monkeypatch) -> None:
+    """Heuristics that ran into the wall cap leave no time for bounds (the cover's build alone
+    took 0.9 s on gpt2_large at --time-limit 20): the best heuristic's schedule is the
+    answer, without a bound, and the report says the time limit stopped it."""
+    real = milp.warm_start_candidates
+
+    def slow(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        time.sleep(0.6)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(milp, "warm_start_candidates", slow)
+    p = random_problem(3, 20, "poet", deadline_prob=0.0)
+    problem = dataclasses.replace(p, ram_budget_bytes=reference(p.graph, p.costs).peak_bytes)
+    res = solve_milp(problem, time_limit_s=0.5, effort=30.0)
+    assert res.ok and res.extra.fallback_schedule is not None, res.message
+    assert "the time limit passed before the bounds" in res.message
+    assert res.extra.cover_bound_j is None and res.extra.stopped_by == "time"
