@@ -558,12 +558,12 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     guided search, and the full model unless the guided schedule is within the gap.
     ``extra.backend_bound_j`` is a valid bound at this budget, even without a schedule."""
     tight = dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes - reserve)
-    # The eviction-cover bound (fast formulation): a valid bound at this budget in a
-    # fraction of a second, a proof of infeasibility, and the guide for the first schedules.
     if work.wall_expired():
         # Nothing after the heuristics once the wall cap has passed (the cover's build alone
         # took 0.9 s on gpt2_large): the best heuristic's schedule is the answer.
         return _empty(problem, "timeout", solver, formulation, started, "the time limit passed before the bounds")
+    # The eviction-cover bound (fast formulation): a valid bound at this budget in a
+    # fraction of a second, a proof of infeasibility, and the guide for the first schedules.
     cover = None
     if formulation == "fast":
         with clock.stage("cover"):

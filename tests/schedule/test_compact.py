@@ -291,3 +291,31 @@ def test_compaction_keeps_the_cheapest_placement(monkeypatch) -> None:
     assert kept is not None and kept.meta["moved_bytes"] == min(moved)
     dearest = compact_arena(problem.graph, static, budget, cost=lambda p: -float(p.meta["moved_bytes"]))
     assert dearest is not None and dearest.meta["moved_bytes"] == max(moved)
+
+
+def test_past_the_meters_wall_cap_the_first_layout_found_is_the_answer(monkeypatch) -> None:
+    """A compile stopped by --time-limit still gets a compacted layout, but not every
+    placement's (each walk replays the program: 0.5 s on gpt2_large): the first that lays
+    the program out, as if it were the only one."""
+    import time
+
+    from poet_compiler import work
+
+    problem, _, program = _fragmenting()
+    budget = problem.activation_budget
+    static = plan_arena(problem.graph, program, budget_bytes=budget)
+    walks: list[object] = []
+    real = compact._walk
+
+    def counted(walk, prog):  # noqa: ANN001, ANN202
+        walks.append(walk.placement)
+        return real(walk, prog)
+
+    monkeypatch.setattr(compact, "_walk", counted)
+    with work.metered(work.Meter(wall_at=time.perf_counter() - 1.0)):
+        capped = compact_arena(problem.graph, static, budget)
+    assert capped is not None and capped.arena_bytes is not None and capped.arena_bytes <= budget
+    assert walks == [compact.PLACEMENTS[0]]
+    walks.clear()
+    monkeypatch.setattr(compact, "PLACEMENTS", compact.PLACEMENTS[:1])
+    assert compact_arena(problem.graph, static, budget) == capped
