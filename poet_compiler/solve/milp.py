@@ -94,8 +94,16 @@ def effort_units(effort: float | str | None, limit_s: float) -> float:
 
 
 def _effort_text(clock: Clock) -> str:
-    """The solve's budget as a message names it ("30 deterministic s of effort")."""
-    return f"{clock.limit_s:g} deterministic s of effort"
+    """What ended the search as a message names it: "30 deterministic s of effort", or
+    "the time limit" once the wall cap decided (stopped_by "time")."""
+    meter = work.current()
+    return "the time limit" if meter is not None and meter.time_hit else f"{clock.limit_s:g} deterministic s of effort"
+
+
+def _stopped_text(clock: Clock) -> str:
+    """"stopped at the effort limit (30 deterministic s of effort)" or "stopped at the time limit"."""
+    text = _effort_text(clock)
+    return f"stopped at {text}" if text == "the time limit" else f"stopped at the effort limit ({text})"
 
 
 def stopped_by(res: Result, meter: work.Meter, clock: Clock, gap: float) -> str:
@@ -611,7 +619,7 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
         elif over_memory:
             why = f"{over_memory}; bound: the eviction cover"
         else:
-            why = f"stopped at the effort limit ({_effort_text(clock)}) before the full model"
+            why = f"{_stopped_text(clock)} before the full model"
         guided_res.message = f"the {guided_res.extra.solver_used} schedule; {why}"
         return guided_res
     if too_big or full_limit < MIN_STAGE_S:
@@ -683,7 +691,7 @@ def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBoun
             # Already finalized (arena planned) in the guided stage: not again.
             guided_res.extra.merge(extra, solver_used=source)
             guided_res.lower_bound_j = bound
-            guided_res.message = f"stopped at the effort limit ({_effort_text(clock)})"
+            guided_res.message = _stopped_text(clock)
             return guided_res
         schedule = guided.schedule
         extra.solver_used = source
@@ -700,7 +708,7 @@ def _full_model(problem: Problem, tight: Problem, reserve: int, cover: CoverBoun
             out.objective - out.bound <= gap * abs(out.objective) + 1e-12:
         message = f"stopped within the relative gap limit {gap:g}"
     else:
-        message = f"stopped at the effort limit ({_effort_text(clock)})"
+        message = _stopped_text(clock)
     with clock.stage("finalize"):
         res = finalize(problem, schedule, strategy=STRATEGY, status=out.status, solver=solver,
                        formulation=formulation, lower_bound_j=bound, solve_time_s=time.perf_counter() - started,

@@ -181,3 +181,14 @@ def test_once_the_wall_cap_has_passed_the_best_heuristic_is_the_answer(monkeypat
     assert res.ok and res.extra.fallback_schedule is not None, res.message
     assert "the time limit passed before the bounds" in res.message
     assert res.extra.cover_bound_j is None and res.extra.stopped_by == "time"
+
+
+def test_messages_name_the_time_limit_once_it_decided() -> None:
+    """A search the wall cap stopped says so ("stopped at the time limit"), not that the
+    effort ran out, in line with its stopped_by "time"."""
+    clock = Clock(3.0)
+    with work.metered(work.Meter()) as meter:
+        assert milp._stopped_text(clock) == "stopped at the effort limit (3 deterministic s of effort)"
+        meter.time_hit = True
+        assert milp._stopped_text(clock) == "stopped at the time limit"
+        assert milp._effort_text(clock) == "the time limit"
