@@ -143,7 +143,7 @@ bench-dags: setup
 
 bench-time-limits: setup
 	rm -f $(BENCH_RESULTS)/time_limits.jsonl
-	for busy in 0 2; do $(BENCH) bench/time_limit_bench.py --busy $$busy \
+	for busy in 0 $(if $(QUICK),,2); do $(BENCH) bench/time_limit_bench.py --busy $$busy \
 	  --cells $(call cells,$(if $(QUICK),dag250_80@10,$(LIMIT_CELLS))) -o $(BENCH_RESULTS)/time_limits.jsonl || exit 1; done
 
 bench-peers-poet: setup
