@@ -35,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.load import busy_loops
 from bench.rows import gap_text, write_rows
 from tests.support.layered import layered_dag
 
@@ -68,10 +69,6 @@ def _run(args: list[str], out: Path, *, prefix: list[str]) -> dict:
             "cpu_s": round(cpu, 1), "peak_rss_mb": round(peak / 1024)}
 
 
-def _busy(n: int) -> list[subprocess.Popen]:
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--out", type=Path, default=Path("bench/results/reproducibility"))
@@ -95,13 +92,8 @@ def main() -> None:
         if taskset:
             runs.append(("taskset -c 0", 0, [taskset, "-c", "0"]))
         for i, (load, busy_n, prefix) in enumerate(runs):
-            busy = _busy(busy_n)
-            try:
+            with busy_loops(busy_n):
                 row = _run(cell_args, tmp / f"{cell}_{i}.poet", prefix=prefix)
-            finally:
-                for p in busy:
-                    p.kill()
-                    p.wait()
             row = {"cell": cell, "run": i, "load": load, **row}
             print(json.dumps(row), flush=True)
             rows.append(row)

@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.load import busy_loops
 from tests.support.layered import layered_dag  # noqa: F401 (the other benches import it from here)
 
 CELLS = {
@@ -167,12 +168,8 @@ def main() -> None:
     ap.add_argument("--busy", type=int, default=0, help="run beside this many CPU-bound processes")
     ap.add_argument("-o", "--out", type=Path)
     args = ap.parse_args()
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
-    try:
+    with busy_loops(args.busy):
         _run(args)
-    finally:
-        for proc in busy:
-            proc.kill()
 
 
 def _run(args: argparse.Namespace) -> None:
