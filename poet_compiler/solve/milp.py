@@ -93,17 +93,21 @@ def effort_units(effort: float | str | None, limit_s: float) -> float:
     return float(effort)
 
 
+def _timed_out() -> bool:
+    """Whether the wall cap decided something in this solve (stopped_by "time")."""
+    meter = work.current()
+    return meter is not None and meter.time_hit
+
+
 def _effort_text(clock: Clock) -> str:
     """What ended the search as a message names it: "30 deterministic s of effort", or
-    "the time limit" once the wall cap decided (stopped_by "time")."""
-    meter = work.current()
-    return "the time limit" if meter is not None and meter.time_hit else f"{clock.limit_s:g} deterministic s of effort"
+    "the time limit" once the wall cap decided."""
+    return "the time limit" if _timed_out() else f"{clock.limit_s:g} deterministic s of effort"
 
 
 def _stopped_text(clock: Clock) -> str:
     """"stopped at the effort limit (30 deterministic s of effort)" or "stopped at the time limit"."""
-    text = _effort_text(clock)
-    return f"stopped at {text}" if text == "the time limit" else f"stopped at the effort limit ({text})"
+    return "stopped at the time limit" if _timed_out() else f"stopped at the effort limit ({_effort_text(clock)})"
 
 
 def stopped_by(res: Result, meter: work.Meter, clock: Clock, gap: float) -> str:
@@ -565,11 +569,11 @@ def _solve_once(problem: Problem, reserve: int, *, solver: str, formulation: str
     cover bound (fast formulation; it may prove infeasibility), the presence model, the
     guided search, and the full model unless the guided schedule is within the gap.
     ``extra.backend_bound_j`` is a valid bound at this budget, even without a schedule."""
-    tight = dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes - reserve)
     if work.wall_expired():
         # Nothing after the heuristics once the wall cap has passed (the cover's build alone
         # took 0.9 s on gpt2_large): the best heuristic's schedule is the answer.
         return _empty(problem, "timeout", solver, formulation, started, "the time limit passed before the bounds")
+    tight = dataclasses.replace(problem, ram_budget_bytes=problem.ram_budget_bytes - reserve)
     # The eviction-cover bound (fast formulation): a valid bound at this budget in a
     # fraction of a second, a proof of infeasibility, and the guide for the first schedules.
     cover = None
