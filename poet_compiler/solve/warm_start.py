@@ -33,14 +33,15 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None, *,
     ``only``) whose schedule is valid in the problem's mode and meets both budgets (live
     bytes; finalize judges the arena), cheapest first. No heuristic but checkpoint-all
     (well under a second on 1,500 nodes, and every solve's fallback) starts after the
-    ``work.now()`` instant ``until``, and the iterative ones stop improving at it."""
+    ``work.now()`` instant ``until`` or the meter's wall cap, and the iterative ones stop
+    improving there."""
     found = _that_fit(problem, [("given", given)])
     # Every heuristic, so that no answer is above a baseline's. Their plans only: planning
     # each one's arena was most of their time (dtr: 7.0 s of 7.0 s on VGG16-CIFAR op level).
     names = [h for h in QUICK_FIRST if h in HEURISTICS] + [h for h in HEURISTICS if h not in QUICK_FIRST]
     with plans_only(), step_until(until):
         for name in names if only is None else [h for h in names if h in only]:
-            if until is not None and name != "checkpoint_all" and work.now() >= until:
+            if name != "checkpoint_all" and work.past(until):   # the instant, or the meter's wall cap
                 break
             try:
                 res = BASELINES[name](problem)

@@ -136,6 +136,12 @@ def test_no_heuristic_but_checkpoint_all_starts_after_the_deadline(monkeypatch) 
     ran.clear()
     warm_start_candidates(problem)
     assert set(ran) == set(HEURISTICS)     # no deadline: every heuristic runs
+    ran.clear()
+    from poet_compiler import work
+
+    with work.metered(work.Meter(wall_at=time.perf_counter() - 1.0)):   # the wall cap has passed
+        warm_start_candidates(problem, until=1e9)
+    assert ran == ["checkpoint_all"]
 
 
 def test_iterative_heuristics_stop_at_the_deadline_with_their_plan_so_far() -> None:
