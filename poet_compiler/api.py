@@ -35,7 +35,7 @@ from poet_compiler.solve.budgets import (
     resolve_deadline,
     resolve_ram,
 )
-from poet_compiler.solve.options import DEFAULT_MEMORY_LIMIT
+from poet_compiler.solve.options import DEFAULT_MEMORY_LIMIT, effort_note, effort_units, time_limit_and_effort
 from poet_compiler.solve.problem import MODES, Problem
 from poet_compiler.solve.result import Result
 from poet_compiler.solve.strategies import SolveOptions, get_strategy, run_strategy
@@ -50,10 +50,6 @@ if TYPE_CHECKING:
     from poet_compiler.frontends.torch.traced import TracedModel
     from poet_compiler.training import TrainingStep
 
-#: ``--time-limit``'s default: a wall cap only. The default effort (solve/milp.py,
-#: EFFORT_PRESETS) ends a compile well before it on an idle machine and on a loaded one
-#: (bench/reproducibility.py), so that the cap does not decide what is written.
-DEFAULT_TIME_LIMIT_S = 600.0
 #: The least a solve gets of ``--time-limit`` when tracing took the rest (seconds).
 MIN_SOLVE_S = 1.0
 #: Seconds per node held back from the solve for what follows it in the command: encoding
@@ -266,7 +262,7 @@ def compile(  # noqa: A001 - the product's verb
     strategy: str = "optimal",
     solver: str = "auto",
     formulation: str = "fast",
-    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    time_limit_s: float | None = None,
     threads: int = 2,
     gap: float | None = None,
     effort: float | str | None = None,
@@ -306,19 +302,20 @@ def compile(  # noqa: A001 - the product's verb
     ``"adam:lr=1e-3"``): the update becomes part of the step (docs/training.md) and the
     parameters and optimizer state count against ``ram``. ``train``: comma-separated
     parameter-name globs (``"classifier.*,*.bias"``); the others are frozen. ``effort`` (strategy "optimal"): the work
-    the solve may spend, a preset (quick | default | thorough) or deterministic seconds;
-    the same input, flags, version and ``threads`` then give the same schedule, unless
-    ``time_limit_s`` (the wall cap) stopped it first (``report()["stopped_by"] ==
-    "time"``). Returns a :class:`Compilation`; an
+    the solve may spend, a preset (quick | default | thorough) or deterministic seconds
+    (default: 0.3 per second of ``time_limit_s`` where it is given, else the ``default``
+    preset); the same input, flags, version and ``threads`` then give the same schedule,
+    unless ``time_limit_s`` (the wall cap of the whole call, default 600 s) stopped it
+    first (``report()["stopped_by"] == "time"``). Returns a :class:`Compilation`; an
     infeasible budget is a Result with status ``infeasible`` and a message giving the
     smallest budget that works.
     """
     # Refuse bad names, budgets and profiles before the (possibly slow) trace.
+    stated_limit_s = time_limit_s
+    time_limit_s, effort = time_limit_and_effort(time_limit_s, effort)
     check_options(mode=mode, strategy=strategy, solver=solver, formulation=formulation, gap=gap,
                   time_limit_s=time_limit_s, threads=threads)
     if effort is not None:
-        from poet_compiler.solve.milp import effort_units
-
         effort_units(effort, time_limit_s)     # a bad --effort is refused before the trace
     precheck_budgets(ram, deadline)
     memory_limit_bytes = parse_memory_limit(memory_limit, DEFAULT_MEMORY_LIMIT)
@@ -357,9 +354,15 @@ def compile(  # noqa: A001 - the product's verb
         stage("solving" if strategy == "optimal" else f"solving ({strategy})")
         result = run_strategy(strategy, problem, opts)
         # Time outside the solve, reported beside its stage_s (tracing counts too).
+        compile_s = time.perf_counter() - origin
         result.extra.set(startup_s=round(t_start - origin, 3) if started is not None else None,
                          trace_s=round(t_traced - t_start, 3), costing_s=round(t_costed - t_traced, 3),
-                         compile_s=round(time.perf_counter() - origin, 3), peak_rss_mb=peak_rss())
+                         compile_s=round(compile_s, 3), peak_rss_mb=peak_rss(),
+                         time_limit_s=time_limit_s, time_limit_given=stated_limit_s is not None)
+        note = effort_note(result.extra.stopped_by, result.extra.effort, compile_s, time_limit_s,
+                           stated_limit_s is not None)
+        if note is not None:
+            result.extra.effort_note = note
         stage(result.status)
         report("schedule", result.energy_j if result.ok else None, result.lower_bound_j, "J")
     label = str(model) if isinstance(model, str) else graph.name

@@ -149,7 +149,8 @@ def sweep(
     mode: str = "poet",
     solver: str = "auto",
     formulation: str = "fast",
-    time_limit_s: float = 60.0,
+    time_limit_s: float | None = None,
+    effort: float | str | None = None,
     threads: int = 2,
     count_fixed: bool = False,
     granularity: str = "op",
@@ -170,7 +171,13 @@ def sweep(
 
     if ray is not None and ray != "local":
         check_reachable(ray)  # fail in a second, before any tracing or solving
-    spec = SolveSpec(solver=solver, formulation=formulation, time_limit_s=float(time_limit_s),
+    from poet_compiler.solve.options import effort_units, time_limit_and_effort
+
+    # The rule of poetc compile: an explicit limit sets the effort (0.3 units per second).
+    time_limit_s, effort = time_limit_and_effort(time_limit_s, effort)
+    if effort is not None:
+        effort_units(effort, time_limit_s)   # a bad effort is refused before any tracing
+    spec = SolveSpec(solver=solver, formulation=formulation, time_limit_s=time_limit_s, effort=effort,
                      threads=int(threads), count_fixed=bool(count_fixed))
     tasks = build_tasks(
         _as_list(models, "models"), _as_list(devices, "devices"), _as_list(ram, "RAM budgets"),
@@ -219,7 +226,7 @@ def compare(
 
     Runs in this process with no cache unless ``jobs``/``ray``/``cache_dir`` say otherwise;
     other keyword arguments are those of :func:`poet_compiler.compile` (mode, solver,
-    formulation, time_limit_s, threads, count_fixed, granularity, batch).
+    formulation, time_limit_s, effort, threads, count_fixed, granularity, batch).
     """
     compile_kwargs.setdefault("jobs", 1)
     compile_kwargs.setdefault("cache_dir", None)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 # Rows of the summary table, in reading order; other report keys follow in an appendix.
 SUMMARY_KEYS = (
     "status", "strategy", "mode", "energy_j", "runtime_s", "peak_ram_bytes", "arena_bytes",
-    "ram_budget_bytes", "deadline_s", "lower_bound_j", "gap", "stopped_by", "solve_time_s", "n_nodes",
+    "ram_budget_bytes", "deadline_s", "lower_bound_j", "gap", "stopped_by", "effort_note", "solve_time_s", "n_nodes",
     "n_compute", "n_page_in", "n_page_out", "n_move", "solver", "formulation",
     "checkpoint_all_peak_bytes", "checkpoint_all_runtime_s", "checkpoint_all_energy_j", "message",
 )

@@ -17,7 +17,7 @@ from poet_compiler.training_options import OPTIMIZER_HELP, TRAIN_HELP
 def print_summary(report: dict, console: Console | None = None) -> None:
     table = Table(title=f"poetc: {report['model']} on {report['device']}", show_header=False)
     for key in SUMMARY_KEYS:
-        if key in report and key != "message":  # the message is printed on its own line
+        if key in report and key not in ("message", "effort_note"):  # each printed on its own line
             table.add_row(key, fmt(key, report[key]))
     if (split := time_split(report)) is not None:
         table.add_row("time", split)     # the whole command, and which stage used it
@@ -40,14 +40,16 @@ def register(app: typer.Typer) -> None:
         ),
         formulation: str = typer.Option("fast", "--formulation", help="fast | dense"),
         time_limit: float = typer.Option(
-            600.0, "--time-limit",
-            help="wall-clock cap of the whole command (start-up and tracing included), seconds; "
-                 "a solve it stops reports stopped_by=time and may differ from run to run",
+            None, "--time-limit",
+            help="seconds for the whole command (start-up and tracing included): without --effort it sets "
+                 "the effort, 0.3 deterministic s per second, so a longer limit searches longer; default: "
+                 "the 'default' effort under a 600 s cap. A solve the wall cap stops reports stopped_by=time "
+                 "and may differ from run to run",
         ),
         effort: str = typer.Option(
             None, "--effort",
-            help="work the optimal solve may spend: quick | default | thorough, or deterministic seconds "
-                 "(default: 'default', less under a short --time-limit); same input and flags, same bytes",
+            help="work the optimal solve may spend: quick | default | thorough (5 / 30 / 120), or deterministic "
+                 "seconds (default: 0.3 per second of --time-limit, else 'default'); same input and flags, same bytes",
         ),
         threads: int = typer.Option(2, "--threads", help="solver threads"),
         memory_limit: str = typer.Option(
@@ -118,6 +120,8 @@ def register(app: typer.Typer) -> None:
             print_summary(rep)
             if c.result.ok:
                 typer.echo(f"wrote {rep['schedule_file']} and {Path(rep['schedule_file']).with_suffix('.json')}")
+            if rep.get("effort_note") and not quiet:
+                typer.echo(rep["effort_note"], err=True)
         if not c.result.ok:
             msg = c.result.message
             typer.echo(msg if msg.startswith(c.result.status) else f"{c.result.status}: {msg}", err=True)

@@ -68,7 +68,14 @@ def register(app: typer.Typer) -> None:
         mode: str = typer.Option("poet", "--mode", help="mode for strategies given without one"),
         solver: str = typer.Option("auto", "--solver", help="auto | cpsat | highs | gurobi"),
         formulation: str = typer.Option("fast", "--formulation", help="fast | dense"),
-        time_limit: float = typer.Option(60.0, "--time-limit", help="per-cell solver time limit, seconds"),
+        time_limit: float = typer.Option(
+            None, "--time-limit",
+            help="per-cell solver time limit, seconds: without --effort it sets the effort, 0.3 deterministic s "
+                 "per second (default: the 'default' effort under a 600 s cap)",
+        ),
+        effort: str = typer.Option(
+            None, "--effort", help="per-cell work: quick | default | thorough, or deterministic seconds"
+        ),
         threads: int = typer.Option(1, "--threads", help="solver threads per cell"),
         count_fixed: bool = typer.Option(
             False, "--count-fixed", help="count params/grads/optimizer state/input in the RAM budget"
@@ -91,7 +98,8 @@ def register(app: typer.Typer) -> None:
             models, devices, split_list(ram, "ram", allow_none=True), split_list(deadline, "deadline", allow_none=True),
             split_list(strategies, "strategies"), jobs=jobs, ray=ray, cache_dir=None if no_cache else cache,
             output=output, progress=not quiet, mode=mode, solver=solver, formulation=formulation,
-            time_limit_s=time_limit, threads=threads, count_fixed=count_fixed, granularity=granularity, batch=batch,
+            time_limit_s=time_limit, effort=effort, threads=threads, count_fixed=count_fixed, granularity=granularity,
+            batch=batch,
             optimizer=optimizer, train=train,
         )
         ok = int(df["status"].isin(["optimal", "feasible"]).sum())

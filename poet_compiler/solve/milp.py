@@ -46,6 +46,7 @@ from poet_compiler.solve.formulation import FORMULATIONS, build
 from poet_compiler.solve.formulation.common import Built
 from poet_compiler.solve.formulation.fast import canonical
 from poet_compiler.solve.guided import GuidedOutcome, cover_schedule, guided_search
+from poet_compiler.solve.options import effort_units
 from poet_compiler.solve.presence_stage import presence_stage
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import Result, ResultExtra
@@ -63,34 +64,8 @@ from poet_compiler.units import format_bytes
 
 STRATEGY = "optimal"
 
-# Effort presets, in CP-SAT deterministic seconds shared by every stage (poet_compiler.work).
-# "default" is sized so that a default compile takes no more wall time on the project's
-# 2-core machines than the former default 60 s limit (bench/reproducibility.py; BENCHMARKS.md,
-# "Reproducibility").
-EFFORT_PRESETS = {"quick": 5.0, "default": 30.0, "thorough": 120.0}
-# Where the user's --time-limit is short, the default effort is what that limit holds at this
-# many units per wall second (so a short limit is not simply a cap that always binds).
-EFFORT_PER_LIMIT_S = 0.3
 # poetc's own resident bytes beside a full model's forecast (the memory-limit check).
 BASE_RSS_BYTES = 600 * 2**20
-
-
-def effort_units(effort: float | str | None, limit_s: float) -> float:
-    """The effort in deterministic seconds: a preset's, a number's, or (None) the default
-    preset's, at most EFFORT_PER_LIMIT_S per second of the user's time limit."""
-    if effort is None:
-        return min(EFFORT_PRESETS["default"], EFFORT_PER_LIMIT_S * float(limit_s))
-    if isinstance(effort, str):
-        if effort in EFFORT_PRESETS:
-            return EFFORT_PRESETS[effort]
-        try:
-            effort = float(effort)
-        except ValueError:
-            raise PoetError(f"effort must be one of {', '.join(EFFORT_PRESETS)} or a positive number "
-                            f"(deterministic seconds), got {effort!r}") from None
-    if not effort > 0 or effort != effort or effort == float("inf"):
-        raise PoetError(f"effort must be a positive number of deterministic seconds, got {effort!r}")
-    return float(effort)
 
 
 def _timed_out() -> bool:
@@ -238,9 +213,9 @@ def solve_milp(
 ) -> Result:
     """Solve ``problem`` to (proven) optimality, the gap limit or its effort (module docstring).
 
-    ``effort``: the work every stage shares (:func:`effort_units`); None: the default
-    preset, or less where ``stated_limit_s`` (the user's --time-limit, else
-    ``time_limit_s``) would not hold it. ``time_limit_s`` is only the wall cap;
+    ``effort``: the work every stage shares (:func:`effort_units`); None: EFFORT_PER_LIMIT_S
+    per second of ``stated_limit_s`` (the user's --time-limit, else ``time_limit_s``).
+    ``time_limit_s`` is only the wall cap;
     ``Result.extra.stopped_by`` says which of proof, gap, effort or time ended it.
 
     On a small DMA graph where time matters (``problem.transfers == "stage"``) two program

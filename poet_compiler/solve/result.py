@@ -72,6 +72,13 @@ class ResultExtra:
     effort: float | None = None
     effort_used: float | None = None
     """The solve's effort (--effort, in deterministic seconds) and what it spent of it."""
+    time_limit_s: float | None = None
+    """The wall cap of the whole compile (--time-limit, or its 600 s default) and whether the
+    user gave it: an explicit limit without --effort sets the effort (0.3 units per second)."""
+    time_limit_given: bool | None = None
+    effort_note: str | None = field(default=None, metadata=MEASURED)
+    """Set where effort ended the solve well inside the time limit: how long it took of the
+    limit, and what searches further (solve/options.py, effort_note)."""
     stopped_by: str | None = None
     """What ended the optimal solve: ``proof``, ``gap``, ``effort`` or ``time``; a
     heuristic strategy's only when the wall cap stopped it (``time``). Only ``time`` (the

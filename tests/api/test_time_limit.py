@@ -85,3 +85,45 @@ def test_process_started_is_this_process_start() -> None:
             "print(time.perf_counter() - process_started())")
     age = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert 0.45 <= age < 30.0
+
+
+def test_an_explicit_limit_sets_the_effort_both_ways(monkeypatch) -> None:
+    """No limit: the default effort under the 600 s cap. An explicit limit without
+    --effort: 0.3 deterministic s per second of it, above the default as below it."""
+    from poet_compiler.solve.options import DEFAULT_TIME_LIMIT_S, EFFORT_PRESETS, effort_units
+
+    seen = _spy_options(monkeypatch)
+    graph = layered_graph(40)
+    api.compile(graph, ram="90%", mode="remat", strategy="checkpoint_all")
+    api.compile(graph, ram="90%", mode="remat", strategy="checkpoint_all", time_limit_s=300.0)
+    api.compile(graph, ram="90%", mode="remat", strategy="checkpoint_all", time_limit_s=10.0)
+    api.compile(graph, ram="90%", mode="remat", strategy="checkpoint_all", time_limit_s=300.0, effort="quick")
+    default, long, short, quick = seen
+    assert default.stated_limit_s == DEFAULT_TIME_LIMIT_S
+    assert effort_units(default.effort, default.stated_limit_s) == EFFORT_PRESETS["default"]
+    assert effort_units(long.effort, long.stated_limit_s) == 90.0 > EFFORT_PRESETS["default"]
+    assert effort_units(short.effort, short.stated_limit_s) == 3.0
+    assert effort_units(quick.effort, quick.stated_limit_s) == EFFORT_PRESETS["quick"]
+
+
+def test_the_report_says_when_effort_stopped_well_inside_the_limit() -> None:
+    from poet_compiler.solve.options import effort_note
+
+    note = effort_note("effort", 90.0, 70.4, 300.0, limit_given=True)
+    assert note == ("stopped at effort 90 after 70 s of the 300 s limit; "
+                    "--effort thorough (or a longer --time-limit) searches further")
+    assert "--time-limit S (0.3 units per second)" in effort_note("effort", 30.0, 70.0, 600.0, limit_given=False)
+    assert "--effort 240" in effort_note("effort", 120.0, 70.0, 600.0, limit_given=True)
+    assert effort_note("effort", 90.0, 250.0, 300.0, limit_given=True) is None   # near the limit
+    assert effort_note("proof", 90.0, 70.0, 300.0, limit_given=True) is None
+    assert effort_note("time", 90.0, 70.0, 300.0, limit_given=True) is None
+
+
+def test_a_bad_time_limit_is_refused() -> None:
+    import pytest
+
+    from poet_compiler.errors import PoetError
+
+    for bad in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(PoetError, match="time limit must be a positive number"):
+            api.compile(layered_graph(10), ram="90%", mode="remat", time_limit_s=bad)

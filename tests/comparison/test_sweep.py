@@ -212,3 +212,15 @@ def test_cache_entry_off_the_row_schema_is_a_miss(graph, tmp_path):
     entry.write_text(json.dumps(data))
     df = pc.sweep(graph, None, ["80%"], ["2x"], ["optimal"], jobs=1, cache_dir=cache, **KW)
     assert df.attrs["solved"] == 1 and isinstance(df["energy_j"].iloc[0], float)
+
+
+def test_the_time_limit_sets_the_effort_as_in_compile(graph):
+    """A sweep's cells follow compile's rule: an explicit limit gives 0.3 deterministic s
+    per second of it, no limit the default effort, --effort wins over both."""
+    def effort(**kw) -> float:
+        df = pc.compare(graph, None, ram="80%", strategies="optimal", threads=1, **kw)
+        return float(df["effort"].iloc[0])
+
+    assert effort(time_limit_s=300.0) == 90.0
+    assert effort() == 30.0
+    assert effort(time_limit_s=300.0, effort="quick") == 5.0

@@ -22,6 +22,7 @@ from poet_compiler import work
 from poet_compiler.solve.budgets import reference
 from poet_compiler.solve.clock import STAGES, Clock
 from poet_compiler.solve.milp import solve_milp
+from poet_compiler.solve.options import effort_units
 from tests.support.graphs import random_problem
 
 EPS = 0.05      # the test's deadline starts a little before solve_milp's own clock
@@ -85,7 +86,7 @@ class _Recorder:
         monkeypatch.setattr(milp, "explain_infeasible", explain)
 
     def solve(self, problem, **kw):  # noqa: ANN001, ANN003, ANN201
-        self.deadline = milp.effort_units(None, self.limit_s)
+        self.deadline = effort_units(None, self.limit_s)
         return solve_milp(problem, time_limit_s=self.limit_s, **kw)
 
 
