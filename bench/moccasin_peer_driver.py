@@ -5,6 +5,9 @@ poetc's: bench/peers_dags.py starts it. Prints one JSON row.
 
     python bench/moccasin_peer_driver.py GRAPH_JSON MEM_MULTIPLIER SECONDS GRAPH_OUT
 
+SECONDS 0 writes the graph and prints the budget without running Moccasin (poetc's benches
+on Moccasin's inputs: bench/time_limit_bench.py --moccasin).
+
 As Moccasin's ``main.py`` does: the graph is read with networkx (``out_cost`` and
 ``duration`` of the random layered graphs renamed ``cost_ram`` and ``cost_cpu``), the
 budget is ``ceil(MEM_MULTIPLIER x`` the peak memory of the graph's topological order, by
@@ -98,6 +101,9 @@ def main(argv: list[str]) -> int:
     with open(graph_out, "w") as fh:
         json.dump(poet_graph(g, order), fh)
     row: dict[str, Any] = {"nodes": g.number_of_nodes(), "topo_mem": topo_mem, "topo_cpu": topo_cpu, "budget": budget}
+    if seconds <= 0:
+        print(json.dumps(row))
+        return 0
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as log_dir:
         res = remat(G=g, B=budget, C=2, timeout=seconds / 2, discretized=True, reservoir=True, use_end_global=False,

@@ -17,6 +17,13 @@ Cells (``--cells`` selects by name):
 
 ``NAME@S`` runs cell NAME at ``--time-limit S`` (e.g. ``bert_base_a72_70@20``).
 
+``mdag100_80`` and ``mdag250_90`` are Moccasin's own random layered DAGs of 100 and 250
+nodes (its repository's ``data/``, GPL, so not copied here) at 0.8 and 0.9 of their
+topological order's peak, in remat mode, as in BENCHMARKS.md's Moccasin peer table: give
+``--moccasin <checkout> --moccasin-python <a Python with networkx and ortools 9.6>``.
+``--limits 10,30,60,120,300`` runs every cell at each of those limits (the rule that an
+explicit ``--time-limit`` sets the effort: BENCHMARKS.md, "Time limits").
+
 ``--root DIR`` runs another checkout (e.g. an export of the previous commit) with this
 interpreter, for a before/after comparison in one run. ``--busy N`` runs every cell beside
 N CPU-bound processes (``python3 -c 'while True: pass'``).
@@ -25,6 +32,7 @@ N CPU-bound processes (``python3 -c 'while True: pass'``).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -34,6 +42,7 @@ import time
 from pathlib import Path
 
 from bench.load import busy_loops
+from poet_compiler.solve.options import effort_units
 from tests.support.layered import layered_dag  # noqa: F401 (the other benches import it from here)
 
 CELLS = {
@@ -63,6 +72,9 @@ CELLS = {
     "dag500_90": (["{dag500}", "--mode", "remat", "--ram", "90%"], 300.0),
     "dag500_80_300": (["{dag500}", "--mode", "remat", "--ram", "80%"], 300.0),
     "dag1000_80": (["{dag1000}", "--mode", "remat", "--ram", "80%"], 300.0),
+    # Moccasin's DAGs (--moccasin): the graph and the budget its driver computes.
+    "mdag100_80": (["{mdag100_80}", "--mode", "remat", "--ram", "{mdag100_80_budget}"], 300.0),
+    "mdag250_90": (["{mdag250_90}", "--mode", "remat", "--ram", "{mdag250_90_budget}"], 300.0),
     "gpt2_large_a72_50": (["gpt2_large", "--device", "a72", "--ram", "50%"], 600.0),
     # The same cell at the default limit and at 20 s: is the limit a limit on 1,567 nodes?
     "gpt2_large_a72_50_60": (["gpt2_large", "--device", "a72", "--ram", "50%"], 60.0),
@@ -120,21 +132,30 @@ def cell_args(name: str) -> tuple[list[str], float]:
     return args, float(at) if at else limit
 
 
-def run_cell(name: str, root: Path, dags: dict[str, Path], python: str, defaults: bool = False) -> dict:
+#: ``--uncapped``'s wall cap: far above any cell's effort.
+UNCAPPED_S = 3600.0
+
+
+def run_cell(name: str, root: Path, dags: dict[str, str | Path], python: str, defaults: bool = False,
+             uncapped: bool = False) -> dict:
     """One cell; with ``defaults``, at poetc's default effort and wall cap (no ``--time-limit``)
-    unless the name gives one (``NAME@S``)."""
+    unless the name gives one (``NAME@S``); ``uncapped``: at the effort its limit sets
+    (EFFORT_PER_LIMIT_S per second) under a cap that does not decide (UNCAPPED_S)."""
     args, limit = cell_args(name)
     timed = not defaults or "@" in name
     for key, path in dags.items():
         args = [a.replace("{" + key + "}", str(path)) for a in args]
     out = Path(tempfile.mkdtemp(prefix="poetc-bench-")) / "out.poet"
-    cmd = [python, "-c", _CHILD, "compile", *args, *(["--time-limit", f"{limit:g}"] if timed else []), "--json",
-           "-o", str(out)]
+    limit_args = ["--time-limit", f"{limit:g}"] if timed else []
+    if uncapped:
+        limit_args = ["--effort", repr(effort_units(None, limit)), "--time-limit", f"{UNCAPPED_S:g}"]
+    cmd = [python, "-c", _CHILD, "compile", *args, *limit_args, "--json", "-o", str(out)]
     env = dict(os.environ, PYTHONPATH=str(root))
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
-    row: dict = {"cell": name, "limit_s": limit if timed else None, "wall_s": round(wall, 1), "exit": proc.returncode}
+    row: dict = {"cell": name, "limit_s": limit if timed else None, "wall_s": round(wall, 1), "exit": proc.returncode,
+                 "poet_sha256": hashlib.sha256(out.read_bytes()).hexdigest() if out.is_file() else None}
     try:
         rep = json.loads(proc.stdout)
     except json.JSONDecodeError:
@@ -156,6 +177,25 @@ def run_cell(name: str, root: Path, dags: dict[str, Path], python: str, defaults
     return row
 
 
+#: The Moccasin cells: (placeholder, file in Moccasin's data/, memory multiplier).
+MOCCASIN_DAGS = [("mdag100_80", "random_layered_n100_w0.27_nlv0.75_ed0.2_scd0.14.json", 0.8),
+                 ("mdag250_90", "random_layered_n250_w0.43_nlv0.75_ed0.2_scd0.14.json", 0.9)]
+
+
+def moccasin_graphs(checkout: Path, python: str, tmp: Path) -> dict[str, str | Path]:
+    """Moccasin's DAGs as poet-graph/1 files and their budgets, by bench/moccasin_peer_driver.py
+    (SECONDS 0: the graph and budget only), as the Moccasin peer bench computes them."""
+    driver = Path(__file__).resolve().with_name("moccasin_peer_driver.py")
+    env = dict(os.environ, PYTHONPATH=str(checkout.resolve() / "src"))
+    out: dict[str, str | Path] = {}
+    for key, name, multiplier in MOCCASIN_DAGS:
+        graph = tmp / f"{key}.json"
+        proc = subprocess.run([python, str(driver), str(checkout / "data" / name), str(multiplier), "0", str(graph)],
+                              capture_output=True, text=True, env=env, check=True)
+        out[key], out[f"{key}_budget"] = graph, str(json.loads(proc.stdout.splitlines()[-1])["budget"])
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", default=",".join(CELLS))
@@ -166,6 +206,12 @@ def main() -> None:
     ap.add_argument("--defaults", action="store_true",
                     help="run cells at poetc's default effort and wall cap (a cell NAME@S keeps its limit)")
     ap.add_argument("--busy", type=int, default=0, help="run beside this many CPU-bound processes")
+    ap.add_argument("--uncapped", action="store_true",
+                    help="each cell at the effort its --time-limit sets, under a 3,600 s cap: the answer the "
+                         "limit gives wherever its wall cap does not decide, on any load")
+    ap.add_argument("--limits", default="", help="S,S,...: run every cell at each of these --time-limit values")
+    ap.add_argument("--moccasin", type=Path, help="a checkout of Moccasin's repository (the mdag cells)")
+    ap.add_argument("--moccasin-python", default="python3", help="a Python with networkx and ortools 9.6")
     ap.add_argument("-o", "--out", type=Path)
     args = ap.parse_args()
     with busy_loops(args.busy):
@@ -176,14 +222,19 @@ def _run(args: argparse.Namespace) -> None:
     roots = [(lab, Path(d).resolve()) for lab, d in (x.split("=", 1) for x in args.compare.split(",") if x)] \
         or [(args.label, args.root.resolve())]
     tmp = Path(tempfile.mkdtemp(prefix="poetc-dag-"))
-    dags = {}
+    dags: dict[str, str | Path] = {}
     for n in (100, 250, 500, 1000):
         dags[f"dag{n}"] = tmp / f"layered_{n}.json"
         dags[f"dag{n}"].write_text(json.dumps(layered_dag(n)))
-    for name in args.cells.split(","):
+    if args.moccasin is not None:
+        dags.update(moccasin_graphs(args.moccasin, args.moccasin_python, tmp))
+    names = args.cells.split(",")
+    if args.limits:
+        names = [f"{n.partition('@')[0]}@{s}" for n in names for s in args.limits.split(",")]
+    for name in names:
         for label, root in roots:
-            row = run_cell(name, root, dags, sys.executable, args.defaults)
-            row.update(label=label, busy=args.busy)
+            row = run_cell(name, root, dags, sys.executable, args.defaults, args.uncapped)
+            row.update(label=label, busy=args.busy, uncapped=args.uncapped)
             emit(json.dumps(row), args.out)
 
 
