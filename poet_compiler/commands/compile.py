@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from poet_compiler.errors import PoetError
-from poet_compiler.reporting import SUMMARY_KEYS, fmt, time_split
+from poet_compiler.reporting import SUMMARY_KEYS, fmt, ram_text, time_split
 from poet_compiler.training_options import OPTIMIZER_HELP, TRAIN_HELP
 
 
@@ -19,6 +19,8 @@ def print_summary(report: dict, console: Console | None = None) -> None:
     for key in SUMMARY_KEYS:
         if key in report and key != "message":  # the message is printed on its own line
             table.add_row(key, fmt(key, report[key]))
+    if (ram := ram_text(report)) is not None:
+        table.add_row("RAM on the device", ram)   # what --ram covers (solve/ram.py)
     if (split := time_split(report)) is not None:
         table.add_row("time", split)     # the whole command, and which stage used it
     (console or Console()).print(table)
