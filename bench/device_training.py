@@ -168,11 +168,13 @@ def render(rows: dict[str, dict], least: dict[str, int], argv: list[str], wall: 
     out += line("RAM: stack reserved (high-water)", [f"{b(s[k]['.stack'])} ({b(rows[k]['stack_used'])})" for k in keys])
     out += line("**RAM: total** (.data + .bss + stack)", [f"**{b(s[k]['total'])}**" for k in keys])
     out += (f"\nnRF52840 RAM: {NRF52840_RAM:,} B. Steps run per set-up: {rows[keys[0]]['steps']}. The budget counts "
-            "the graph's fixed bytes (parameters, gradients or optimizer state, batch) and the arena; (a)'s driver "
-            "keeps its momentum buffers outside what the compiler sees, hence the second row. At the shared budget "
-            "each schedule spends what the fixed bytes leave on its arena (recomputing less where it can), so a "
-            "set-up with fewer fixed bytes may show a larger arena. Stack: the 16 KiB the linker script reserves "
-            "(the measured high-water mark in brackets); runtime: the where table, poet_prog, loss, libc.\n")
+            "the arena and everything beside it: the graph's fixed bytes (parameters, gradients or optimizer state, "
+            "batch, outputs) and the m4 profile's runtime reserve (stack, runtime state, per-node tables); (a)'s "
+            "driver keeps its momentum buffers outside what the compiler sees, hence the second row. At the shared "
+            "budget each schedule spends what the fixed bytes leave on its arena (recomputing less where it can), "
+            "so a set-up with fewer fixed bytes may show a larger arena. Stack: what the m4 profile's reserve gives "
+            "the linker script (the measured high-water mark in brackets); runtime: the where table, poet_prog, "
+            "loss, libc.\n")
     return out
 
 
