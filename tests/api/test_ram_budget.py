@@ -75,14 +75,15 @@ def test_a_graph_without_device_counts_its_own_figures_and_no_reserve() -> None:
 
 
 def test_compare_and_sweep_use_the_same_meaning() -> None:
-    df = pc.compare("digits_cnn", "m4", ram=["192k", "60%"], strategies=["chen_greedy"])
+    df = pc.compare("digits_cnn", "m4", ram=["192k", "80%"], strategies=["chen_greedy"])
     one = pc.compile("digits_cnn", "m4", "192k", strategy="chen_greedy")
     row = df.iloc[0]
     assert row["ram_budget_bytes"] == 192 * 1024 and not row["activations_only"]
     assert row["arena_bytes"] == one.result.arena_bytes and row["energy_j"] == one.result.energy_j
     assert json.loads(row["ram_split"]) == one.ram_split
-    only = pc.compare("digits_cnn", "m4", ram=["60%"], strategies=["chen_greedy"], activations_only=True)
+    only = pc.compare("digits_cnn", "m4", ram=["80%"], strategies=["chen_greedy"], activations_only=True)
     assert only.iloc[0]["ram_budget_bytes"] == df.iloc[1]["ram_budget_bytes"] - one.ram.total
+    assert df.iloc[1]["status"] != "infeasible"
     assert only.iloc[0]["energy_j"] == df.iloc[1]["energy_j"]   # the arena's budget is the same
 
 

@@ -222,7 +222,7 @@ def lower(trace: JointTrace, name: str) -> Lowered:
     # Outputs held beside the arena: the loss and new buffer values (a parameter or optimizer
     # state updated in place is its own placeholder's storage; gradients are grad_bytes).
     in_place = set(trace.param_names) | set(trace.state_names)
-    outs = list(output.args[0])  # type: ignore[arg-type]
+    outs = list(output.args[0])
     G = len(trace.grad_names)
     kept = [outs[0]] + [o for o, nm in zip(outs[1 + G:], trace.update_names) if nm not in in_place]
     step_output_bytes = sum(opinfo.tensor_bytes(t) for o in kept if isinstance(o, torch.fx.Node)
