@@ -320,8 +320,7 @@ def compile(  # noqa: A001 - the product's verb
     ``time.perf_counter()`` instant the time limit counts from (default: the call; ``poetc
     compile`` passes its process's start). ``optimizer``: a ``torch.optim`` SGD/Adam/AdamW
     instance (read for its class and hyper-parameters) or a spec (``"sgd:lr=0.05,momentum=0.9"``,
-    ``"adam:lr=1e-3"``): the update becomes part of the step (docs/training.md).
-    ``train``: comma-separated
+    ``"adam:lr=1e-3"``): the update becomes part of the step (docs/training.md). ``train``: comma-separated
     parameter-name globs (``"classifier.*,*.bias"``); the others are frozen. ``effort`` (strategy "optimal"): the work
     the solve may spend, a preset (quick | default | thorough) or deterministic seconds;
     the same input, flags, version and ``threads`` then give the same schedule, unless

@@ -94,8 +94,7 @@ def register(app: typer.Typer) -> None:
             split_list(strategies, "strategies"), jobs=jobs, ray=ray, cache_dir=None if no_cache else cache,
             output=output, progress=not quiet, mode=mode, solver=solver, formulation=formulation,
             time_limit_s=time_limit, threads=threads, activations_only=activations_only, granularity=granularity,
-            batch=batch,
-            optimizer=optimizer, train=train,
+            batch=batch, optimizer=optimizer, train=train,
         )
         ok = int(df["status"].isin(["optimal", "feasible"]).sum())
         typer.echo(f"wrote {output}: {df.attrs['cells']} cells ({df.attrs['solved']} solved, "

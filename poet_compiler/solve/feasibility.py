@@ -272,7 +272,7 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
         # The cover's range only: on VGG16-CIFAR m4 70 % 1.0x the model's solve took 25 s
         # of wall for 5 units and gave the range the cover had given.
         dl = deadline(min(half, QUICK_SEARCH_S), model=False) if problem.deadline_s is not None else None
-        beside = f"beside the arena {problem.fixed.describe()}; " if problem.fixed.total else ""
+        beside = f"beside the arena: {problem.fixed.describe()}; " if problem.fixed.total else ""
         return Explanation(f"infeasible: RAM {format_bytes(problem.ram_budget_bytes)} < {ram} needed at {at} "
                            f"in mode {problem.mode} ({beside}{_node_clause(problem)})"
                            + _deadline_clause(dl, "; at this RAM"), extra)
