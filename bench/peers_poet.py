@@ -58,8 +58,9 @@ def poetc_side(graph: Path, ram: int, x: float, tmp: Path) -> dict:
     """``poetc compile`` of the graph file at ``ram`` bytes; its report."""
     out = tmp / "schedules" / f"{graph.stem}.poet"     # beside the graph, its report would overwrite it
     out.parent.mkdir(exist_ok=True)
+    # POET's budget is its activations' alone: --activations-only (its graphs carry no fixed bytes anyway).
     proc = subprocess.run([str(POETC), "compile", str(graph), "--ram", str(ram), "--deadline", f"{x:g}x",
-                           "-o", str(out), "--quiet"], capture_output=True, text=True)
+                           "--activations-only", "-o", str(out), "--quiet"], capture_output=True, text=True)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"poetc failed on {graph.name}: {proc.stderr.strip()}")
     return json.loads(out.with_suffix(".json").read_text())

@@ -37,6 +37,7 @@ from poet_compiler.solve.budgets import (
 )
 from poet_compiler.solve.options import DEFAULT_MEMORY_LIMIT, effort_note, effort_units, time_limit_and_effort
 from poet_compiler.solve.problem import MODES, Problem
+from poet_compiler.solve.ram import FixedRam, counted_ram, fixed_ram
 from poet_compiler.solve.result import Result
 from poet_compiler.solve.strategies import SolveOptions, get_strategy, run_strategy
 from poet_compiler.units import parse_duration, parse_memory_limit, parse_relative, parse_size
@@ -81,6 +82,10 @@ class Compilation:
     input_shapes: dict[str, list[int]] | None = None
     optimizer: str | None = None
     train: str | None = None
+    #: What the step keeps in RAM beside its arena on the device (parameters, gradients,
+    #: optimizer state, batch, outputs, runtime reserve), counted or not (``activations_only``).
+    ram: FixedRam = field(default_factory=FixedRam)
+    activations_only: bool = False
     _traced: TracedModel | None = field(default=None, repr=False)
     _retrace: Callable[[], TracedModel] | None = field(default=None, repr=False)
 
@@ -93,6 +98,12 @@ class Compilation:
     @property
     def program(self):
         return self.result.program
+
+    @property
+    def ram_split(self) -> dict[str, int | None]:
+        """RAM on the device, in bytes: the arena, parameters, gradients, optimizer state,
+        batch, outputs, the runtime's reserve and their total (``poetc inspect`` prints it)."""
+        return self.ram.split(self.result.arena_bytes)
 
     def training_step(self, *, page_file: str | Path | None = None,
                       page_dir: str | Path | None = None) -> TrainingStep:
@@ -124,7 +135,9 @@ class Compilation:
             checkpoint_all_peak_bytes=self.reference.peak_bytes,
             checkpoint_all_runtime_s=self.reference.runtime_s,
             checkpoint_all_energy_j=self.reference.energy_j,
-            count_fixed=self.problem.count_fixed,
+            activations_only=self.activations_only,
+            ram_split=self.ram_split,
+            device_ram_bytes=self.costs.ram_bytes,
             granularity=self.granularity,
             batch=self.batch,
             onnx_loss=self.onnx_loss,
@@ -266,7 +279,7 @@ def compile(  # noqa: A001 - the product's verb
     threads: int = 2,
     gap: float | None = None,
     effort: float | str | None = None,
-    count_fixed: bool = False,
+    activations_only: bool = False,
     granularity: str = "op",
     batch: int | None = None,
     progress: bool = False,
@@ -288,8 +301,12 @@ def compile(  # noqa: A001 - the product's verb
     the mode it is in (call ``model.train()`` first); ``name`` labels it in reports
     (default: its class name). Use :meth:`Compilation.training_step` to train it.
 
-    ``ram``: bytes, ``"256k"`` or ``"50%"`` of the checkpoint-all peak (default: the
-    device's RAM). ``deadline``: seconds, ``"120ms"`` or ``"1.5x"`` the compute-only
+    ``ram``: bytes, ``"256k"`` or ``"50%"`` (default: the device's RAM): what the step gets
+    on the device, its arena and everything it keeps beside it (parameters, gradients,
+    optimizer state, batch, outputs, the device runtime's reserve: ``Compilation.ram_split``);
+    ``"50%"`` is those fixed bytes plus half of checkpoint-all's activation peak.
+    ``activations_only``: the budget is the arena's alone (POET's convention, for comparisons
+    with the paper and its peers). ``deadline``: seconds, ``"120ms"`` or ``"1.5x"`` the compute-only
     step time (default: none). ``onnx_loss`` (cross_entropy | mse | sum) and
     ``input_shapes`` (input name -> shape) configure the ONNX frontend. ``gap``: stop
     once the schedule is proven within this relative gap of optimal (default: 0.001 on
@@ -299,8 +316,7 @@ def compile(  # noqa: A001 - the product's verb
     ``time.perf_counter()`` instant the time limit counts from (default: the call; ``poetc
     compile`` passes its process's start). ``optimizer``: a ``torch.optim`` SGD/Adam/AdamW
     instance (read for its class and hyper-parameters) or a spec (``"sgd:lr=0.05,momentum=0.9"``,
-    ``"adam:lr=1e-3"``): the update becomes part of the step (docs/training.md) and the
-    parameters and optimizer state count against ``ram``. ``train``: comma-separated
+    ``"adam:lr=1e-3"``): the update becomes part of the step (docs/training.md). ``train``: comma-separated
     parameter-name globs (``"classifier.*,*.bias"``); the others are frozen. ``effort`` (strategy "optimal"): the work
     the solve may spend, a preset (quick | default | thorough) or deterministic seconds
     (default: 0.3 per second of ``time_limit_s`` where it is given, else the ``default``
@@ -332,13 +348,14 @@ def compile(  # noqa: A001 - the product's verb
         costs = load_costs(graph, profile)
         stage("simulating checkpoint-all")
         ref = reference(graph, costs)
+        counted = counted_ram(graph, costs, activations_only)
         problem = Problem(
             graph=graph,
             costs=costs,
-            ram_budget_bytes=resolve_ram(ram, ref, costs, graph.fixed_bytes if count_fixed or graph.has_updates else 0),
+            ram_budget_bytes=resolve_ram(ram, ref, costs, counted.total),
             deadline_s=resolve_deadline(deadline, ref, costs),
             mode=mode,  # type: ignore[arg-type]
-            count_fixed=count_fixed,
+            fixed=counted,
         )
         t_costed = time.perf_counter()
         # --time-limit bounds the whole compile: the command's start (importing torch),
@@ -371,6 +388,7 @@ def compile(  # noqa: A001 - the product's verb
                        granularity=granularity, batch=batch, onnx_loss=onnx_loss,
                        input_shapes={k: list(v) for k, v in input_shapes.items()} if input_shapes else None,
                        optimizer=opt_spec.describe() if opt_spec is not None else None, train=train,
+                       ram=fixed_ram(graph, costs), activations_only=activations_only,
                        _traced=traced, _retrace=retrace)
 
 

@@ -103,6 +103,7 @@ def build_tasks(
     from poet_compiler.api import load_costs, resolve_graph
     from poet_compiler.frontends import training_options
     from poet_compiler.solve.budgets import reference, resolve_deadline, resolve_ram
+    from poet_compiler.solve.ram import fixed_ram
 
     opt, patterns = training_options(optimizer, train)
 
@@ -117,9 +118,9 @@ def build_tasks(
             ref_row = {"checkpoint_all_peak_bytes": ref.peak_bytes,
                        "checkpoint_all_runtime_s": ref.runtime_s,
                        "checkpoint_all_energy_j": ref.energy_j}
-            fixed = graph.fixed_bytes if spec.count_fixed or graph.has_updates else 0
+            ram_split = fixed_ram(graph, costs)
             for r in ram:
-                ram_bytes = resolve_ram(r, ref, costs, fixed)
+                ram_bytes = resolve_ram(r, ref, costs, 0 if spec.activations_only else ram_split.total)
                 for d in deadline:
                     deadline_s = resolve_deadline(d, ref, costs)
                     for label, name, cell_mode in parsed:
@@ -128,7 +129,7 @@ def build_tasks(
                         tasks.append(CellTask(
                             index=len(tasks), labels=labels, strategy=name, mode=cell_mode,
                             graph=graph, costs=costs, ram_budget_bytes=ram_bytes, deadline_s=deadline_s,
-                            spec=spec, reference=ref_row,
+                            spec=spec, reference=ref_row, ram=ram_split,
                             key=cell_key(sha, costs, ram_bytes, deadline_s, name, cell_mode, spec),
                         ))
     return tasks
@@ -152,7 +153,7 @@ def sweep(
     time_limit_s: float | None = None,
     effort: float | str | None = None,
     threads: int = 2,
-    count_fixed: bool = False,
+    activations_only: bool = False,
     granularity: str = "op",
     batch: int | None = None,
     optimizer: str | None = None,
@@ -166,6 +167,8 @@ def sweep(
     atomically after every finished cell, rows in grid order. ``df.attrs`` holds
     ``cells``, ``solved`` and ``cached`` (how many cells were solved vs read back).
     ``optimizer``/``train``: specs as ``poetc compile --optimizer/--train`` (docs/training.md).
+    ``ram``: budgets as :func:`poet_compiler.compile` reads them (what the step gets on the
+    device; ``activations_only``: the arena alone).
     """
     import pandas as pd
 
@@ -178,7 +181,7 @@ def sweep(
     if effort is not None:
         effort_units(effort, time_limit_s)   # a bad effort is refused before any tracing
     spec = SolveSpec(solver=solver, formulation=formulation, time_limit_s=time_limit_s, effort=effort,
-                     threads=int(threads), count_fixed=bool(count_fixed))
+                     threads=int(threads), activations_only=bool(activations_only))
     tasks = build_tasks(
         _as_list(models, "models"), _as_list(devices, "devices"), _as_list(ram, "RAM budgets"),
         _as_list(deadline, "deadlines"), _as_list(strategies, "strategies"),
@@ -226,7 +229,7 @@ def compare(
 
     Runs in this process with no cache unless ``jobs``/``ray``/``cache_dir`` say otherwise;
     other keyword arguments are those of :func:`poet_compiler.compile` (mode, solver,
-    formulation, time_limit_s, effort, threads, count_fixed, granularity, batch).
+    formulation, time_limit_s, effort, threads, activations_only, granularity, batch).
     """
     compile_kwargs.setdefault("jobs", 1)
     compile_kwargs.setdefault("cache_dir", None)

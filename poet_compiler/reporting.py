@@ -80,6 +80,31 @@ def time_split(report: dict[str, Any]) -> str | None:
     return f"{total:.1f} s: " + ", ".join(shown) if shown else f"{total:.1f} s"
 
 
+_SPLIT_LABELS = (("arena", "arena"), ("params", "parameters"), ("grads", "gradients"),
+                 ("optimizer_state", "optimizer state"), ("batch", "batch"), ("outputs", "outputs"),
+                 ("reserve", "runtime reserve"))
+
+
+def ram_text(report: dict[str, Any]) -> str | None:
+    """The RAM on the device in one line ("arena 194.9 KiB + parameters 20.7 KiB + ... =
+    246.3 KiB of the 256.0 KiB budget, which counts all of it"); None without ``ram_split``.
+    With ``activations_only`` the budget is the arena's and the line says so."""
+    split = report.get("ram_split")
+    if not isinstance(split, dict):
+        return None
+    parts = [f"{label} {format_bytes(split[key])}" for key, label in _SPLIT_LABELS if split.get(key)]
+    total = split.get("total")
+    line = " + ".join(parts) + (f" = {format_bytes(total)}" if total is not None else "")
+    budget = report.get("ram_budget_bytes")
+    if isinstance(budget, int):
+        line += (f"; the {format_bytes(budget)} budget covers the arena alone (--activations-only)"
+                 if report.get("activations_only") else f" of the {format_bytes(budget)} budget")
+    device = report.get("device_ram_bytes")
+    if isinstance(device, int):
+        line += f" (device RAM {format_bytes(device)})"
+    return line
+
+
 def report_figures(c: Compilation) -> list[tuple[str, bytes]]:
     """(caption, PNG) for the schedule grid and the memory plot; none without a program."""
     from poet_compiler.viz import plot_grid, plot_memory, png_bytes
@@ -101,6 +126,8 @@ def _data_uri(png: bytes) -> str:
 
 def _rows(report: dict[str, Any]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     main = [(k, fmt(k, report[k])) for k in SUMMARY_KEYS if k in report]
+    if (ram := ram_text(report)) is not None:
+        main.append(("RAM on the device", ram))
     rest = [(k, fmt(k, report[k])) for k in sorted(report) if k not in SUMMARY_KEYS]
     return main, rest
 

@@ -7,7 +7,7 @@
   ``poetc inspect`` and ``poetc plot`` validate it when they read it.
 * :class:`SweepRow` — one row of a sweep CSV (``poetc sweep``, ``compare(output=...)``):
   the cell's labels, the same report keys, the checkpoint-all reference and
-  ``count_fixed``. Empty cells are None; dict-valued figures are compact JSON text.
+  ``activations_only`` with the ``ram_split``. Empty cells are None; dict-valued figures are compact JSON text.
   :func:`read_sweep_csv` validates every row (``poetc plot SWEEP.csv``); a cached row
   that does not match is a cache miss (:class:`poet_compiler.sweeps.Cache`).
 
@@ -46,7 +46,15 @@ COMPILE_FIELDS: dict[str, tuple[Any, str]] = {
     "checkpoint_all_peak_bytes": (int, "Peak live bytes of checkpoint-all (the 100% of RAM budgets)."),
     "checkpoint_all_runtime_s": (float, "Step time of checkpoint-all (the 1x of deadlines)."),
     "checkpoint_all_energy_j": (float, "Energy of checkpoint-all."),
-    "count_fixed": (bool, "Whether parameters and gradients count against the RAM budget."),
+    "activations_only": (bool, "The RAM budget covers the arena alone (POET's convention, --activations-only); "
+                         "false: it covers everything the step keeps in RAM on the device (ram_split)."),
+    "ram_split": (dict[str, int | None], "RAM on the device, bytes: arena, params (parameters and buffers), grads "
+                  "(kept until the caller's update), optimizer_state, batch, outputs (loss, new buffer values), "
+                  "reserve (the device runtime's: stack, state, per-node tables, from the profile) and their total. "
+                  "Counted against ram_budget_bytes unless activations_only."),
+    "device_ram_bytes": (int | None, "The device profile's RAM (null: no device)."),
+    "count_fixed": (bool, "Reports written before activations_only: whether parameters, gradients, optimizer "
+                    "state and the batch counted against the RAM budget. No longer written."),
     "granularity": (str, "Graph granularity: op, module, layer (or auto's choice)."),
     "batch": (int | None, "The batch size, when the model was traced with one."),
     "onnx_loss": (str | None, "The loss appended to an ONNX inference graph."),
@@ -150,9 +158,10 @@ def _sweep_fields() -> dict[str, tuple[Any, Any]]:
             tp = Literal["optimal", "feasible", "infeasible", "timeout", "error"]
             field = Field(..., description=REPORT_DOCS["status"] + " error: the cell's input was refused.")
         out[name] = (_csv_type(tp), field)
-    for k in ("checkpoint_all_peak_bytes", "checkpoint_all_runtime_s", "checkpoint_all_energy_j", "count_fixed"):
+    for k in ("checkpoint_all_peak_bytes", "checkpoint_all_runtime_s", "checkpoint_all_energy_j", "activations_only",
+              "ram_split", "device_ram_bytes"):
         tp, doc = COMPILE_FIELDS[k]
-        out[k] = (tp | None, Field(None, description=doc))
+        out[k] = (_csv_type(tp), Field(None, description=doc))
     return out
 
 

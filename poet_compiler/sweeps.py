@@ -36,6 +36,7 @@ from poet_compiler.errors import PoetError
 from poet_compiler.fileio import atomic_write_text
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schemas import is_sweep_row
+from poet_compiler.solve.ram import FixedRam
 from poet_compiler.solve.strategies import SolveOptions
 
 Row = dict[str, Any]
@@ -46,16 +47,16 @@ FIGURE_COLUMNS = (
     "status", "energy_j", "runtime_s", "peak_ram_bytes", "arena_bytes", "ram_budget_bytes",
     "deadline_s", "lower_bound_j", "gap", "solve_time_s", "n_nodes", "n_compute", "n_page_in",
     "n_page_out", "solver", "formulation", "checkpoint_all_peak_bytes", "checkpoint_all_runtime_s",
-    "checkpoint_all_energy_j", "count_fixed", "message",
+    "checkpoint_all_energy_j", "activations_only", "ram_split", "device_ram_bytes", "message",
 )
 
 
 @dataclass(frozen=True)
 class SolveSpec(SolveOptions):
     """Options that change a cell's result (all of them go into the cache key): the
-    solver options plus whether the fixed bytes count against the budget."""
+    solver options plus whether the budget covers the arena alone (solve/ram.py)."""
 
-    count_fixed: bool = False
+    activations_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class CellTask:
     spec: SolveSpec
     reference: dict[str, Any] = field(default_factory=dict)
     key: str = ""
+    ram: FixedRam = field(default_factory=FixedRam)   # beside the arena on the device (solve/ram.py)
 
     def describe(self) -> str:
         lab = self.labels
@@ -172,7 +174,7 @@ def run_cell(task: CellTask) -> Row:
 
     problem = Problem(graph=task.graph, costs=task.costs, ram_budget_bytes=task.ram_budget_bytes,
                       deadline_s=task.deadline_s, mode=task.mode,  # type: ignore[arg-type]
-                      count_fixed=task.spec.count_fixed)
+                      fixed=FixedRam() if task.spec.activations_only else task.ram)
     opts = dataclasses.replace(task.spec, progress=False)  # workers never draw progress lines
     started = time.perf_counter()
     try:
@@ -183,7 +185,10 @@ def run_cell(task: CellTask) -> Row:
                   "solve_time_s": time.perf_counter() - started}
     row: Row = {k: _scalar(v) for k, v in report.items()}
     row.update(task.reference)
-    row["count_fixed"] = task.spec.count_fixed or task.graph.has_updates  # always with updates (docs/training.md)
+    row["activations_only"] = task.spec.activations_only
+    arena = report.get("arena_bytes")
+    row["ram_split"] = _scalar(task.ram.split(arena if isinstance(arena, int) else None))
+    row["device_ram_bytes"] = task.costs.ram_bytes
     row.update(task.labels)  # the user's spellings win over the solver's names
     row["mode"] = report.get("mode") or task.mode  # a baseline reports the mode it really solved
     return row

@@ -193,7 +193,7 @@ def torch_optim_steps(traced: TracedModel, steps: int, seed: int = 0
 
 
 def _verify_training(traced: TracedModel, program: Program, sim: Any, *, ram_budget_bytes: int | None,
-                     count_fixed: bool, page_file: str | Path | None, seed: int, steps: int) -> Verification:
+                     fixed_bytes: int, page_file: str | Path | None, seed: int, steps: int) -> Verification:
     spec = traced.optimizer
     assert spec is not None
     ref_losses, ref_model, opt, auto_wall = torch_optim_steps(traced, steps, seed)
@@ -226,7 +226,7 @@ def _verify_training(traced: TracedModel, program: Program, sim: Any, *, ram_bud
         max_abs_grad_diff=0.0, loss_bitwise=all(torch.equal(a, b) for a, b in zip(losses, ref_losses)),
         buffers_bitwise=buffers_ok, measured_peak_bytes=peak, simulated_peak_bytes=sim.peak_bytes,
         arena_bytes=program.arena_bytes, ram_budget_bytes=ram_budget_bytes,
-        fixed_bytes_counted=graph.fixed_bytes if count_fixed else 0,
+        fixed_bytes_counted=fixed_bytes,
         page_out_bytes=out_b, page_in_bytes=in_b,
         schedule_page_out_bytes=sim.page_out_bytes, schedule_page_in_bytes=sim.page_in_bytes,
         expected_page_out_bytes=exp_out, expected_page_in_bytes=exp_in,
@@ -237,10 +237,12 @@ def _verify_training(traced: TracedModel, program: Program, sim: Any, *, ram_bud
 
 
 def verify(traced: TracedModel, program: Program, costs: CostTable, *,
-           ram_budget_bytes: int | None = None, count_fixed: bool = False,
+           ram_budget_bytes: int | None = None, fixed_bytes: int = 0,
            page_file: str | Path | None = None, seed: int = 0, steps: int = 3) -> Verification:
     """Run both steps and the simulator; raise ScheduleError if the program is invalid.
-    ``steps``: with an optimizer in the step, how many steps of each are compared."""
+    ``fixed_bytes``: what ``ram_budget_bytes`` counts beside the live activations (the
+    report's ``ram_split`` less the arena; 0 with activations only). ``steps``: with an
+    optimizer in the step, how many steps of each are compared."""
     traced.require_weights("verify")
     graph = traced.graph
     if program.n_nodes != graph.n:
@@ -248,7 +250,7 @@ def verify(traced: TracedModel, program: Program, costs: CostTable, *,
                             f"traces to {graph.n} nodes (another model, granularity or batch?)")
     sim = simulate(graph, costs, program)
     if traced.optimizer is not None:
-        return _verify_training(traced, program, sim, ram_budget_bytes=ram_budget_bytes, count_fixed=count_fixed,
+        return _verify_training(traced, program, sim, ram_budget_bytes=ram_budget_bytes, fixed_bytes=fixed_bytes,
                                 page_file=page_file, seed=seed, steps=steps)
     ref_loss, ref_grads, ref_buffers, auto_wall = autograd_step(traced, seed=seed)
     with ScheduledStep(traced, program, page_file=page_file) as step:
@@ -278,7 +280,7 @@ def verify(traced: TracedModel, program: Program, costs: CostTable, *,
         buffers_bitwise=buffers_ok,
         measured_peak_bytes=stats.peak_bytes, simulated_peak_bytes=sim.peak_bytes,
         arena_bytes=program.arena_bytes, ram_budget_bytes=ram_budget_bytes,
-        fixed_bytes_counted=graph.fixed_bytes if count_fixed else 0,
+        fixed_bytes_counted=fixed_bytes,
         page_out_bytes=stats.page_out_bytes, page_in_bytes=stats.page_in_bytes,
         schedule_page_out_bytes=sim.page_out_bytes, schedule_page_in_bytes=sim.page_in_bytes,
         expected_page_out_bytes=exp_out, expected_page_in_bytes=exp_in,

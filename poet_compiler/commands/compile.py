@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from poet_compiler.errors import PoetError
-from poet_compiler.reporting import SUMMARY_KEYS, fmt, time_split
+from poet_compiler.reporting import SUMMARY_KEYS, fmt, ram_text, time_split
 from poet_compiler.training_options import OPTIMIZER_HELP, TRAIN_HELP
 
 
@@ -19,6 +19,8 @@ def print_summary(report: dict, console: Console | None = None) -> None:
     for key in SUMMARY_KEYS:
         if key in report and key not in ("message", "effort_note"):  # each printed on its own line
             table.add_row(key, fmt(key, report[key]))
+    if (ram := ram_text(report)) is not None:
+        table.add_row("RAM on the device", ram)   # what --ram covers (solve/ram.py)
     if (split := time_split(report)) is not None:
         table.add_row("time", split)     # the whole command, and which stage used it
     (console or Console()).print(table)
@@ -30,7 +32,10 @@ def register(app: typer.Typer) -> None:
         model: str = typer.Argument(..., help="zoo model name, poet-graph/1 .json file, or .onnx file"),
         device: str = typer.Option(None, "--device", "-d", help="device profile name or path (e.g. m4)"),
         ram: str = typer.Option(
-            None, "--ram", help="RAM budget: 256k, 256KiB, 1.5M, bytes, or 50% of the checkpoint-all peak"
+            None, "--ram",
+            help="RAM the training step gets on the device (arena, parameters, gradients, optimizer state, batch, "
+                 "outputs, runtime reserve): 256k, 256KiB, 1.5M, bytes, or 50% (the fixed bytes plus half of "
+                 "checkpoint-all's activation peak); default: the device's RAM"
         ),
         deadline: str = typer.Option(None, "--deadline", help="deadline: 120ms, 2s, or 1.5x the compute-only time"),
         mode: str = typer.Option("poet", "--mode", help="poet | remat | paging | none"),
@@ -76,9 +81,9 @@ def register(app: typer.Typer) -> None:
         input_shape: list[str] = typer.Option(
             [], "--input-shape", help="ONNX models: NAME=D0,D1,... for an input with symbolic dims (repeatable)"
         ),
-        count_fixed: bool = typer.Option(
-            False, "--count-fixed",
-            help="count params/grads/optimizer state/input in the RAM budget (always with --optimizer)"
+        activations_only: bool = typer.Option(
+            False, "--activations-only",
+            help="--ram covers the arena alone (POET's convention, to compare with the paper and its peers)"
         ),
         optimizer: str = typer.Option(
             None, "--optimizer", help=OPTIMIZER_HELP
@@ -101,7 +106,7 @@ def register(app: typer.Typer) -> None:
         c = compile_model(
             model, device, ram, deadline, mode=mode, strategy=strategy, solver=solver,
             formulation=formulation, time_limit_s=time_limit, threads=threads, gap=gap, effort=effort,
-            count_fixed=count_fixed, granularity=granularity, batch=batch,
+            activations_only=activations_only, granularity=granularity, batch=batch,
             progress=not (quiet or as_json), onnx_loss=loss, input_shapes=shapes, memory_limit=memory_limit,
             started=command_started(),   # the command's wall time is what --time-limit bounds
             optimizer=optimizer, train=train,

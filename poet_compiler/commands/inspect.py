@@ -13,7 +13,7 @@ import typer
 
 from poet_compiler.codegen.bytecode import decode, disassemble, header_figures
 from poet_compiler.errors import BytecodeError
-from poet_compiler.reporting import read_sidecar
+from poet_compiler.reporting import ram_text, read_sidecar
 
 
 def _read(path: Path) -> bytes:
@@ -48,6 +48,8 @@ def register(app: typer.Typer) -> None:
         for key, value in figures.items():
             typer.echo(f"  {key:<{width}}  {'-' if value is None else value}")
         if report is not None:
+            if (ram := ram_text(report)) is not None:
+                typer.echo(f"RAM on the device: {ram}")
             typer.echo(f"report {path.with_suffix('.json').name}")
             rwidth = max((len(k) for k in report), default=0)
             for key in sorted(report):

@@ -47,7 +47,8 @@ def register(app: typer.Typer) -> None:
             help="device profile(s), comma-separated (default: m4, or none for graphs with explicit costs)",
         ),
         ram: str = typer.Option(
-            None, "--ram", help="RAM budgets, comma-separated: 30%,50%,256k (default: the device RAM)"
+            None, "--ram",
+            help="RAM budgets as compile's --ram, comma-separated: 30%,50%,256k (default: the device RAM)"
         ),
         deadline: str = typer.Option(
             None, "--deadline", help="deadlines, comma-separated: 1x,1.5x,120ms (default: none)"
@@ -77,8 +78,9 @@ def register(app: typer.Typer) -> None:
             None, "--effort", help="per-cell work: quick | default | thorough, or deterministic seconds"
         ),
         threads: int = typer.Option(1, "--threads", help="solver threads per cell"),
-        count_fixed: bool = typer.Option(
-            False, "--count-fixed", help="count params/grads/optimizer state/input in the RAM budget"
+        activations_only: bool = typer.Option(
+            False, "--activations-only",
+            help="--ram covers the arena alone (POET's convention, to compare with the paper and its peers)"
         ),
         granularity: str = typer.Option("op", "--granularity", help="op | module"),
         batch: int = typer.Option(None, "--batch", help="batch size for zoo models"),
@@ -98,9 +100,8 @@ def register(app: typer.Typer) -> None:
             models, devices, split_list(ram, "ram", allow_none=True), split_list(deadline, "deadline", allow_none=True),
             split_list(strategies, "strategies"), jobs=jobs, ray=ray, cache_dir=None if no_cache else cache,
             output=output, progress=not quiet, mode=mode, solver=solver, formulation=formulation,
-            time_limit_s=time_limit, effort=effort, threads=threads, count_fixed=count_fixed, granularity=granularity,
-            batch=batch,
-            optimizer=optimizer, train=train,
+            time_limit_s=time_limit, effort=effort, threads=threads, activations_only=activations_only,
+            granularity=granularity, batch=batch, optimizer=optimizer, train=train,
         )
         ok = int(df["status"].isin(["optimal", "feasible"]).sum())
         typer.echo(f"wrote {output}: {df.attrs['cells']} cells ({df.attrs['solved']} solved, "

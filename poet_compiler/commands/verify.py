@@ -34,6 +34,17 @@ def _shared(expected: int, scheduled: int) -> str:
     return "" if expected == scheduled else f" = {_b(expected)} of distinct storage"
 
 
+def counted_beside_arena(side: dict, graph_fixed_bytes: int) -> int:
+    """What the sidecar's ``ram_budget_bytes`` counts beside the arena: its ``ram_split``
+    less the arena (nothing with ``activations_only``); a report written before the split
+    counted the graph's fixed bytes where it says ``count_fixed``."""
+    split = side.get("ram_split")
+    if split is not None:
+        beside = sum(v or 0 for k, v in split.items() if k not in ("arena", "total"))
+        return 0 if side.get("activations_only") else beside
+    return graph_fixed_bytes if side.get("count_fixed") else 0
+
+
 def register(app: typer.Typer) -> None:
     @app.command("verify")
     def verify_cmd(
@@ -93,7 +104,7 @@ def register(app: typer.Typer) -> None:
                                 f"{graph.nodes[bad].output_bytes} in {model}: the schedule is for another graph")
         budget = side.get("ram_budget_bytes")
         res = verify(traced, program, load_costs(graph, dev), ram_budget_bytes=budget,
-                     count_fixed=bool(side.get("count_fixed", False)), page_file=page_file, steps=steps)
+                     fixed_bytes=counted_beside_arena(side, graph.fixed_bytes), page_file=page_file, steps=steps)
         if as_json:
             typer.echo(json.dumps(res.report(), indent=1, sort_keys=True))
         else:
@@ -127,7 +138,7 @@ def register(app: typer.Typer) -> None:
                 (
                     "budget",
                     _b(res.ram_budget_bytes)
-                    + (f" (incl. {res.fixed_bytes_counted:,} B fixed)" if res.fixed_bytes_counted else ""),
+                    + (f" (incl. {res.fixed_bytes_counted:,} B beside the arena)" if res.fixed_bytes_counted else ""),
                 ),
                 (
                     "page file written",

@@ -96,6 +96,7 @@ def costs_for(graph: TrainingGraph, profile: DeviceProfile | None) -> CostTable:
         dma=profile.dma,
         device=profile.name,
         ram_bytes=profile.ram_bytes,
+        reserve_bytes=profile.reserve.bytes_for(graph.n) if profile.reserve is not None else 0,
         # a copy reads and writes each byte: twice the traffic (the compute model's B)
         move_s_per_byte=2.0 / profile.memory.bandwidth_bps,
         move_j_per_byte=2.0 * profile.memory.energy_j_per_byte,

@@ -24,6 +24,9 @@ class CostTable:
     dma: bool = False          # paging overlaps compute (stage time = max instead of sum)
     device: str = "explicit"   # profile name, or "explicit" when the graph carried every cost
     ram_bytes: int | None = None  # device RAM, the default budget when none is given
+    # RAM the device runtime keeps for itself with this graph (stack, runtime state, per-node
+    # tables: the profile's ``reserve``); counted against the budget unless activations only.
+    reserve_bytes: int = 0
     # A MOVE (arena compaction) copies a buffer inside RAM: it reads and writes every byte
     # at the profile's memory rates. A graph with explicit costs and no profile gives no
     # memory rates, so its moves cost nothing (the report still counts them).

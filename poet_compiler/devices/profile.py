@@ -94,6 +94,27 @@ class OpTableEntry(_Strict):
     compute_j: float = Field(ge=0, description="dynamic energy, J (static power is added separately)")
 
 
+class ReserveFigures(_Strict):
+    """RAM the device runtime keeps for itself beside the schedule's arena and the model's
+    arrays (parameters, gradients, optimizer state, batch, outputs), measured on the built
+    firmware (``make measure-reserve``). A graph of ``n`` nodes reserves
+    ``stack_bytes + state_bytes + per_node_bytes * n``."""
+
+    stack_bytes: int = Field(ge=0, description="the stack region the firmware's linker script reserves, bytes")
+    stack_high_water_bytes: int = Field(
+        ge=0, description="the deepest stack use measured (painted stack, under QEMU), bytes; stack_bytes is sized "
+                          "from it with a margin")
+    state_bytes: int = Field(
+        ge=0, description="runtime state, C library and driver statics: .data + .bss that are not the model's "
+                          "arrays nor per node, bytes")
+    per_node_bytes: int = Field(
+        ge=0, description="bytes per graph node: the runtime's where table and the driver's profiling counters")
+
+    def bytes_for(self, n_nodes: int) -> int:
+        """The reserve of a graph of ``n_nodes`` nodes."""
+        return self.stack_bytes + self.state_bytes + self.per_node_bytes * n_nodes
+
+
 class Measurement(_Strict):
     """How a measured profile (``poetc profile``) was obtained."""
 
@@ -113,7 +134,7 @@ class DeviceProfile(_Strict):
     format: Literal["poet-profile/1"]
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     description: str
-    ram_bytes: int = Field(gt=0, description="RAM available to training, bytes")
+    ram_bytes: int = Field(gt=0, description="RAM available to training, bytes (the default --ram)")
     flash_bytes: int = Field(gt=0, description="flash / SD / disk available for paging, bytes")
     page_size_bytes: int = Field(ge=1, description="paging granularity (sector/block): transfers round up to it")
     clock_hz: float | None = Field(default=None, gt=0, description="CPU (or accelerator) clock; informative")
@@ -127,6 +148,8 @@ class DeviceProfile(_Strict):
     static_power_w: float = Field(ge=0, description="power drawn for the whole step regardless of work, W")
     dma: bool = Field(description="paging transfers overlap compute")
     op_table: dict[str, OpTableEntry] = Field(default_factory=dict, description="measured costs keyed by op signature")
+    reserve: ReserveFigures | None = Field(
+        default=None, description="RAM the device runtime keeps for itself (stack, state), counted against --ram")
     measurement: Measurement | None = None
     sources: dict[str, Citation]
 

@@ -60,6 +60,7 @@ class GraphModel(_Strict):
     grad_bytes: int = Field(default=0, ge=0)
     optimizer_state_bytes: int = Field(default=0, ge=0)
     input_bytes: int = Field(default=0, ge=0)
+    step_output_bytes: int = Field(default=0, ge=0)
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -115,6 +116,7 @@ def graph_from_dict(data: Any, source: str = "graph") -> TrainingGraph:
         grad_bytes=model.grad_bytes,
         optimizer_state_bytes=model.optimizer_state_bytes,
         input_bytes=model.input_bytes,
+        step_output_bytes=model.step_output_bytes,
         extra=dict(model.extra),
     )
     try:
@@ -177,6 +179,8 @@ def graph_to_dict(graph: TrainingGraph) -> dict[str, Any]:
         "optimizer_state_bytes": graph.optimizer_state_bytes,
         "input_bytes": graph.input_bytes,
     }
+    if graph.step_output_bytes:
+        out["step_output_bytes"] = graph.step_output_bytes
     if graph.extra:
         out["extra"] = graph.extra
     return out

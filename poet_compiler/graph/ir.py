@@ -85,6 +85,10 @@ class TrainingGraph:
     grad_bytes: int = 0
     optimizer_state_bytes: int = 0
     input_bytes: int = 0
+    # The step's outputs held beside the arena, gradients aside: the loss and the buffers'
+    # new values (BatchNorm running statistics). Parameters and optimizer state updated in
+    # place are not counted again.
+    step_output_bytes: int = 0
     extra: dict[str, Any] = field(default_factory=dict, hash=False)
 
     # ---- structure -------------------------------------------------------------
@@ -149,9 +153,11 @@ class TrainingGraph:
 
     @property
     def fixed_bytes(self) -> int:
-        """Bytes that stay in RAM for the whole step: counted when the user asks, and
-        always where the graph has update nodes (docs/training.md)."""
-        return self.param_bytes + self.grad_bytes + self.optimizer_state_bytes + self.input_bytes
+        """Bytes the step keeps in RAM beside its arena for the whole step: parameters and
+        buffers, gradients, optimizer state, the batch and the outputs. Counted against the
+        RAM budget unless it covers activations only (docs/model.md, "RAM budget")."""
+        return (self.param_bytes + self.grad_bytes + self.optimizer_state_bytes + self.input_bytes
+                + self.step_output_bytes)
 
     def count(self, kind: str) -> int:
         return sum(1 for n in self.nodes if n.kind == kind)

@@ -48,7 +48,7 @@ def validate(graph: TrainingGraph) -> TrainingGraph:
                 v = getattr(node.cost, f)
                 if v is not None and (v < 0 or not math.isfinite(v)):
                     raise GraphError(f"{where}: cost.{f} must be a finite number >= 0")
-    for attr in ("param_bytes", "grad_bytes", "optimizer_state_bytes", "input_bytes"):
+    for attr in ("param_bytes", "grad_bytes", "optimizer_state_bytes", "input_bytes", "step_output_bytes"):
         if getattr(graph, attr) < 0:
             raise GraphError(f"graph {graph.name!r}: {attr} must be >= 0")
     return graph

@@ -37,8 +37,10 @@ def reference(graph: TrainingGraph, costs: CostTable) -> Reference:
 
 def resolve_ram(text: str | int | float | None, ref: Reference, costs: CostTable, fixed: int = 0) -> int:
     """Bytes for ``--ram``; None means the device's RAM size. A relative budget (``60%``)
-    is that share of checkpoint-all's activation peak, plus the ``fixed`` bytes counted
-    beside it (parameters, optimizer state, batch: docs/training.md)."""
+    is that share of checkpoint-all's activation peak plus the ``fixed`` bytes the budget
+    counts beside the arena (``FixedRam.total``: parameters, gradients, optimizer state,
+    batch, outputs, runtime reserve; 0 with activations only), so that its arena gets the
+    same bytes under either convention (solve/ram.py)."""
     if text is None:
         if costs.ram_bytes is None:
             raise BudgetError("no --ram given and the graph's costs name no device RAM size")

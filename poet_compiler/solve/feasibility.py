@@ -63,7 +63,7 @@ def working_set(problem: Problem) -> tuple[int, int]:
 
 
 def _fixed(problem: Problem) -> int:
-    return problem.graph.fixed_bytes if problem.count_fixed else 0
+    return problem.fixed.total
 
 
 def _deadline_too_short(problem: Problem) -> bool:
@@ -262,13 +262,20 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
         req = ram_requirement(problem, time_limit_s=time_limit_s if ws_limited else half, threads=threads)
     extra.set(min_ram_bytes=int(req.lower) if req.exact else None, min_ram_lower_bytes=int(req.lower))
     ram = format_bytes(req.lower) if req.exact else f"at least {format_bytes(req.lower)}"
+    if problem.activation_budget < 0:
+        # Below the fixed bytes alone: the split is the answer (bad input, one line).
+        return Explanation(f"infeasible: RAM {format_bytes(problem.ram_budget_bytes)} is below the "
+                           f"{format_bytes(problem.fixed.total)} the step keeps beside its arena "
+                           f"({problem.fixed.describe()}); the smallest RAM that can work is {ram} at {at} in mode "
+                           f"{problem.mode} ({_node_clause(problem)})", extra)
     if req.lower > problem.ram_budget_bytes:
         # The cover's range only: on VGG16-CIFAR m4 70 % 1.0x the model's solve took 25 s
         # of wall for 5 units and gave the range the cover had given.
         dl = deadline(min(half, QUICK_SEARCH_S), model=False) if problem.deadline_s is not None else None
+        beside = f"beside the arena: {problem.fixed.describe()}; " if problem.fixed.total else ""
         return Explanation(f"infeasible: RAM {format_bytes(problem.ram_budget_bytes)} < {ram} needed at {at} "
-                           f"in mode {problem.mode} ({_node_clause(problem)})" + _deadline_clause(dl, "; at this RAM"),
-                           extra)
+                           f"in mode {problem.mode} ({beside}{_node_clause(problem)})"
+                           + _deadline_clause(dl, "; at this RAM"), extra)
     dl = deadline(half)
     if dl is not None and dl.upper is not None:
         need = f"{dl.upper:.6g} s" if dl.exact else f"at least {dl.lower:.6g} s"

@@ -12,6 +12,7 @@ from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import Simulation, simulate
+from poet_compiler.solve.ram import FixedRam
 
 Mode = Literal["poet", "remat", "paging", "none"]
 MODES: tuple[str, ...] = ("poet", "remat", "paging", "none")
@@ -29,19 +30,19 @@ SMALL_GRAPH_NODES = 40
 class Problem:
     graph: TrainingGraph
     costs: CostTable
-    ram_budget_bytes: int          # for activations (see count_fixed)
+    ram_budget_bytes: int          # the arena plus what ``fixed`` counts beside it
     deadline_s: float | None = None  # None: no deadline
     mode: Mode = "poet"
-    count_fixed: bool = False      # also count params/grads/optimizer state/input in the budget
+    # What the budget counts beside the arena (solve/ram.py; the API and sweeps count the
+    # graph's fixed bytes and the device's reserve unless activations only). Default:
+    # nothing, the budget is the arena's.
+    fixed: FixedRam = FixedRam()
     # "sync" or "stage" (see ``synchronous``); None: chosen from the device and budgets at
     # construction, then kept by every derived problem (``dataclasses.replace``), so that a
     # relaxed deadline in the infeasibility analysis does not change the semantics.
     transfers: Literal["sync", "stage"] | None = None
 
     def __post_init__(self) -> None:
-        if self.graph.has_updates and not self.count_fixed:
-            # The step keeps parameters and optimizer state beside its arena (docs/training.md).
-            object.__setattr__(self, "count_fixed", True)
         if self.transfers is None:
             object.__setattr__(self, "transfers", "stage" if self.costs.dma and self.time_matters else "sync")
 
@@ -71,8 +72,9 @@ class Problem:
 
     @property
     def activation_budget(self) -> int:
-        """Bytes available to the schedule's tensors at every point."""
-        return self.ram_budget_bytes - (self.graph.fixed_bytes if self.count_fixed else 0)
+        """Bytes available to the schedule's tensors at every point: the budget less what
+        it counts beside the arena (may be negative: a budget below the fixed bytes)."""
+        return self.ram_budget_bytes - self.fixed.total
 
     @property
     def allows_remat(self) -> bool:

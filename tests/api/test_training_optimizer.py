@@ -31,7 +31,8 @@ def test_training_step_applies_the_update(make_opt) -> None:
                               strategy="chen_greedy", optimizer=make_opt(model.parameters()))
     assert c.result.ok, c.result.message
     assert c.graph.count("update") == sum(p.requires_grad for p in model.parameters())
-    assert c.problem.count_fixed and c.report()["optimizer"] == c.traced.optimizer.describe()
+    assert c.problem.fixed == c.ram and c.ram.optimizer_state > 0 and c.ram.grads == 0
+    assert c.report()["optimizer"] == c.traced.optimizer.describe()
     assert c.program.n_recompute > 0
     opt = make_opt([p for p in reference.parameters() if p.requires_grad])
     for group in opt.param_groups:

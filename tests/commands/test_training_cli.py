@@ -45,7 +45,10 @@ def test_compile_and_verify_with_update_and_subset(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     rep = json.loads(proc.stdout)
     assert rep["optimizer"] == "sgd:lr=0.05,momentum=0.9" and rep["train"] == "net.4.*,bias"
-    assert rep["count_fixed"] is True
+    split = rep["ram_split"]
+    assert rep["activations_only"] is False and split["optimizer_state"] > 0 and split["grads"] == 0
+    assert rep["ram_budget_bytes"] == sum(v for k, v in split.items() if k not in ("arena", "total")) \
+        + rep["checkpoint_all_peak_bytes"]   # 100 %: the fixed bytes plus the whole activation peak
     side = json.loads(out.with_suffix(".json").read_text())
     assert side["optimizer"] == rep["optimizer"]
     proc = run_poetc("verify", "mlp", "-s", str(out), "--steps", "3", "--json", cwd=tmp_path)

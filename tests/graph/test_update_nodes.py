@@ -61,7 +61,7 @@ def test_update_rules(change, message: str) -> None:
 def test_graph_file_with_updates_counts_fixed_bytes_and_keeps_the_order() -> None:
     g = graph_from_dict(GRAPH)
     c = pc.compile(g, None, 1100 + g.fixed_bytes, mode="remat", strategy="optimal", time_limit_s=10)
-    assert c.problem.count_fixed and c.problem.activation_budget == 1100
+    assert c.problem.fixed.total == g.fixed_bytes and c.problem.activation_budget == 1100
     assert c.result.ok, c.result.message
     # Never recomputed after the update: the simulator judged the program already.
     seen_update = False

@@ -33,6 +33,9 @@ def test_qemu_step_matches_pytorch(tmp_path: Path) -> None:
     assert fig["arena"] == fig["planned"] == emitted.arena_bytes
     assert (fig["paged_out"], fig["paged_in"]) == (emitted.page_out_bytes, emitted.page_in_bytes) != (0, 0)
     assert first.step_ticks > 0 and (first.node_ticks[first.node_runs > 0] > 0).all()
+    # The stack the m4 profile reserves holds the step (painted stack, high-water mark); when
+    # the kernels or the runtime change, `make measure-reserve` measures it again.
+    assert 0 < fig["stack"] < emitted.stack_bytes, (fig["stack"], emitted.stack_bytes)
     # -icount makes the count exact: a second run gives the same ticks, node by node
     second = runner.run_qemu(emitted.out_dir, tmp_path / "sd2", timeout=240)
     assert second.step_ticks == first.step_ticks

@@ -7,10 +7,12 @@
 :mod:`.run`), prints the firmware's RAM map, and ends with the line::
 
     device step on mps2-an386 (Cortex-M4): max rel grad diff X, loss diff Y,
-    arena N B (planned N B), paged out P B / in Q B, instructions I
+    arena N B (planned N B), paged out P B / in Q B, instructions I, firmware RAM R B of 262144 B
 
-(one line). Exit code 1 when the arena is not the planned one, the paging bytes differ
-from the schedule's, or the max rel grad diff exceeds 1e-4; 2 on bad input.
+(one line; R: .data + .bss + .stack of the linked ELF). Exit code 1 when the arena is not
+the planned one, the paging bytes differ from the schedule's, the max rel grad diff
+exceeds 1e-4, R exceeds the nRF52840's 262,144 B, or the stack's high-water mark reaches
+the stack reserved; 2 on bad input.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from poet_compiler.codegen.emit_c import run as runner
 from poet_compiler.codegen.emit_c.emit import emit_c, load_traced
-from poet_compiler.codegen.emit_c.ram_map import NRF52840_RAM, ram_map
+from poet_compiler.codegen.emit_c.ram_map import NRF52840_RAM, firmware_ram, ram_map
 from poet_compiler.errors import PoetError
 
 TOLERANCE = 1e-4
@@ -59,18 +61,26 @@ def main(argv: list[str] | None = None) -> int:
         ref64 = runner.float64_reference(tm)
         dev64 = max(runner.grad_diffs(tm, step.outputs, ref64).values())
         pt64 = max(runner.grad_diffs(tm, dict(zip(step.outputs, runner.reference(tm))), ref64).values())
-        ram = ram_map(emitted.out_dir / "build" / "step_m4.elf", emitted.out_dir / "manifest.json")
+        elf = emitted.out_dir / "build" / "step_m4.elf"
+        ram = ram_map(elf, emitted.out_dir / "manifest.json")
+        sections = firmware_ram(elf)
         fig = step.figures
         instructions = round(step.step_ticks * runner.instructions_per_tick())
-        total = sum(ram.values())
+        total = sections["total"]
         print(f"{args.model} with {args.schedule.name}: {emitted.n_nodes} nodes, {fig['computes']} computes "
-              f"({fig['computes'] - emitted.n_nodes} recomputed), firmware stack high-water {fig['stack']} B")
+              f"({fig['computes'] - emitted.n_nodes} recomputed), stack high-water {fig['stack']} B "
+              f"of {sections['.stack']} B")
         print(f"  gradients: {cmp.n_grads} tensors, worst {cmp.worst_grad} ({cmp.max_rel_grad_diff:.3g}); "
               f"against float64 PyTorch: device {dev64:.3g}, PyTorch float32 {pt64:.3g}; "
               f"buffer updates max rel diff {cmp.max_rel_update_diff:.3g}")
-        print("  RAM map (B): " + ", ".join(f"{k} {v:,}" for k, v in ram.items())
-              + f"; total {total:,} of an nRF52840's {NRF52840_RAM:,}")
+        print("  RAM map (B): " + ", ".join(f"{k} {v:,}" for k, v in ram.items() if v)
+              + f"; .data {sections['.data']:,} + .bss {sections['.bss']:,} + stack {sections['.stack']:,} "
+              f"= {total:,} of an nRF52840's {NRF52840_RAM:,}")
         problems = []
+        if total > NRF52840_RAM:
+            problems.append(f"firmware RAM {total} B > the nRF52840's {NRF52840_RAM} B")
+        if fig["stack"] >= sections[".stack"]:
+            problems.append(f"the stack's high-water mark {fig['stack']} B reaches the {sections['.stack']} B reserved")
         if fig["arena"] != fig["planned"] or fig["arena"] != emitted.arena_bytes:
             problems.append(f"arena {fig['arena']} B is not the planned {emitted.arena_bytes} B")
         if (fig["paged_out"], fig["paged_in"]) != (emitted.page_out_bytes, emitted.page_in_bytes):
@@ -84,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  FAIL: {p}")
         print(f"device step on {runner.BOARD} (Cortex-M4): max rel grad diff {cmp.max_rel_grad_diff:.2e}, "
               f"loss diff {cmp.loss_diff:.2e}, arena {fig['arena']} B (planned {emitted.arena_bytes} B), "
-              f"paged out {fig['paged_out']} B / in {fig['paged_in']} B, instructions {instructions}")
+              f"paged out {fig['paged_out']} B / in {fig['paged_in']} B, instructions {instructions}, "
+              f"firmware RAM {total} B of {NRF52840_RAM} B")
         return 1 if problems else 0
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from poet_compiler.codegen.emit_c import train as loop_tables
-from poet_compiler.codegen.emit_c.bundle import manifest_bytes, render_static, write_atomically
+from poet_compiler.codegen.emit_c.bundle import DEFAULT_STACK, manifest_bytes, render_static, write_atomically
 from poet_compiler.codegen.emit_c.csource import generate, input_bytes
 from poet_compiler.codegen.emit_c.errors import EmitError
 from poet_compiler.codegen.emit_c.resolve import resolve
@@ -29,6 +29,7 @@ class EmitResult:
     page_out_bytes: int
     page_in_bytes: int
     files: tuple[str, ...]
+    stack_bytes: int = DEFAULT_STACK   # the Cortex-M4 build's stack region
 
 
 def plan_for(program: Program, sizes: list[int]) -> tuple[list[int], int, int]:
@@ -63,6 +64,25 @@ def _read_schedule(schedule: Path) -> tuple[bytes, Any]:
         raise EmitError(f"{schedule}: {exc}") from None
 
 
+def firmware_stack(schedule: Path) -> tuple[int, str]:
+    """The Cortex-M4 build's stack region (bytes) and the profile it comes from: the
+    reserve of the schedule's device (its sidecar's) when that profile has one, else m4's
+    (the firmware is a Cortex-M4 one), else :data:`DEFAULT_STACK`."""
+    from poet_compiler.devices.profile import load_profile
+    from poet_compiler.errors import ProfileError
+    from poet_compiler.reporting import read_sidecar
+
+    device = (read_sidecar(Path(schedule)) or {}).get("device")
+    for name in dict.fromkeys([d for d in (device, "m4") if d and d != "explicit"]):
+        try:
+            reserve = load_profile(name).reserve
+        except ProfileError:
+            continue
+        if reserve is not None:
+            return reserve.stack_bytes, name
+    return DEFAULT_STACK, "m4"
+
+
 def load_traced(model: str, schedule: Path, optimizer: str | None = None, train: str | None = None) -> TracedModel:
     """The model traced the way the schedule was compiled (batch, ONNX options, optimizer
     and trained subset from the sidecar ``.json`` when there is one, unless given); op
@@ -85,10 +105,11 @@ def load_traced(model: str, schedule: Path, optimizer: str | None = None, train:
 
 
 def emit_c(model: str, schedule: Path, out_dir: Path, train_loop: TrainLoop | None = None, *,
-           optimizer: str | None = None, train: str | None = None) -> EmitResult:
+           optimizer: str | None = None, train: str | None = None, stack_bytes: int | None = None) -> EmitResult:
     """Write the C sources of one training step of ``model`` following ``schedule`` or, with
     ``train_loop``, of a firmware that trains it over data set files (:mod:`.train`)
-    (``optimizer``/``train``: as compiled, by default from the sidecar)."""
+    (``optimizer``/``train``: as compiled, by default from the sidecar; ``stack_bytes``: the
+    Cortex-M4 build's stack region, by default the profile's, :func:`firmware_stack`)."""
     if Path(out_dir).exists() and not Path(out_dir).is_dir():
         raise EmitError(f"{out_dir} exists and is not a directory")
     data, decoded = _read_schedule(schedule)
@@ -113,7 +134,9 @@ def emit_c(model: str, schedule: Path, out_dir: Path, train_loop: TrainLoop | No
     slots, out_b, in_b = plan_for(program, sizes)
     train_tables = loop_tables.tables(tm, res) if train_loop is not None else None
     src = generate(tm, res, data, arena_bytes=program.arena_bytes, flash_slots=slots, model_name=graph.name)
-    files = render_static(graph.name, Path(schedule).name, program.arena_bytes, train=train_loop is not None)
+    stack, stack_device = firmware_stack(schedule) if stack_bytes is None else (stack_bytes, "m4")
+    files = render_static(graph.name, Path(schedule).name, program.arena_bytes, train=train_loop is not None,
+                          stack=stack, device=stack_device)
     files.update({"model.h": src.model_h.encode(), "model.c": src.model_c.encode(),
                   "schedule.c": src.schedule_c.encode(),
                   "input.bin": input_bytes(tm, res, tm.example_inputs, tm.target)})
@@ -127,6 +150,7 @@ def emit_c(model: str, schedule: Path, out_dir: Path, train_loop: TrainLoop | No
         "schedule": Path(schedule).name,
         "n_nodes": graph.n,
         "arena_bytes": program.arena_bytes,
+        "stack_bytes": stack,
         "n_instructions": len(program.instructions),
         "page_out_bytes": out_b,
         "page_in_bytes": in_b,
@@ -143,4 +167,4 @@ def emit_c(model: str, schedule: Path, out_dir: Path, train_loop: TrainLoop | No
         manifest["train"] = loop_tables.manifest_part(train_tables, train_loop)
     files["manifest.json"] = manifest_bytes(manifest)
     write_atomically(Path(out_dir), files)
-    return EmitResult(Path(out_dir), graph.n, program.arena_bytes, out_b, in_b, tuple(sorted(files)))
+    return EmitResult(Path(out_dir), graph.n, program.arena_bytes, out_b, in_b, tuple(sorted(files)), stack)

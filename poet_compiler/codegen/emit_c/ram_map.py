@@ -19,16 +19,19 @@ NRF52840_RAM = 256 * 1024
 RAM_START = 0x20000000
 
 
-def ram_map(elf: Path, manifest_path: Path) -> dict[str, int]:
-    """Bytes of RAM per class: arena, params, grads, outputs (loss + buffer updates),
-    buffers, batch, runtime (where table + poet_prog), profiling, other, stack."""
+#: Symbols of the runtime and driver that take one entry per graph node: the runtime's
+#: ``where`` table and the driver's profiling counters (the profile's reserve.per_node_bytes).
+PER_NODE_SYMBOLS = ("model_where", "node_ticks", "node_runs")
+
+
+def ram_symbols(elf: Path, manifest_path: Path) -> list[tuple[str, str, int]]:
+    """``(name, class, bytes)`` of every data/bss symbol of the linked ELF in RAM."""
     manifest = json.loads(Path(manifest_path).read_text())
     grads = {f"out_{k}" for k, o in enumerate(manifest["outputs"]) if o["role"] == "grad"}
     classes = manifest.get("train", {}).get("ram_classes", {})
     out = subprocess.run(["arm-none-eabi-nm", "-S", "-t", "d", str(elf)], capture_output=True, text=True,
                          check=True).stdout
-    sizes = dict.fromkeys(("arena", "params", "grads", "outputs", "buffers", "optimizer_state", "batch", "runtime",
-                           "profiling", "other"), 0)
+    found = []
     for line in out.splitlines():
         parts = line.split()
         if len(parts) != 4:
@@ -36,7 +39,18 @@ def ram_map(elf: Path, manifest_path: Path) -> dict[str, int]:
         addr, size, kind, name = int(parts[0]), int(parts[1]), parts[2], parts[3]
         if addr < RAM_START or kind.lower() not in ("b", "d"):
             continue
-        sizes[classes.get(name) or _classify(name, grads)] += size
+        found.append((name, classes.get(name) or _classify(name, grads), size))
+    return found
+
+
+def ram_map(elf: Path, manifest_path: Path) -> dict[str, int]:
+    """Bytes of RAM per class: arena, params, grads, outputs (loss + buffer updates),
+    buffers, batch, runtime (where table + poet_prog), profiling, scratch (outputs no op
+    reads), other (C library, driver), stack."""
+    sizes = dict.fromkeys(("arena", "params", "grads", "outputs", "buffers", "optimizer_state", "batch", "runtime",
+                           "profiling", "scratch", "other"), 0)
+    for _, cls, size in ram_symbols(elf, manifest_path):
+        sizes[cls] += size
     sections = subprocess.run(["arm-none-eabi-size", "-A", "-d", str(elf)], capture_output=True, text=True,
                               check=True).stdout
     for line in sections.splitlines():
@@ -78,4 +92,6 @@ def _classify(name: str, grads: set[str]) -> str:
         return "runtime"
     if name in ("node_ticks", "node_runs"):
         return "profiling"
+    if name.startswith(("scratch_", "pre_")):
+        return "scratch"
     return "other"

@@ -16,9 +16,9 @@ trained on the host on those digits and the device fine-tunes it on ``--classes`
 (``device fine-tuning ...`` line, accuracy before -> after, and every parameter the
 schedule does not train must come back bit-identical).
 
-Exit code 1 when A < --min-accuracy, D > --tolerance, R > 262,144 B, the arena is not
-the planned one, a frozen parameter changed, or a --require-* property of the schedule
-does not hold; 2 on bad input.
+Exit code 1 when A < --min-accuracy, D > --tolerance, R > 262,144 B, the stack's
+high-water mark reaches the stack reserved, the arena is not the planned one, a frozen
+parameter changed, or a --require-* property of the schedule does not hold; 2 on bad input.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             recomputed = fig["step_computes"] - emitted.n_nodes
             print(f"{args.model} with {args.schedule.name}: {emitted.n_nodes} nodes, {fig['step_computes']} computes "
                   f"a step ({recomputed} recomputed), paged out {fig['step_paged_out']} B / "
-                  f"in {fig['step_paged_in']} B a step; stack high-water {fig['stack']} B")
+                  f"in {fig['step_paged_in']} B a step; stack high-water {fig['stack']} B of {sections['.stack']} B")
             print(f"  instructions: {round(fig['train_ticks'] * ipt):,} training ({round(fig['step_ticks'] * ipt):,} "
                   f"the first step), {round(fig['eval_ticks'] * ipt):,} held-out accuracy (twice); "
                   f"QEMU wall {run.wall_s:.1f} s")
@@ -149,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"= {ram_total:,} of an nRF52840's {NRF52840_RAM:,}")
             if ram_total > NRF52840_RAM:
                 problems.append(f"firmware RAM {ram_total} B > {NRF52840_RAM} B")
+            if fig["stack"] >= sections[".stack"]:
+                problems.append(f"the stack's high-water mark {fig['stack']} B reaches the "
+                                f"{sections['.stack']} B reserved")
         print(f"  loss: first {run.losses[0]:.6f}, last {run.losses[-1]:.6f}; PyTorch float32 over the first {n_ref} "
               f"steps: max rel diff {diff:.2e}")
         if fig["arena"] != fig["planned"] or fig["arena"] != emitted.arena_bytes:

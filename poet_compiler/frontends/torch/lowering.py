@@ -219,6 +219,14 @@ def lower(trace: JointTrace, name: str) -> Lowered:
     ph_bytes = [sum(opinfo.tensor_bytes(t) for t in opinfo.tensors_in(p.meta.get("val"))) for p in placeholders]
     S = len(trace.state_names)
     updates = any(n.kind == "update" for n in graph_nodes)
+    # Outputs held beside the arena: the loss and new buffer values (a parameter or optimizer
+    # state updated in place is its own placeholder's storage; gradients are grad_bytes).
+    in_place = set(trace.param_names) | set(trace.state_names)
+    outs = list(output.args[0])
+    G = len(trace.grad_names)
+    kept = [outs[0]] + [o for o, nm in zip(outs[1 + G:], trace.update_names) if nm not in in_place]
+    step_output_bytes = sum(opinfo.tensor_bytes(t) for o in kept if isinstance(o, torch.fx.Node)
+                            for t in opinfo.tensors_in(o.meta.get("val")))
     graph = TrainingGraph(
         name=name, nodes=tuple(graph_nodes),
         param_bytes=sum(ph_bytes[:P + B - S]),
@@ -226,8 +234,8 @@ def lower(trace: JointTrace, name: str) -> Lowered:
         grad_bytes=0 if updates else sum(ph_bytes[:P]),
         optimizer_state_bytes=sum(ph_bytes[P + B - S:P + B]),
         input_bytes=sum(ph_bytes[P + B:]),
+        step_output_bytes=step_output_bytes,
     )
-    _ = output
     return Lowered(graph=validate(graph), node_fx=tuple(tuple(f) for f in node_fx),
                    prelude_fx=tuple(n.name for n in prelude), fx_owner=fx_owner)
 

@@ -111,7 +111,9 @@ def test_compile_then_verify_onnx(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert rc == 0, out
     rep = json.loads(out)
     assert rep["status"] in ("optimal", "feasible") and rep["peak_ram_bytes"] <= rep["ram_budget_bytes"]
-    assert rep["ram_budget_bytes"] < rep["checkpoint_all_peak_bytes"]
+    # 85 %: the arena gets 85 % of checkpoint-all's peak beside what the budget counts with it.
+    beside = sum(v for k, v in rep["ram_split"].items() if k not in ("arena", "total"))
+    assert rep["ram_budget_bytes"] - beside < rep["checkpoint_all_peak_bytes"]
     assert sched.is_file() and sched.with_suffix(".json").is_file()
 
     rc = main(["verify", str(src), "--schedule", str(sched), "--json"])

@@ -270,6 +270,11 @@ def test_state_is_counted_and_the_copy_is_independent() -> None:
     ref = copy.deepcopy(model)
     tm = trace(model, parse_optimizer("adam:lr=0.01"))
     assert {n.rpartition("@")[2] for n in tm.state_names} == {"exp_avg", "exp_avg_sq", "step"}
-    assert tm.graph.fixed_bytes == tm.graph.param_bytes + tm.graph.optimizer_state_bytes + tm.graph.input_bytes
+    # Outputs beside the arena: the loss and BatchNorm's new statistics (not the parameters and
+    # state, updated in place).
+    bn = sum(b.numel() * b.element_size() for b in model.buffers())
+    assert tm.graph.grad_bytes == 0 and tm.graph.step_output_bytes == 4 + bn
+    assert tm.graph.fixed_bytes == tm.graph.param_bytes + tm.graph.optimizer_state_bytes + tm.graph.input_bytes \
+        + tm.graph.step_output_bytes
     # Tracing reads the module; it does not train it.
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), ref.parameters()))
