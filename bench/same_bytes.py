@@ -9,7 +9,8 @@ A refactor that changes no byte of any cell has changed no behaviour the cells s
 (docs/optimizer.md, "Work, not the clock": the same input, flags and version give the
 same bytes on any load). ``--before``/``--after`` name a git revision (exported with
 ``git archive`` to ``--work``; its rows are cached there, by commit, since they cannot
-change) or ``.``, this working tree as it is (never cached). Both run with this
+change: by the digest of what a compile reads, :data:`INPUTS`) or ``.``, this working
+tree as it is (never cached). Both run with this
 interpreter and ``PYTHONPATH`` set to the checkout, each cell in a fresh child process.
 
 Cells (``--cells`` selects by name; ``--quick`` takes those marked quick):
@@ -129,8 +130,14 @@ def _git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
 
 
+# What a compile reads: a revision's rows are cached under the digest of these trees, so
+# that commits which change only benches or docs share them.
+INPUTS = ("poet_compiler", "models", "profiles", "tests/support", "tests/regressions")
+
+
 def checkout(rev: str, work: Path) -> tuple[Path, str | None]:
-    """The directory of revision ``rev`` (exported once) and its commit, or this tree for ``.``."""
+    """The directory of revision ``rev`` (exported once) and the digest of its :data:`INPUTS`
+    (the cache key), or this tree for ``.`` (never cached)."""
     if rev == ".":
         return ROOT, None
     sha = _git("rev-parse", f"{rev}^{{commit}}")
@@ -139,7 +146,8 @@ def checkout(rev: str, work: Path) -> tuple[Path, str | None]:
         root.mkdir(parents=True, exist_ok=True)
         archive = subprocess.run(["git", "archive", sha], cwd=ROOT, check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
-    return root, sha
+    key = digest([_git("rev-parse", f"{sha}:{path}") for path in INPUTS])
+    return root, key
 
 
 def run_cell(cell: str, root: Path, dags: dict[str, Path]) -> dict:
@@ -175,7 +183,7 @@ def run_cell(cell: str, root: Path, dags: dict[str, Path]) -> dict:
 
 
 def cached_cell(cell: str, root: Path, sha: str | None, dags: dict[str, Path], work: Path) -> dict:
-    """:func:`run_cell`, from the cache when ``sha`` (a commit) has run it before."""
+    """:func:`run_cell`, from the cache when a revision with the same inputs (``sha``) ran it."""
     path = work / "rows" / f"{sha}_{cell}.json" if sha else None
     if path is not None and path.exists():
         return {**json.loads(path.read_text()), "cached": True}
@@ -236,8 +244,8 @@ def main() -> int:
         if not same and args.show_diff and "figures" in before and "figures" in after:
             for line in _diff(before["figures"], after["figures"])[:40]:
                 print("   ", line)
-    names = [f"{args.before} ({sides[0][1][:7] if sides[0][1] else 'working tree'})",
-             f"{args.after} ({sides[1][1][:7] if sides[1][1] else 'working tree'})"]
+    names = [args.before if args.before != "." else "the working tree",
+             args.after if args.after != "." else "the working tree"]
     if args.out:
         write_rows(args.out, rows, [
             f"# Same bytes: {names[0]} against {names[1]} (bench/same_bytes.py)", "",
