@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 from poet_compiler.schedule.program import Program
@@ -243,6 +245,63 @@ class ResultExtra:
 
 FIELDS = tuple(f for f in dataclasses.fields(ResultExtra) if not f.name.startswith("_"))
 FIELD_NAMES = frozenset(f.name for f in FIELDS)
+
+
+class Notes(Mapping[str, Any]):
+    """Report fields (names of :class:`ResultExtra`) a stage hands on, frozen: every change
+    is a new value. The stages of ``strategy="optimal"`` return them in their outcomes and
+    the driver turns the last one into the Result's ``extra`` (:meth:`extra`) once, at the
+    end. The same rules as ResultExtra's: an unknown name is a ``TypeError``; a field set
+    to None is set (the report shows ``null``)."""
+
+    __slots__ = ("_fields",)
+    _fields: MappingProxyType[str, Any]
+
+    def __init__(self, fields: Mapping[str, Any] | None = None) -> None:
+        items = dict(fields or {})
+        unknown = sorted(set(items) - FIELD_NAMES)
+        if unknown:
+            raise TypeError(f"ResultExtra has no field {', '.join(unknown)}")
+        object.__setattr__(self, "_fields", MappingProxyType(items))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Notes are frozen: use set() or merge(), which return new Notes")
+
+    def __getitem__(self, name: str) -> Any:
+        return self._fields[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+    def __repr__(self) -> str:
+        return f"Notes({dict(self._fields)!r})"
+
+    @classmethod
+    def of(cls, extra: ResultExtra) -> Notes:
+        """The set fields of ``extra``."""
+        return cls({name: getattr(extra, name) for name in extra.names()})
+
+    def set(self, **values: Any) -> Notes:
+        """These notes with ``values`` set (as :meth:`ResultExtra.set`)."""
+        return Notes({**self._fields, **values})
+
+    def merge(self, other: Mapping[str, Any], *, overwrite: bool = True, **values: Any) -> Notes:
+        """These notes with ``other``'s fields (``overwrite=False``: only those not set
+        here), then ``values`` set (as :meth:`ResultExtra.merge`)."""
+        merged = {**self._fields, **other} if overwrite else {**other, **self._fields}
+        return Notes({**merged, **values})
+
+    def without(self, name: str) -> Notes:
+        return Notes({k: v for k, v in self._fields.items() if k != name})
+
+    def extra(self) -> ResultExtra:
+        """A ResultExtra with exactly these fields set."""
+        out = ResultExtra()
+        out.set(**self._fields)
+        return out
 # Report keys that are measured wall times, not results: Result.solve_time_s and the
 # ResultExtra fields declared with ``metadata=MEASURED``.
 MEASURED_KEYS = frozenset({"solve_time_s", *(f.name for f in FIELDS if f.metadata.get("measured"))})

@@ -25,9 +25,7 @@ from poet_compiler.solve.result import Result
 
 
 def _optimal(problem: Problem, opts: SolveOptions) -> Result:
-    return milp.solve_milp(problem, solver=opts.solver, formulation=opts.formulation, time_limit_s=opts.time_limit_s,
-                           stated_limit_s=opts.stated_limit_s, effort=opts.effort, threads=opts.threads,
-                           progress=opts.progress, gap_limit=opts.gap_limit)
+    return milp.solve_milp(problem, opts)
 
 
 #: The baselines that reach the MILP, (Problem, SolveOptions) -> Result: its optimum in

@@ -22,9 +22,10 @@ def _fragmenting():
     """A 9-node problem whose optimum (25.175 J) has live bytes within the budget (24,576
     of 25,292 B) and no static arena that fits (25,600 B)."""
     from poet_compiler.solve.milp import solve_milp
+    from poet_compiler.solve.options import SolveOptions
 
     problem = training_problem(3, 4, "remat", slack=0.3)
-    schedule = solve_milp(problem, time_limit_s=60).schedule
+    schedule = solve_milp(problem, SolveOptions(time_limit_s=60)).schedule
     assert schedule is not None
     program = remove_pointless_work(problem.graph, linearize(problem.graph, schedule, mode=problem.mode))
     return problem, schedule, program

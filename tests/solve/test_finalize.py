@@ -9,6 +9,7 @@ from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.problem import Problem
+from poet_compiler.solve.tuning import TUNING
 from tests.support.graphs import (
     cost_table_from_graph,
     forward_backward_chain,
@@ -94,4 +95,4 @@ def test_the_harder_plan_runs_only_where_the_exact_packing_does(monkeypatch, exa
     res = finalize(problem, as_program(problem, optimum[1]), strategy="t", arena_time_s=30.0)
     assert res.ok and res.arena_bytes <= problem.activation_budget
     assert res.program.meta["arena_order"] == "compacted"
-    assert efforts == ([0, fin.ARENA_RETRY_EFFORT] if exact_max else [0])
+    assert efforts == ([0, TUNING.arena_retry_effort] if exact_max else [0])

@@ -15,6 +15,7 @@ import pytest
 from poet_compiler.solve.backends import BackendOptions, cpsat, solve_model
 from poet_compiler.solve.formulation.fast import build_fast
 from poet_compiler.solve.milp import solve_milp
+from poet_compiler.solve.options import SolveOptions
 from tests.support.graphs import training_problem
 
 
@@ -33,7 +34,7 @@ def test_an_aborting_cpsat_is_a_timeout_status(monkeypatch) -> None:
 def test_an_aborting_cpsat_leaves_the_heuristics_answer(monkeypatch) -> None:
     problem = training_problem(1, 3, "remat", slack=0.3)
     monkeypatch.setattr(cpsat, "solve_cpsat_here", _abort)
-    res = solve_milp(problem, solver="cpsat", time_limit_s=20)
+    res = solve_milp(problem, SolveOptions(solver="cpsat", time_limit_s=20))
     # The process lives on and answers with the best heuristic schedule (which the
     # eviction-cover bound may still prove optimal: it does not need the MILP).
     assert res.ok and res.energy_j is not None

@@ -151,9 +151,9 @@ class Trial:
                            runtime_s=fig.runtime_s, peak_ram_bytes=fig.peak_bytes)
         # A plan that breaks a rule is a bug (finalize raises InternalError); one that misses
         # the budget, the deadline or (fragmentation) the arena comes back "infeasible".
-        result = finalize(problem, plan, strategy=strategy, status="feasible",
-                          solve_time_s=time.perf_counter() - self.started, message=note)
-        if not result.ok and not result.message.startswith(f"{strategy}: "):
+        result = finalize(problem, plan, strategy=strategy, status="feasible", message=note)
+        result.solve_time_s = time.perf_counter() - self.started
+        if not result.ok:
             result.message = f"{strategy}: {result.message}"   # e.g. arena fragmentation
         return result
 
