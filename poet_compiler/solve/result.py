@@ -75,9 +75,9 @@ class ResultExtra:
     effort_used: float | None = None
     """The solve's effort (--effort, in deterministic seconds) and what it spent of it."""
     time_limit_s: float | None = None
+    time_limit_given: bool | None = None
     """The wall cap of the whole compile (--time-limit, or its 600 s default) and whether the
     user gave it: an explicit limit without --effort sets the effort (0.3 units per second)."""
-    time_limit_given: bool | None = None
     effort_note: str | None = field(default=None, metadata=MEASURED)
     """Set where effort ended the solve well inside the time limit: how long it took of the
     limit, and what searches further (solve/options.py, effort_note)."""
