@@ -32,8 +32,9 @@ Cells (``--cells`` selects by name; ``--quick`` takes those marked quick):
 
 The report digest is the sha256 of the report JSON (``--json``) less its measured keys
 (``solve/result.py``: ``MEASURED_KEYS``, the wall times) and the output path
-(``schedule_file``); ``--show-diff`` prints the keys that differ. Writes ``OUT.jsonl``
-and ``OUT.md`` with ``-o``; exits 1 when any cell differs.
+(``schedule_file``); ``--show-diff`` prints the keys that differ; ``--ignore KEY,...`` leaves
+keys out of both sides' digests (a commit that removes a report key on purpose). Writes
+``OUT.jsonl`` and ``OUT.md`` with ``-o``; exits 1 when any cell differs.
 """
 
 from __future__ import annotations
@@ -194,6 +195,18 @@ def cached_cell(cell: str, root: Path, sha: str | None, dags: dict[str, Path], w
     return row
 
 
+def _without(row: dict, ignored: set[str]) -> dict:
+    """``row`` with its report digest taken without the ``ignored`` keys."""
+    fig = row.get("figures")
+    if fig is None:
+        return row
+    if "reports" in fig:   # the random cell: one digest of every report
+        reports = [{k: v for k, v in r.items() if k not in ignored} for r in fig["reports"]]
+        return {**row, "report": digest(reports), "figures": {**fig, "reports": reports}}
+    kept = {k: v for k, v in fig.items() if k not in ignored}
+    return {**row, "report": digest(kept), "figures": kept}
+
+
 def _diff(a: object, b: object, where: str = "") -> list[str]:
     if isinstance(a, dict) and isinstance(b, dict):
         return [d for k in sorted(set(a) | set(b), key=str) for d in _diff(a.get(k), b.get(k), f"{where}.{k}")]
@@ -212,6 +225,8 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "poetc-same-bytes",
                     help="where revisions are exported and their rows cached")
     ap.add_argument("--show-diff", action="store_true", help="print the report keys that differ")
+    ap.add_argument("--ignore", default="", help="report keys left out of the digests (KEY,KEY: a commit that "
+                    "drops or adds a report key on purpose)")
     ap.add_argument("-o", "--out", type=Path)
     args = ap.parse_args()
     cells = list(QUICK) if args.quick else args.cells.split(",")
@@ -228,6 +243,9 @@ def main() -> int:
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         done = list(pool.map(lambda job: cached_cell(job[0], sides[job[1]][0], sides[job[1]][1], dags, args.work),
                              jobs))
+    ignored = {k for k in args.ignore.split(",") if k}
+    if ignored:
+        done = [_without(row, ignored) for row in done]
     rows, same_all = [], True
     for k, cell in enumerate(cells):
         before, after = done[2 * k], done[2 * k + 1]

@@ -130,9 +130,7 @@ class ResultExtra:
     presence: dict[str, Any] | None = None
     """The presence bound (solve/presence.py): ``bound_j`` (valid at this budget),
     ``closed`` (solved to optimality or within the gap of its best solution), ``pairs``
-    (its size: (tensor, point) pairs), ``message``, ``waited_near`` (the stage waited past
-    its share for a search near its own optimum: presence_stage.NEAR_GAP); or ``skipped``
-    and why."""
+    (its size: (tensor, point) pairs), ``message``; or ``skipped`` and why."""
     presence_solve_s: float | None = field(default=None, metadata=MEASURED)
     """The presence model's solver time."""
     full_model_skipped: bool | None = None
@@ -166,10 +164,8 @@ class ResultExtra:
     """The program family of the schedule: ``stage`` (overlapped DMA) or ``sync``."""
     family_energy_j: dict[str, float | None] | None = None
     """Energy of each family's schedule when both were searched."""
-    proven_infeasible: bool | None = None
-    """Steers the driver: infeasibility is proven (not an arena that never fit, not a timeout)."""
     infeasible_proof: str | None = None
-    """What proved it: the eviction-cover bound or the solver."""
+    """What proved the budget infeasible: the eviction-cover bound or the solver."""
 
     # -- the infeasibility explanation (solve/feasibility.py) ---------------------------
     min_ram_bytes: int | None = None

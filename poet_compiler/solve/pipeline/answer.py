@@ -223,8 +223,7 @@ def union(stage: Answer, sync: Answer) -> Answer:
     if not solved:
         out = stage if empty[0] or not empty[1] else sync
         if not all(empty):
-            # only one family is proven empty
-            out = dataclasses.replace(out, proven=False, notes=out.notes.without("proven_infeasible"))
+            out = dataclasses.replace(out, proven=False)   # only one family is proven empty
         from_stage = empty[0] or not empty[1]
     else:
         best = min(solved, key=lambda r: r.energy_j or 0.0)

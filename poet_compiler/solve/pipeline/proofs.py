@@ -32,6 +32,5 @@ def infeasible(ctx: Context, reserve: int, notes: Notes, proof: str) -> Answer:
     with ctx.stage("infeasibility"):
         why = ctx.steps.explain_infeasible(problem, time_limit_s=max(ctx.left(), ctx.tuning.last_step_min_s),
                                            threads=ctx.options.threads)
-    return no_schedule("infeasible", why.message, notes.merge(Notes.of(why.extra), proven_infeasible=True,
-                                                                  infeasible_proof=proof),
+    return no_schedule("infeasible", why.message, notes.merge(Notes.of(why.extra), infeasible_proof=proof),
                        proven=True)
