@@ -49,9 +49,9 @@ def _switch_off(variant: str) -> None:
 
     import poet_compiler.solve.strategies as strategies
     from poet_compiler.solve import milp
-    from poet_compiler.solve.backends import BackendResult
     from poet_compiler.solve.pipeline.context import STEPS
     from poet_compiler.solve.tuning import TUNING
+    from poet_compiler.solvers import BackendResult
 
     tuning, steps = TUNING, STEPS
     if variant == "no_presence":

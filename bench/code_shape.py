@@ -11,7 +11,8 @@ Per commit (read with ``git show``, nothing is imported):
   in ``solve/`` and in the whole package (``*args``/``**kwargs`` count one each);
 - **monkeypatches**: ``setattr`` calls of pytest's ``monkeypatch`` in ``tests/`` whose target is
   a module of ``poet_compiler.solve`` (the optimizer's own code: the driver, its stages, the
-  bounds, finalize; not the solver back-ends), and of those the ones into ``solve/milp.py``
+  bounds, finalize; not the solver back-ends, ``solvers/``, once ``solve/backends/``), and of
+  those the ones into ``solve/milp.py``
   (the measure of issue 55: "20 monkeypatches of milp internals");
 - **imports back up**: imports (module level or in a function, ``TYPE_CHECKING`` aside) from a
   module of a lower layer to one of a higher layer, in the layer order of
@@ -36,8 +37,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("solvers", ("solvers",)),
     ("schedule", ("schedule",)),
     ("solve", ("solve",)),
+    ("schemas", ("schemas",)),
     ("codegen", ("codegen",)),
-    ("user side", ("reporting", "viz", "schemas", "training", "training_options", "sweeps", "comparison", "api",
+    ("user side", ("reporting", "viz", "training", "training_options", "sweeps", "comparison", "api",
                    "commands", "cli", "")),
 )
 
@@ -147,7 +149,7 @@ def monkeypatches(tests: dict[str, str]) -> list[tuple[str, int, str, str]]:
                 module, attr = names[first.id], str(node.args[1].value)
             else:
                 continue
-            if module.startswith("poet_compiler.solve") and not module.startswith("poet_compiler.solve.backends"):
+            if module.startswith("poet_compiler.solve.") and not module.startswith("poet_compiler.solve.backends"):
                 out.append((path, node.lineno, module, attr))
     return sorted(out)
 

@@ -39,11 +39,11 @@ CELLS = {
 
 def measure(name: str, seconds: float) -> dict:
     from bench.row_generation_bench import problem_of
-    from poet_compiler.solve.backends import BackendOptions, solve_model
-    from poet_compiler.solve.backends.memory import memory_limit, self_rss
     from poet_compiler.solve.formulation.fast import build_fast, canonical, useful_table
     from poet_compiler.solve.tuning import TUNING
     from poet_compiler.solve.warm_start import warm_start_candidates
+    from poet_compiler.solvers import BackendOptions, solve_model
+    from poet_compiler.solvers.memory import memory_limit, self_rss
 
     problem = problem_of(name, CELLS)
     useful = sum(map(sum, useful_table(problem)))

@@ -22,7 +22,6 @@ from pathlib import Path
 from bench.time_limit_bench import emit, layered_dag
 from poet_compiler.api import load_costs, resolve_graph
 from poet_compiler.graph.io import graph_from_dict
-from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.budgets import reference, resolve_deadline, resolve_ram
 from poet_compiler.solve.clock import Clock
 from poet_compiler.solve.cover import cover_bound
@@ -33,6 +32,7 @@ from poet_compiler.solve.pipeline.context import Context
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.row_generation import solve_by_rows
 from poet_compiler.solve.warm_start import warm_start_candidates
+from poet_compiler.solvers import BackendOptions, solve_model
 
 # name: (model, device, ram, deadline, mode)
 CELLS = {

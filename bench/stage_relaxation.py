@@ -19,7 +19,6 @@ import sys
 import time
 from pathlib import Path
 
-from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.budgets import reference
 from poet_compiler.solve.cover import cover_bound
 from poet_compiler.solve.formulation import fast
@@ -29,6 +28,7 @@ from poet_compiler.solve.options import SolveOptions
 from poet_compiler.solve.pipeline.context import Context
 from poet_compiler.solve.problem import Problem, simulate_schedule
 from poet_compiler.solve.warm_start import warm_start_candidates
+from poet_compiler.solvers import BackendOptions, solve_model
 
 sys.path.insert(0, str(Path(__file__).parent))
 from solve_bench import load  # noqa: E402

@@ -28,7 +28,6 @@ from poet_compiler.errors import PoetError
 from poet_compiler.fileio import atomic_write_bytes, atomic_write_text
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.progress import live_status, report, stage
-from poet_compiler.solve.backends.memory import peak_rss
 from poet_compiler.solve.budgets import (
     Reference,
     reference,
@@ -39,6 +38,7 @@ from poet_compiler.solve.options import DEFAULT_MEMORY_LIMIT, effort_note, effor
 from poet_compiler.solve.problem import MODES, Problem
 from poet_compiler.solve.result import Result
 from poet_compiler.solve.strategies import SolveOptions, get_strategy, run_strategy
+from poet_compiler.solvers.memory import peak_rss
 from poet_compiler.units import parse_duration, parse_memory_limit, parse_relative, parse_size
 from poet_compiler.versions import versions
 
@@ -167,7 +167,7 @@ def check_options(*, mode: str, strategy: str, solver: str, formulation: str, ga
     if mode not in MODES:
         raise PoetError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
     get_strategy(strategy)
-    from poet_compiler.solve.backends import SOLVERS
+    from poet_compiler.solvers import SOLVERS
 
     if solver not in SOLVERS:
         raise PoetError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")

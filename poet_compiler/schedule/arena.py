@@ -47,7 +47,7 @@ from poet_compiler.errors import ScheduleError
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.interpreter import ProgramInterpreter
 from poet_compiler.schedule.program import Instruction, Op, Program
-from poet_compiler.solve.backends.native import NativeLimits, new_model, solve_native
+from poet_compiler.solvers.native import NativeLimits, new_model, solve_native
 
 # Local improvement: moves tried per call (each is one placement, O(conflicting pairs)),
 # capped so that moves x conflicting pairs stays below IMPROVE_WORK (~1 s of Python).
@@ -353,7 +353,7 @@ def _exact(inst: _Instance, hint: list[int], upper: int, peak: int, det_time_s: 
     """CP-SAT packing (see module docstring); None when it finds nothing better than
     ``upper``. ``coarse``: in the address units of :func:`_quantum`, else of the sizes' gcd.
     ``wall_s``: a wall-clock cap below the usual safety net (the caller's time left).
-    Solved by :func:`~poet_compiler.solve.backends.native.solve_native` (its one stopping
+    Solved by :func:`~poet_compiler.solvers.native.solve_native` (its one stopping
     rule: the wall limit, the deterministic time, and ``target`` as the objective's floor)."""
     real_width = inst.width
     g = _quantum(inst.buffers, peak) if coarse else _gcd(inst.buffers)

@@ -115,6 +115,9 @@ class Clock:
 
 #: The instant (``time.perf_counter()``) by which the step under way must end: a step that
 #: is not a solver call (a heuristic, building a model) polls it between its own steps.
+#: Ambient, not an argument: the pollers are heuristics (Problem -> Result, the registry's
+#: one signature) and the formulations' row builders, several calls below the stage that
+#: knows the deadline.
 _STEP_UNTIL: ContextVar[float | None] = ContextVar("step_until", default=None)
 
 

@@ -24,13 +24,13 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple  # Any: CP-SAT objects (the model is built on solve/backends/native.py)
+from typing import Any, NamedTuple  # Any: CP-SAT objects (the model is built on solvers/native.py)
 
 from poet_compiler import work
-from poet_compiler.solve.backends.native import NativeLimits, NativeResult, new_model, solve_native
 from poet_compiler.solve.exposure import IMPOSSIBLE, StageExposure, applies
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.tuning import TUNING, Tuning
+from poet_compiler.solvers.native import NativeLimits, NativeResult, new_model, solve_native
 
 RECOMPUTE, PAGE = "recompute", "page"
 _SCALE = 1e7          # integer units per largest cost: rounding loses < 1e-7 of it per choice

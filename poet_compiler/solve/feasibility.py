@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from poet_compiler import work
 from poet_compiler.errors import InfeasibleError
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.baselines.keep_all import checkpoint_all_schedule
 from poet_compiler.solve.clock import step_until
 from poet_compiler.solve.cover import CoverBound, cover_bound, cover_min_budget, cover_min_time
@@ -28,6 +27,7 @@ from poet_compiler.solve.problem import Problem, simulate_schedule
 from poet_compiler.solve.result import ResultExtra
 from poet_compiler.solve.tuning import TUNING
 from poet_compiler.solve.warm_start import warm_start_candidates
+from poet_compiler.solvers import BackendOptions, solve_model
 from poet_compiler.units import format_bytes
 
 _DEADLINE_TOL = 1e-9

@@ -30,8 +30,6 @@ from poet_compiler.errors import InternalError, ScheduleError, UpdateOrderError
 from poet_compiler.schedule.build import assemble
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import Simulation
-from poet_compiler.solve.backends import BackendOptions
-from poet_compiler.solve.backends.base import BackendResult, within_gap
 from poet_compiler.solve.clock import step_until
 from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, cover_bound
 from poet_compiler.solve.finalize import finalize_plan
@@ -39,6 +37,8 @@ from poet_compiler.solve.formulation.common import BuildDeadline, Built
 from poet_compiler.solve.formulation.fast import Restriction, build_fast, canonical
 from poet_compiler.solve.problem import Problem, feasible_energy, simulate_schedule
 from poet_compiler.solve.tuning import TUNING
+from poet_compiler.solvers import BackendOptions
+from poet_compiler.solvers.base import BackendResult, within_gap
 
 if TYPE_CHECKING:
     from poet_compiler.solve.pipeline.context import Context

@@ -33,7 +33,6 @@ import time
 from poet_compiler import work
 from poet_compiler.errors import PoetError, SolverError
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.solve.backends import SOLVERS
 from poet_compiler.solve.formulation import FORMULATIONS
 from poet_compiler.solve.options import SolveOptions
 from poet_compiler.solve.pipeline.answer import Answer, keep_gap_claim_true, no_schedule, union
@@ -48,6 +47,7 @@ from poet_compiler.solve.pipeline.report import Timing, closing, result_of
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
 from poet_compiler.solve.tuning import TUNING, Tuning
+from poet_compiler.solvers import SOLVERS
 
 
 def solve_milp(problem: Problem, options: SolveOptions | None = None, *, warm_start: Schedule | None = None,

@@ -103,5 +103,5 @@ class SolveOptions:
     # Stop once within this relative gap of the bound (None: 0.1 % on large graphs, 0 on small).
     gap_limit: float | None = None
     # poetc's memory, itself and its solver processes, at which a solver process is
-    # stopped (its latest solution kept): solve/backends/memory.py. None: no limit.
+    # stopped (its latest solution kept): solvers/memory.py. None: no limit.
     memory_limit_bytes: int | None = DEFAULT_MEMORY_LIMIT

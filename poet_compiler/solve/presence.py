@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any  # CP-SAT objects: the model is built on solve/backends/native.py
+from typing import Any  # CP-SAT objects: the model is built on solvers/native.py
 
 import numpy as np
 
@@ -36,7 +36,6 @@ from poet_compiler.errors import ScheduleError
 from poet_compiler.schedule.build import assemble
 from poet_compiler.schedule.program import Op, Program
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.solve.backends.native import NativeLimits, NativeResult, new_model, solve_native
 from poet_compiler.solve.cover import (
     StagedChoice,
     add_deadline_row,
@@ -46,6 +45,7 @@ from poet_compiler.solve.cover import (
     transfer_j,
 )
 from poet_compiler.solve.problem import Problem
+from poet_compiler.solvers.native import NativeLimits, NativeResult, new_model, solve_native
 
 _SCALE = 1e9          # integer units per largest cost: rounding stays far below OPTIMALITY_TOL
 

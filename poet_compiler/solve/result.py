@@ -103,7 +103,7 @@ class ResultExtra:
     memory_limit_mb: int | None = None
     memory_stops: int | None = None
     """The ``--memory-limit`` the solver processes were held to, and how many it stopped
-    (solve/backends/memory.py; set only when it stopped one)."""
+    (solvers/memory.py; set only when it stopped one)."""
     arena_rescue: dict[str, int] | None = None
     """Schedules whose live bytes fit but whose first arenas did not: whether compaction kept
     the answer (``compacted``), a re-solve against the arena kept it (``resolved``), and

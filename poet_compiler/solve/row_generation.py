@@ -31,11 +31,11 @@ from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.program import Op
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
-from poet_compiler.solve.backends import BackendOptions, BackendResult
-from poet_compiler.solve.backends.base import within_gap
 from poet_compiler.solve.formulation.common import Built
 from poet_compiler.solve.formulation.fast import build_fast, useful_table
 from poet_compiler.solve.problem import Problem
+from poet_compiler.solvers import BackendOptions, BackendResult
+from poet_compiler.solvers.base import within_gap
 
 if TYPE_CHECKING:
     from poet_compiler.solve.pipeline.context import Context

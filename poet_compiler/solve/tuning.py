@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from poet_compiler.solve.formulation.model import LinearModel
     from poet_compiler.solve.problem import Problem
+    from poet_compiler.solvers.model import LinearModel
 
 
 @dataclass(frozen=True)

@@ -66,8 +66,8 @@ def test_bound_is_tight_when_one_cheap_eviction_suffices() -> None:
 def test_bound_is_below_the_milp_optimum_on_larger_graphs(mode: str) -> None:
     """12-node random DAGs, beyond brute force: the fast formulation solved to a closed gap
     on CP-SAT *without* the cover as its floor is the reference."""
-    from poet_compiler.solve.backends import BackendOptions, solve_model
     from poet_compiler.solve.formulation import build
+    from poet_compiler.solvers import BackendOptions, solve_model
 
     checked = 0
     for seed in range(10):

@@ -6,7 +6,6 @@ import pytest
 
 from poet_compiler.schedule.linearize import check_schedule, linearize
 from poet_compiler.schedule.simulate import simulate
-from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.cover import CoverBound, cover_bound
 from poet_compiler.solve.formulation.fast import Restriction, build_fast
 from poet_compiler.solve.guided import (
@@ -19,6 +18,7 @@ from poet_compiler.solve.options import SolveOptions
 from poet_compiler.solve.pipeline.context import STEPS, Context, Steps
 from poet_compiler.solve.presence import presence_bound
 from poet_compiler.solve.problem import Problem, feasible_energy
+from poet_compiler.solvers import BackendOptions, solve_model
 from tests.support.graphs import random_problem, training_problem
 from tests.support.oracle import brute_force
 
@@ -134,10 +134,10 @@ def test_the_sub_problem_at_the_hints_time_keeps_the_hint(stage_long: bool, seed
     the deadline), so the search is never worse than it."""
     import dataclasses
 
-    from poet_compiler.solve.backends import BackendOptions, solve_model
     from poet_compiler.solve.guided import build_guided, half_the_slack
     from poet_compiler.solve.problem import feasible_energy, simulate_schedule
     from poet_compiler.solve.warm_start import warm_start_candidates
+    from poet_compiler.solvers import BackendOptions, solve_model
 
     base = random_problem(seed, 14, "poet", deadline_prob=0.0, budget_fraction=0.4, dma=stage_long,
                           static_w=0.1 if stage_long else 0.0)

@@ -11,11 +11,11 @@ import gurobipy as gp
 import pytest
 
 from poet_compiler.errors import SolverError
-from poet_compiler.solve.backends import BackendOptions, solve_model
-from poet_compiler.solve.backends.gurobi import SIZE_LIMIT, size_limit_message
 from poet_compiler.solve.formulation import build
 from poet_compiler.solve.milp import solve_milp
 from poet_compiler.solve.options import SolveOptions
+from poet_compiler.solvers import BackendOptions, solve_model
+from poet_compiler.solvers.gurobi import SIZE_LIMIT, size_limit_message
 from tests.support.graphs import random_problem
 from tests.support.oracle import brute_force
 

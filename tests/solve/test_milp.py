@@ -271,11 +271,11 @@ def test_a_full_model_bound_under_the_cover_does_not_lower_the_reported_bound() 
     the schedule it had and the cover's bound, which is valid. Stage-long transfers (DMA,
     a deadline, static power: no presence stage) and one family, as on graphs of more
     than ``Tuning.small_graph_nodes`` nodes."""
-    from poet_compiler.solve.backends import BackendResult
     from poet_compiler.solve.cover import cover_bound
     from poet_compiler.solve.pipeline.context import Steps
     from poet_compiler.solve.row_generation import solve_by_rows
     from poet_compiler.solve.tuning import Tuning
+    from poet_compiler.solvers import BackendResult
 
     def weak(ctx, problem, hint, *, floor, **kw):  # noqa: ANN001, ANN003, ANN202
         rounds = solve_by_rows(ctx, problem, hint, floor=floor, **kw)

@@ -7,7 +7,6 @@ import dataclasses
 import pytest
 
 import poet_compiler.solve.row_generation as row_generation
-from poet_compiler.solve.backends.base import BackendResult
 from poet_compiler.solve.baselines import HEURISTICS
 from poet_compiler.solve.budgets import reference
 from poet_compiler.solve.feasibility import working_set
@@ -16,6 +15,7 @@ from poet_compiler.solve.milp import solve_milp
 from poet_compiler.solve.options import SolveOptions
 from poet_compiler.solve.pipeline.context import Steps
 from poet_compiler.solve.tuning import Tuning
+from poet_compiler.solvers.base import BackendResult
 from poet_compiler.units import format_bytes
 from tests.solve.test_milp import _check
 from tests.support.graphs import random_problem
@@ -163,7 +163,7 @@ def test_full_model_not_built_over_its_share_of_the_memory_limit() -> None:
     FULL_MODEL_MEMORY_SHARE of --memory-limit is not built (the limit would only stop it):
     the answer is the guided stage's schedule with the cover (or presence) bound, and the message says
     why. Without a limit the same seeds do build it."""
-    from poet_compiler.solve.backends.memory import memory_limit
+    from poet_compiler.solvers.memory import memory_limit
 
     def no_full_model(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         raise AssertionError("the full model was solved")

@@ -11,13 +11,13 @@ import pytest
 from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.program import Op
 from poet_compiler.schedule.simulate import simulate
-from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.clock import Clock
 from poet_compiler.solve.formulation.fast import build_fast
 from poet_compiler.solve.options import SolveOptions
 from poet_compiler.solve.pipeline.context import Context
 from poet_compiler.solve.problem import simulate_schedule
 from poet_compiler.solve.row_generation import solve_by_rows, stages_over
+from poet_compiler.solvers import BackendOptions, solve_model
 from tests.support import oracle
 from tests.support.graphs import training_problem
 

@@ -1,6 +1,6 @@
 """A solver that dies is a status with a message, never the end of poetc.
 
-CP-SAT runs in a forked child (solve/backends/cpsat.py). These tests make the child
+CP-SAT runs in a forked child (solvers/cpsat.py). These tests make the child
 abort, as OR-Tools 9.15 did on POET's `linear` graph, and check what the parent makes
 of it.
 """
@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from poet_compiler.solve.backends import BackendOptions, cpsat, solve_model
 from poet_compiler.solve.formulation.fast import build_fast
 from poet_compiler.solve.milp import solve_milp
 from poet_compiler.solve.options import SolveOptions
+from poet_compiler.solvers import BackendOptions, cpsat, solve_model
 from tests.support.graphs import training_problem
 
 

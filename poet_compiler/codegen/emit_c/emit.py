@@ -68,7 +68,7 @@ def load_traced(model: str, schedule: Path, optimizer: str | None = None, train:
     and trained subset from the sidecar ``.json`` when there is one, unless given); op
     granularity, which the kernels need."""
     from poet_compiler.frontends import load_model, training_options
-    from poet_compiler.reporting import read_sidecar
+    from poet_compiler.schemas import read_sidecar  # here: pydantic models built at import
 
     side = read_sidecar(Path(schedule)) or {}
     gran = side.get("granularity") or "op"

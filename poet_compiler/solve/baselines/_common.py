@@ -110,6 +110,8 @@ def infeasible(problem: Problem, strategy: str, reason: str, *, started: float,
 
 
 #: Inside :func:`plans_only`, :meth:`Trial.finish` returns a fitting plan without finalizing it.
+#: Ambient, not an argument: a heuristic is Problem -> Result (the registry's one signature,
+#: also a --strategy), and only the warm starts (solve/warm_start.py) want its plan alone.
 _PLANS_ONLY: ContextVar[bool] = ContextVar("plans_only", default=False)
 
 

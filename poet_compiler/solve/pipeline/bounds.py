@@ -9,7 +9,6 @@ import dataclasses
 from dataclasses import dataclass
 
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.solve.backends.base import within_gap
 from poet_compiler.solve.baselines._common import to_program
 from poet_compiler.solve.cover import CoverBound
 from poet_compiler.solve.pipeline.context import Context
@@ -17,6 +16,7 @@ from poet_compiler.solve.presence import pairs as presence_pairs
 from poet_compiler.solve.presence import presence_bound
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import Notes
+from poet_compiler.solvers.base import within_gap
 
 
 @dataclass(frozen=True)

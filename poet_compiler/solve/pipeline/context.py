@@ -20,7 +20,6 @@ from typing import Any
 from poet_compiler import work
 from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.solve.backends import solve_model
 from poet_compiler.solve.clock import Clock
 from poet_compiler.solve.cover import cover_bound
 from poet_compiler.solve.feasibility import explain_infeasible
@@ -31,6 +30,7 @@ from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.row_generation import solve_by_rows
 from poet_compiler.solve.tuning import TUNING, Tuning
 from poet_compiler.solve.warm_start import warm_start_candidates
+from poet_compiler.solvers import solve_model
 
 STRATEGY = "optimal"
 

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from poet_compiler import work
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.solve.backends import BackendResult
 from poet_compiler.solve.finalize import ArenaOvershoot, Fenced
 from poet_compiler.solve.formulation import build
 from poet_compiler.solve.formulation.common import Built
@@ -21,6 +20,7 @@ from poet_compiler.solve.pipeline.proofs import infeasible
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import MODEL_STATS, Notes
 from poet_compiler.solve.row_generation import solve_built
+from poet_compiler.solvers import BackendResult
 
 if TYPE_CHECKING:
     from poet_compiler.solve.pipeline.improvement import Guided

@@ -15,8 +15,6 @@ import dataclasses
 from dataclasses import dataclass
 
 from poet_compiler import work
-from poet_compiler.solve.backends.base import within_gap
-from poet_compiler.solve.backends.memory import current_limit
 from poet_compiler.solve.cover import CoverBound, deeper_cover
 from poet_compiler.solve.finalize import Fenced
 from poet_compiler.solve.guided import GuidedOutcome, cover_schedule
@@ -27,6 +25,8 @@ from poet_compiler.solve.pipeline.full_model import full_model
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Notes
 from poet_compiler.solve.row_generation import BASE_RSS_BYTES, forecast_bytes
+from poet_compiler.solvers.base import within_gap
+from poet_compiler.solvers.memory import current_limit
 from poet_compiler.units import format_bytes
 
 ARENA_FIT = "cover (arena fit)"

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from poet_compiler import progress
-from poet_compiler.solve.gap import relative_gap, within_gap
+from poet_compiler.gap import relative_gap, within_gap
 
 __all__ = ["BackendOptions", "BackendResult", "BackendStatus", "ProgressLine", "exit_reason", "relative_gap",
            "within_gap"]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from poet_compiler.solve.backends import BackendOptions
-from poet_compiler.solve.backends.cpsat import solve_cpsat_here
-from poet_compiler.solve.formulation.model import LinearModel
 from poet_compiler.solve.tuning import TUNING
+from poet_compiler.solvers import BackendOptions
+from poet_compiler.solvers.cpsat import solve_cpsat_here
+from poet_compiler.solvers.model import LinearModel
 
 
 def _pairs_model(n_binaries: int) -> LinearModel:
