@@ -96,6 +96,10 @@ def buffers_of(graph: TrainingGraph, program: Program) -> list[Buffer]:
 class _Buffers(ProgramInterpreter):
     """Each buffer's lifetime: from its COMPUTE or PAGE_IN to its FREE (or the end)."""
 
+    # A PAGE_OUT keeps its buffer until the FREE, a FENCE allocates nothing, a MOVE keeps
+    # the buffer's lifetime (only its offset changes).
+    ignores = frozenset({Op.PAGE_OUT, Op.FENCE, Op.MOVE})
+
     def __init__(self, graph: TrainingGraph, program: Program) -> None:
         super().__init__(program)
         self.graph = graph
@@ -149,6 +153,11 @@ class _Placer(ProgramInterpreter):
 
     def fence(self, ins: Instruction) -> None:
         self.out.append(replace(ins, offset=None))
+
+    def move(self, ins: Instruction) -> None:
+        # The arena is planned afresh for a program without MOVEs (finalize strips a given
+        # Program's: compact.without_moves); a MOVE here would be laid out at a stale offset.
+        raise ScheduleError(f"instruction {self.index} ({ins}): plan_arena lays out programs without MOVE")
 
     def finish(self) -> tuple[Instruction, ...]:
         return tuple(self.out)
