@@ -144,9 +144,10 @@ def monkeypatches(tests: dict[str, str]) -> list[tuple[str, int, str, str]]:
             first = node.args[0]
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
                 module, _, attr = first.value.rpartition(".")
-            elif isinstance(first, ast.Name) and first.id in names and len(node.args) > 1 \
-                    and isinstance(node.args[1], ast.Constant):
-                module, attr = names[first.id], str(node.args[1].value)
+            elif isinstance(first, ast.Name) and first.id in names and len(node.args) > 1:
+                # The attribute's name, or "?" when it is a variable (a loop over names).
+                second = node.args[1]
+                module, attr = names[first.id], str(second.value) if isinstance(second, ast.Constant) else "?"
             else:
                 continue
             if module.startswith("poet_compiler.solve.") and not module.startswith("poet_compiler.solve.backends"):

@@ -69,6 +69,20 @@ Verdict = Fits | Fenced | ArenaOvershoot | OverBudget
 
 
 @dataclass(frozen=True)
+class Layout:
+    """How finalize lays a program out in its arena: the static planner
+    (:func:`~poet_compiler.schedule.arena.plan_arena`) and the compactor
+    (:func:`~poet_compiler.schedule.compact.compact_arena`). A test of what happens when a
+    layout fragments passes its own (a planner that wastes bytes on purpose)."""
+
+    plan_arena: Callable[..., Program] = plan_arena
+    compact_arena: Callable[..., Program | None] = compact_arena
+
+
+LAYOUT = Layout()
+
+
+@dataclass(frozen=True)
 class Finalized:
     """A plan linearized, cleaned up, laid out in its arena and replayed by the simulator.
 
@@ -142,7 +156,7 @@ def finalize(problem: Problem, plan: Schedule | Program, *, strategy: str, statu
 
 
 def finalize_plan(problem: Problem, plan: Schedule | Program, *, strategy: str, arena_time_s: float | None = None,
-                  fence_last: bool = False, tuning: Tuning = TUNING) -> Finalized:
+                  fence_last: bool = False, tuning: Tuning = TUNING, layout: Layout = LAYOUT) -> Finalized:
     """Linearize, clean up, plan the arena and replay ``plan``: a :class:`Finalized`.
 
     ``arena_time_s``: effort for the arena plans (None: no limit; 0: the greedy layouts
@@ -150,15 +164,17 @@ def finalize_plan(problem: Problem, plan: Schedule | Program, *, strategy: str, 
     (MOVEs). ``fence_last``: when compaction finds no room (buffers in flight), compact
     once more with FENCEs that free the buffers in flight (``program.meta["added_fences"]``,
     the verdict :class:`Fenced`): for a caller that compares the result with another
-    schedule it holds. ``strategy`` names the plan's maker in an :class:`InternalError`."""
+    schedule it holds. ``strategy`` names the plan's maker in an :class:`InternalError`;
+    ``layout``: the arena planner and compactor (:class:`Layout`)."""
     try:
-        return _finalize(problem, plan, arena_time_s=arena_time_s, fence_last=fence_last, tuning=tuning)
+        return _finalize(problem, plan, arena_time_s=arena_time_s, fence_last=fence_last, tuning=tuning,
+                         layout=layout)
     except ScheduleError as exc:
         raise InternalError(f"{strategy}: the plan breaks a rule of the execution model: {exc}") from exc
 
 
 def _finalize(problem: Problem, plan: Schedule | Program, *, arena_time_s: float | None, fence_last: bool,
-              tuning: Tuning) -> Finalized:
+              tuning: Tuning, layout: Layout) -> Finalized:
     graph, costs = problem.graph, problem.costs
     until = None if arena_time_s is None else work.now() + max(0.0, arena_time_s)
 
@@ -176,7 +192,7 @@ def _finalize(problem: Problem, plan: Schedule | Program, *, arena_time_s: float
     program = remove_pointless_work(graph, program)
     # Budget and deadline are judged on the cleaned program (cleanup never makes it worse).
     sim = simulate(graph, costs, program)
-    program = plan_arena(graph, program, budget_bytes=budget, time_limit_s=left())
+    program = layout.plan_arena(graph, program, budget_bytes=budget, time_limit_s=left())
     if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes and left() != 0.0 \
             and exact_packing_applies(program):
         # A fresh plan, not one hinted with the first layout (CP-SAT from a different
@@ -185,22 +201,23 @@ def _finalize(problem: Problem, plan: Schedule | Program, *, arena_time_s: float
         # exact packing runs: beyond it the harder plan is perturbed greedy orders, and on
         # gpt2_large_mini's guided schedule (3,564 instructions) it took 103 s for the
         # same arena as the first plan, where compaction fitted it in 0.15 s.
-        again = plan_arena(graph, program, effort=tuning.arena_retry_effort, budget_bytes=budget,
-                           time_limit_s=left())
+        again = layout.plan_arena(graph, program, effort=tuning.arena_retry_effort, budget_bytes=budget,
+                                  time_limit_s=left())
         if again.arena_bytes is not None and again.arena_bytes < program.arena_bytes:
             program = again
     if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes:
         # The live bytes fit: MOVEs join the holes that no static layout could close
         # (milliseconds, and a copy costs far less than a re-solve's worse schedule).
         limit = None if until is None else max(tuning.last_step_min_s, left() or 0.0)
-        compacted = compact_arena(graph, program, budget, time_limit_s=limit, cost=_copies_cost(problem))
+        compacted = layout.compact_arena(graph, program, budget, time_limit_s=limit, cost=_copies_cost(problem))
         if compacted is not None:
             compacted.meta["static_arena_bytes"] = program.arena_bytes
             program = compacted
     if fence_last and program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes:
         # The last resort: where buffers in flight block the room, wait for the channel.
         limit = None if until is None else max(tuning.last_step_min_s, left() or 0.0)
-        fenced = compact_arena(graph, program, budget, time_limit_s=limit, fences=True, cost=_copies_cost(problem))
+        fenced = layout.compact_arena(graph, program, budget, time_limit_s=limit, fences=True,
+                                      cost=_copies_cost(problem))
         if fenced is not None:
             fenced.meta["static_arena_bytes"] = program.arena_bytes
             program = fenced

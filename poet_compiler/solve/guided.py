@@ -32,7 +32,7 @@ from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import Simulation
 from poet_compiler.solve.clock import step_until
 from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, cover_bound
-from poet_compiler.solve.finalize import finalize_plan
+from poet_compiler.solve.finalize import Finalized, finalize_plan
 from poet_compiler.solve.formulation.common import BuildDeadline, Built
 from poet_compiler.solve.formulation.fast import Restriction, build_fast, canonical
 from poet_compiler.solve.problem import Problem, feasible_energy, simulate_schedule
@@ -143,11 +143,12 @@ def realize(problem: Problem, cover: CoverBound) -> Schedule:
 
 def realize_within(problem: Problem, choice: CoverBound | None,
                    resolve: Callable[[int], CoverBound | None], *, tries: int = 6,
-                   arena_fit: bool = False, until: float | None = None) -> tuple[Simulation, Schedule] | None:
+                   arena_fit: bool = False, until: float | None = None,
+                   finalize: Callable[..., Finalized] = finalize_plan) -> tuple[Simulation, Schedule] | None:
     """``choice`` realized (:func:`realize`) within the budget and deadline, or None. Over
-    the budget (or, with ``arena_fit``, its static arena over it), ``resolve`` gives a new
-    choice at the budget lowered by the overshoot, up to ``tries`` times, none after the
-    ``work.now()`` instant ``until``."""
+    the budget (or, with ``arena_fit``, its static arena, laid out by ``finalize``, over
+    it), ``resolve`` gives a new choice at the budget lowered by the overshoot, up to
+    ``tries`` times, none after the ``work.now()`` instant ``until``."""
     budget = problem.activation_budget
     for attempt in range(tries):
         if choice is None or choice.energy_j is None or (attempt and until is not None and work.now() >= until):
@@ -164,7 +165,7 @@ def realize_within(problem: Problem, choice: CoverBound | None,
         over = sim.peak_bytes - problem.activation_budget
         if over <= 0 and arena_fit:   # the static arena's overshoot, planned within the time left
             arena_s = None if until is None else until - work.now()
-            done = finalize_plan(problem, schedule, strategy="optimal", arena_time_s=arena_s)
+            done = finalize(problem, schedule, strategy="optimal", arena_time_s=arena_s)
             if done.ok:
                 over = 0
             else:   # no arena at all: over by an unknown amount, at least a byte
@@ -180,10 +181,12 @@ def realize_within(problem: Problem, choice: CoverBound | None,
 
 def cover_schedule(problem: Problem, cover: CoverBound, *, time_limit_s: float = TUNING.cover_limit_s,
                    arena_fit: bool = False, until: float | None = None,
-                   solve_cover: Callable[..., CoverBound] = cover_bound) -> Schedule | None:
+                   solve_cover: Callable[..., CoverBound] = cover_bound,
+                   finalize: Callable[..., Finalized] = finalize_plan) -> Schedule | None:
     """The cheapest feasible schedule realized (:func:`realize_within`) from the bound's
     own cover or one that charges each recompute with its inputs (``closure``), or None.
-    ``time_limit_s`` caps each cover solve (``solve_cover``); none runs past the
+    ``time_limit_s`` caps each cover solve (``solve_cover``; ``finalize`` lays out an
+    ``arena_fit`` realization's arena); none runs past the
     ``work.now()`` instant ``until``, and none starts with less left than ``cover``'s build
     took (2.7 s on gpt2_large, where one built with 0.5 s left overran a compile's guided
     stage 1.1 s)."""
@@ -202,7 +205,7 @@ def cover_schedule(problem: Problem, cover: CoverBound, *, time_limit_s: float =
         if first is None:
             break
         found = realize_within(problem, first, lambda budget: another(budget, closure),  # noqa: B023
-                               arena_fit=arena_fit, until=until)
+                               arena_fit=arena_fit, until=until, finalize=finalize)
         if found is not None and (best is None or found[0].energy_j < best[0]):
             best = (found[0].energy_j, found[1])
     return None if best is None else best[1]

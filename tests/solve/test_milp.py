@@ -189,22 +189,16 @@ def test_gap_limit_status_is_honest() -> None:
     assert res.lower_bound_j <= exact.energy_j * (1 + 1e-9)
 
 
-def test_fragmentation_feedback_resolves_with_a_smaller_budget(monkeypatch) -> None:
+def test_fragmentation_feedback_resolves_with_a_smaller_budget() -> None:
     """When the arena overshoots (here: a planner that wastes a fixed 3 bytes), the MILP
     is re-solved with the budget lowered by the overshoot; the result's arena fits and its
     energy is the optimum at that lowered budget."""
-    import poet_compiler.solve.finalize as fin
+    from poet_compiler.solve.budgets import reference
+    from tests.support.fragmentation import laid_out, no_room, wasting
 
     waste = 3
-    real = fin.plan_arena
-
-    def wasteful(graph, program, **kw):
-        out = real(graph, program, **kw)
-        return dataclasses.replace(out, arena_bytes=(out.arena_bytes or 0) + waste)
-
-    monkeypatch.setattr(fin, "plan_arena", wasteful)
-    monkeypatch.setattr(fin, "compact_arena", lambda *a, **kw: None)  # nor compaction (as with buffers in flight)
-    from poet_compiler.solve.budgets import reference
+    # Nor compaction (as with buffers in flight).
+    steps = laid_out(plan_arena=wasting(waste), compact_arena=no_room)
 
     for seed in range(20):
         p = random_problem(seed, 6, "poet", deadline_prob=0.0)
@@ -216,7 +210,7 @@ def test_fragmentation_feedback_resolves_with_a_smaller_budget(monkeypatch) -> N
         oracle = brute_force(lowered)
         if first is None or oracle is None or oracle[0] <= first[0]:
             continue      # want a case where the first optimum's arena cannot fit
-        res = solve_milp(problem, SolveOptions(gap_limit=0.0))
+        res = solve_milp(problem, SolveOptions(gap_limit=0.0), steps=steps)
         assert res.ok, res.message
         assert res.arena_bytes <= problem.activation_budget
         assert res.extra.fragmentation_retries >= 1
@@ -234,7 +228,7 @@ def test_the_guided_stage_keeps_the_fenced_schedule_only_when_cheaper(monkeypatc
 
     import poet_compiler.solve.finalize as finalize_mod
     from poet_compiler.schedule import compact
-    from poet_compiler.solve.finalize import Fenced, finalize_plan
+    from poet_compiler.solve.finalize import Fenced, Layout, finalize_plan
     from poet_compiler.solve.pipeline.answer import finalized
     from poet_compiler.solve.pipeline.improvement import cheaper_of_fenced
     from poet_compiler.solve.problem import Problem
@@ -242,13 +236,13 @@ def test_the_guided_stage_keeps_the_fenced_schedule_only_when_cheaper(monkeypatc
 
     graph, costs, program = _in_flight_blocks_the_room()
     static = _layout_leaving_no_room()
-    monkeypatch.setattr(finalize_mod, "plan_arena", lambda *a, **k: static)
+    layout = Layout(plan_arena=lambda *a, **k: static)
     monkeypatch.setattr(compact, "PLACEMENTS", compact.PLACEMENTS[:1])     # the static offsets kept: no room
     problem = Problem(graph=graph, costs=costs, ram_budget_bytes=40, mode="poet")
-    done = finalize_plan(problem, program, strategy="t", arena_time_s=5.0, fence_last=True)
+    done = finalize_plan(problem, program, strategy="t", arena_time_s=5.0, fence_last=True, layout=layout)
     assert done.ok and isinstance(done.verdict, Fenced)
     fenced = finalized(done)
-    plain_done = finalize_plan(problem, program, strategy="t", arena_time_s=5.0)
+    plain_done = finalize_plan(problem, program, strategy="t", arena_time_s=5.0, layout=layout)
     assert not plain_done.ok and not isinstance(plain_done.verdict, Fenced)
     plain = finalized(plain_done)
 

@@ -110,25 +110,18 @@ def test_working_set_infeasibility_is_proven_and_cheap() -> None:
     assert "needed" in res.message and (res.extra.min_ram_lower_bytes or 0) >= working_set(p)[0]
 
 
-def test_arena_that_never_fits_is_timeout_not_infeasible(monkeypatch) -> None:
+def test_arena_that_never_fits_is_timeout_not_infeasible() -> None:
     """Live bytes fit but no layout does (a planner that wastes a lot): not proven
     infeasible, so the status is "timeout" with the arena reason."""
-    import poet_compiler.solve.finalize as fin
+    from tests.support.fragmentation import laid_out, no_room, wasting
 
-    real = fin.plan_arena
-
-    def wasteful(graph, program, **kw):  # noqa: ANN001
-        out = real(graph, program, **kw)
-        return dataclasses.replace(out, arena_bytes=(out.arena_bytes or 0) * 10 + 10)
-
-    monkeypatch.setattr(fin, "plan_arena", wasteful)
     problem = random_problem(0, 6, "poet", deadline_prob=0.0)
     # Compaction lays out any program whose live bytes fit (the schedule is kept) ...
-    kept = solve_milp(problem, SolveOptions(time_limit_s=5))
+    kept = solve_milp(problem, SolveOptions(time_limit_s=5), steps=laid_out(plan_arena=wasting(10, scale=10)))
     assert kept.ok and kept.extra.arena_rescue is not None and kept.extra.arena_rescue["compacted"] == 1
     # ... unless it finds no room (buffers in flight): then it is a timeout, not infeasible.
-    monkeypatch.setattr(fin, "compact_arena", lambda *a, **kw: None)
-    res = solve_milp(problem, SolveOptions(time_limit_s=5))
+    res = solve_milp(problem, SolveOptions(time_limit_s=5),
+                     steps=laid_out(plan_arena=wasting(10, scale=10), compact_arena=no_room))
     assert res.status == "timeout", (res.status, res.message)
     assert "arena" in res.message
 

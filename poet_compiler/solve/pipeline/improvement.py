@@ -212,7 +212,7 @@ def _arena_fit_fallback(ctx: Context, tight: Problem, cover: CoverBound, notes: 
         return None
     with ctx.stage("arena_rescue"):
         schedule = cover_schedule(tight, cover, time_limit_s=ctx.tuning.cover_limit_s, arena_fit=True,
-                                  until=clock.at, solve_cover=ctx.steps.cover_bound)
+                                  until=clock.at, solve_cover=ctx.steps.cover_bound, finalize=ctx.steps.finalize)
         if schedule is None:
             return None
         done = ctx.finalize(schedule, arena_time_s=ctx.left())
