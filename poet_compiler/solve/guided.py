@@ -257,9 +257,9 @@ def guided_search(ctx: Context, problem: Problem, cover: CoverBound, warm: Sched
     # The realization's cover solves get what one cover solve would: uncapped, on MobileNetV2
     # a72 50 % they spent the whole share (16.8 units) and the sub-problem never ran (5.215 J
     # instead of 4.812 J).
-    realized = cover_schedule(problem, cover, time_limit_s=tuning.cover_limit_s,
-                              until=min(until, started + tuning.cover_limit(time_limit_s)),
-                              solve_cover=ctx.steps.cover_bound)
+    realized = ctx.steps.realize_cover(problem, cover, time_limit_s=tuning.cover_limit_s,
+                                       until=min(until, started + tuning.cover_limit(time_limit_s)),
+                                       solve_cover=ctx.steps.cover_bound)
     e = feasible_energy(problem, realized)
     # On a tie with the presence model's schedule the realization wins: that one can need
     # arena copies (ResNet-18-CIFAR m4 70 %: 94 MOVEs).

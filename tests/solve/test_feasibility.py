@@ -86,7 +86,8 @@ def test_below_a_working_set_a_large_graph_is_refused_without_any_model(monkeypa
     def no_model(*args, **kwargs):  # noqa: ANN002, ANN003
         raise AssertionError("a model was built for a budget that one node already rules out")
 
-    # The infeasibility analysis's models (its own module's names), and every stage's.
+    # The infeasibility analysis's models (its own module's names: it takes no Steps, being
+    # called with the problem alone), and every stage's.
     for name in ("build_fast", "cover_min_budget", "cover_bound"):
         monkeypatch.setattr(feas, name, no_model)
     steps = Steps(cover_bound=no_model, guided_search=no_model, solve_by_rows=no_model, solve_full=no_model,
@@ -116,6 +117,7 @@ def test_the_deadline_side_note_of_a_ram_that_is_too_small_builds_no_model(monke
         built.append(objective)
         return real(problem, objective=objective, **kw)
 
+    # Counts the analysis's model builds (it takes no Steps: the problem alone).
     monkeypatch.setattr(feas, "build_fast", counted)
     short = dataclasses.replace(problem, ram_budget_bytes=need - 1)
     why = feas.explain_infeasible(short)

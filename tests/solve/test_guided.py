@@ -228,11 +228,10 @@ def test_the_presence_models_choice_opens_a_schedule_as_cheap_as_its_own() -> No
     assert checked >= 6 and with_recomputes >= 3, (checked, with_recomputes)
 
 
-def test_a_slow_realization_leaves_the_sub_problem_its_share(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_slow_realization_leaves_the_sub_problem_its_share() -> None:
     """The realization's cover solves stop at one cover solve's effort (cover_limit of the
     share), so a realization that would spend everything still leaves the sub-problem the
     rest (MobileNetV2 a72 50 %: uncapped, the sub-problem never ran)."""
-    import poet_compiler.solve.guided as guided_mod
     from poet_compiler import work
     from poet_compiler.solve.tuning import TUNING
 
@@ -246,8 +245,6 @@ def test_a_slow_realization_leaves_the_sub_problem_its_share(monkeypatch: pytest
         limits.append(options.time_limit_s)
         return solve_model(model, solver, options)
 
-    # The realization as a whole (not only its cover solves) spends what it is given.
-    monkeypatch.setattr(guided_mod, "cover_schedule", spends_all)
     share = 20.0
     for seed in range(10):
         problem = random_problem(seed, 12, "poet", deadline_prob=0.3, budget_fraction=0.2)
@@ -256,8 +253,9 @@ def test_a_slow_realization_leaves_the_sub_problem_its_share(monkeypatch: pytest
             continue
         limits.clear()
         with work.metered(work.Meter()):
-            guided_search(_ctx(problem, Steps(solve_guided=recording)), problem, cover, None, time_limit_s=share,
-                          relative_gap=0.0)
+            # The realization as a whole (not only its cover solves) spends what it is given.
+            steps = Steps(solve_guided=recording, realize_cover=spends_all)
+            guided_search(_ctx(problem, steps), problem, cover, None, time_limit_s=share, relative_gap=0.0)
         assert limits and limits[0] > share - 2 * TUNING.cover_limit(share), seed
         return
     pytest.fail("no seed with a cover bound")

@@ -101,6 +101,7 @@ def test_cover_realization_bug_is_not_no_schedule(monkeypatch: pytest.MonkeyPatc
     problem = _problem()
     choice = cover_bound(problem, time_limit_s=5.0)
     assert choice.energy_j is not None
+    # A bug in the realization itself, which no input produces: it must raise, not find nothing.
     monkeypatch.setattr(guided, "realize", lambda p, c: _broken_schedule(p))
     with pytest.raises(InternalError, match="cover realization"):
         guided.realize_within(problem, choice, lambda budget: None)

@@ -24,7 +24,7 @@ from poet_compiler.solve.clock import Clock
 from poet_compiler.solve.cover import cover_bound
 from poet_compiler.solve.feasibility import explain_infeasible
 from poet_compiler.solve.finalize import Finalized, finalize_plan
-from poet_compiler.solve.guided import guided_search
+from poet_compiler.solve.guided import cover_schedule, guided_search
 from poet_compiler.solve.options import DEFAULT_GAP_LIMIT, SolveOptions, effort_units
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.row_generation import solve_by_rows
@@ -39,11 +39,13 @@ STRATEGY = "optimal"
 class Steps:
     """The calls of the stages that a test or ``bench/ablation.py`` may replace, each by a
     function of the same signature (the default's): the heuristics' warm starts, a cover
-    solve, the guided search, the guided sub-problems' and the full model's solver calls,
-    the full model by rounds, finalize, and the infeasibility analysis."""
+    solve, the cover's realization as a schedule, the guided search, the guided
+    sub-problems' and the full model's solver calls, the full model by rounds, finalize,
+    and the infeasibility analysis."""
 
     warm_starts: Callable[..., Any] = warm_start_candidates
     cover_bound: Callable[..., Any] = cover_bound
+    realize_cover: Callable[..., Any] = cover_schedule
     guided_search: Callable[..., Any] = guided_search
     solve_guided: Callable[..., Any] = solve_model
     solve_by_rows: Callable[..., Any] = solve_by_rows

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from poet_compiler import work
 from poet_compiler.solve.cover import CoverBound, deeper_cover
 from poet_compiler.solve.finalize import Fenced
-from poet_compiler.solve.guided import GuidedOutcome, cover_schedule
+from poet_compiler.solve.guided import GuidedOutcome
 from poet_compiler.solve.pipeline.answer import BOUND_NOISE, Answer, finalized, gap_claim, says
 from poet_compiler.solve.pipeline.bounds import Bounds
 from poet_compiler.solve.pipeline.context import Context
@@ -211,8 +211,9 @@ def _arena_fit_fallback(ctx: Context, tight: Problem, cover: CoverBound, notes: 
     if clock.expired():
         return None
     with ctx.stage("arena_rescue"):
-        schedule = cover_schedule(tight, cover, time_limit_s=ctx.tuning.cover_limit_s, arena_fit=True,
-                                  until=clock.at, solve_cover=ctx.steps.cover_bound, finalize=ctx.steps.finalize)
+        schedule = ctx.steps.realize_cover(tight, cover, time_limit_s=ctx.tuning.cover_limit_s, arena_fit=True,
+                                           until=clock.at, solve_cover=ctx.steps.cover_bound,
+                                           finalize=ctx.steps.finalize)
         if schedule is None:
             return None
         done = ctx.finalize(schedule, arena_time_s=ctx.left())
