@@ -356,14 +356,29 @@ def _improve(inst: _Instance, arena: int, offsets: list[int], peak: int, moves: 
     return best
 
 
-def _exact(inst: _Instance, hint: list[int], upper: int, peak: int, det_time_s: float,
-           target: int | None = None, linearization: int = 1,
-           coarse: bool = False, wall_s: float | None = None, seed: int = 0) -> tuple[int, list[int]] | None:
+@dataclass(frozen=True)
+class ExactSearch:
+    """One pass of the exact packing: its deterministic time, the ``target`` arena (the
+    caller's budget: the first layout within it ends the search), CP-SAT's linearization
+    level, ``coarse`` address units (:func:`_quantum`, else the sizes' gcd), ``wall_s``
+    (a wall-clock cap below the usual safety net: the caller's time left) and the seed."""
+
+    det_time_s: float
+    target: int | None = None
+    linearization: int = 1
+    coarse: bool = False
+    wall_s: float | None = None
+    seed: int = 0
+
+
+def _exact(inst: _Instance, hint: list[int], upper: int, peak: int,
+           search: ExactSearch) -> tuple[int, list[int]] | None:
     """CP-SAT packing (see module docstring); None when it finds nothing better than
-    ``upper``. ``coarse``: in the address units of :func:`_quantum`, else of the sizes' gcd.
-    ``wall_s``: a wall-clock cap below the usual safety net (the caller's time left).
-    Solved by :func:`~poet_compiler.solvers.native.solve_native` (its one stopping
-    rule: the wall limit, the deterministic time, and ``target`` as the objective's floor)."""
+    ``upper``. Solved by :func:`~poet_compiler.solvers.native.solve_native` (its one
+    stopping rule: the wall limit, the deterministic time, and the target as the
+    objective's floor)."""
+    det_time_s, target, linearization = search.det_time_s, search.target, search.linearization
+    coarse, wall_s, seed = search.coarse, search.wall_s, search.seed
     real_width = inst.width
     g = _quantum(inst.buffers, peak) if coarse else _gcd(inst.buffers)
     if any(b.size % g or b.workspace % g for b in inst.buffers):
@@ -504,7 +519,7 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
             wall = None if until is None else until - work.now()
             if wall is not None and wall < 0.05:
                 break
-            found = _exact(inst, best[1], best[0], peak, det_s, budget_bytes, level, coarse, wall)
+            found = _exact(inst, best[1], best[0], peak, ExactSearch(det_s, budget_bytes, level, coarse, wall))
             if found is not None and found[0] < best[0] and inst.valid(found[1]):
                 best = (found[0], found[1], "exact")
             if done():
