@@ -5,16 +5,17 @@ the wall seconds do).
     PYTHONPATH=. .venv/bin/python bench/ablation.py -o bench/results/ablation
     PYTHONPATH=. .venv/bin/python bench/ablation.py --cells demo,poet_linear_m4 --variants all,no_presence
 
-Variants (each a monkeypatch of solve/milp.py's pipeline, in a fresh process):
+Variants (each a Tuning or the Steps of the pipeline, solve/tuning.py and
+solve/pipeline/context.py, that the ``optimal`` strategy is run with, in a fresh process):
 
 - ``all``: the pipeline as it is;
-- ``no_presence``: the presence stage returns the cover as it is;
-- ``no_deep_cover``: ``deeper_cover`` returns the one-level cover;
-- ``no_widening``: the guided stage searches the first sub-problem only;
-- ``no_full_model``: the full model finds nothing (its round returns a timeout);
-- ``no_arena_retries``: no re-solve below an arena that did not fit;
-- ``MODULE.NAME=VALUE``: a constant of ``poet_compiler.solve.MODULE`` set to VALUE (e.g.
-  ``presence_stage.PRESENCE_SHARE=0.4``).
+- ``no_presence``: no presence stage (``presence_max_pairs=0``: every model is too large);
+- ``no_deep_cover``: no deep cover (``deep_cover=False``);
+- ``no_widening``: the guided stage searches the first sub-problem only (``widen=False``);
+- ``no_full_model``: the full model finds nothing (its rounds' solver returns a timeout);
+- ``no_arena_retries``: no re-solve below an arena that did not fit (``max_arena_retries=0``);
+- ``NAME=VALUE``: the Tuning field NAME set to VALUE (e.g. ``presence_share=0.4``; the
+  heuristics and the infeasibility analysis keep the default tuning).
 
 Cells: those of bench/optimizer_grid.py, or bench/time_limit_bench.py's names (grid cells
 ``op_MODEL_DEVICE_RAM_DEADLINE``, ``dagN_P``, ``gpt2_a72_70``, ...), run at the default
@@ -43,41 +44,34 @@ VARIANTS = ("all", "no_presence", "no_deep_cover", "no_widening", "no_full_model
 
 
 def _switch_off(variant: str) -> None:
-    import poet_compiler.solve.milp as milp
-    import poet_compiler.solve.row_generation as row_generation
-    from poet_compiler.solve.backends import BackendResult
+    """Run the ``optimal`` strategy of this process with ``variant``'s Tuning and Steps."""
+    import dataclasses
 
+    import poet_compiler.solve.strategies as strategies
+    from poet_compiler.solve import milp
+    from poet_compiler.solve.pipeline.context import STEPS
+    from poet_compiler.solve.tuning import TUNING
+    from poet_compiler.solvers import BackendResult
+
+    tuning, steps = TUNING, STEPS
     if variant == "no_presence":
-        milp.presence_stage = lambda tight, cover, hint, extra, **kw: (cover, hint, "warm start")  # type: ignore
+        tuning = dataclasses.replace(TUNING, presence_max_pairs=0)
     elif variant == "no_deep_cover":
-        milp.deeper_cover = lambda tight, cover, **kw: cover  # type: ignore
+        tuning = dataclasses.replace(TUNING, deep_cover=False)
     elif variant == "no_widening":
-        real = milp.guided_search
-
-        def narrow(*args, **kw):  # noqa: ANN002, ANN003, ANN202
-            return real(*args, **{**kw, "widen": False})
-
-        milp.guided_search = narrow  # type: ignore
+        tuning = dataclasses.replace(TUNING, widen=False)
     elif variant == "no_full_model":
-        row_generation.solve_model = lambda model, solver, opts: BackendResult(  # type: ignore
-            "timeout", None, None, None, 0.0, "cpsat", "switched off")
+        steps = dataclasses.replace(STEPS, solve_full=lambda model, solver, opts: BackendResult(
+            "timeout", None, None, None, 0.0, "cpsat", "switched off"))
     elif variant == "no_arena_retries":
-        milp.MAX_ARENA_RETRIES = 0
+        tuning = dataclasses.replace(TUNING, max_arena_retries=0)
     elif "=" in variant:
-        import importlib
-
-        target, value = variant.split("=", 1)
-        module, name = target.rsplit(".", 1)
-        mod = importlib.import_module(f"poet_compiler.solve.{module}")
-        old = getattr(mod, name)
-        new = type(old)(value)
-        # Every module that imported the constant by name gets the new value too (a
-        # default argument keeps the value it had when its function was defined).
-        for loaded in [m for k, m in sys.modules.items() if k.startswith("poet_compiler.solve")]:
-            if getattr(loaded, name, None) is old:
-                setattr(loaded, name, new)
+        name, value = variant.split("=", 1)
+        tuning = dataclasses.replace(TUNING, **{name: type(getattr(TUNING, name))(value)})
     elif variant != "all":
         raise SystemExit(f"unknown variant {variant}")
+    # The strategy registry's entry for "optimal" (strategies._optimal), with this tuning.
+    strategies._optimal = lambda problem, opts: milp.solve_milp(problem, opts, tuning=tuning, steps=steps)
 
 
 def _one(cell_args: list[str], variant: str) -> None:

@@ -77,7 +77,9 @@ def guided_programs(cells: tuple[tuple[str, str, float, float], ...]):
     from poet_compiler.schedule.linearize import linearize
     from poet_compiler.solve.cover import cover_bound
     from poet_compiler.solve.guided import guided_search
-    from poet_compiler.solve.milp import warm_start_candidates
+    from poet_compiler.solve.options import SolveOptions
+    from poet_compiler.solve.pipeline.context import Context
+    from poet_compiler.solve.warm_start import warm_start_candidates
 
     for model, device, frac, dx in cells:
         graph, costs = load(model, device, "module")
@@ -85,8 +87,10 @@ def guided_programs(cells: tuple[tuple[str, str, float, float], ...]):
         problem = Problem(graph=graph, costs=costs, ram_budget_bytes=int(ref.peak_bytes * frac),
                           deadline_s=costs.compute_only_s * dx, mode="poet")
         candidates = warm_start_candidates(problem)
-        found = guided_search(problem, cover_bound(problem), candidates[0][2] if candidates else None,
-                              solver="cpsat", time_limit_s=GUIDED_LIMIT_S, threads=2, relative_gap=1e-3)
+        # Outside a meter: the search's wall limit, GUIDED_LIMIT_S (the effort never binds).
+        ctx = Context.start(problem, SolveOptions(solver="cpsat", threads=2, effort=1e6))
+        found = guided_search(ctx, problem, cover_bound(problem), candidates[0][2] if candidates else None,
+                              time_limit_s=GUIDED_LIMIT_S, relative_gap=1e-3)
         if found.schedule is not None:
             program = remove_pointless_work(graph, linearize(graph, found.schedule, mode="poet"))
             yield f"{model} {device} {frac:.0%} {dx:g}x guided", graph, program, problem.activation_budget

@@ -39,11 +39,11 @@ CELLS = {
 
 def measure(name: str, seconds: float) -> dict:
     from bench.row_generation_bench import problem_of
-    from poet_compiler.solve.backends import BackendOptions, solve_model
-    from poet_compiler.solve.backends.base import is_large
-    from poet_compiler.solve.backends.memory import memory_limit, self_rss
     from poet_compiler.solve.formulation.fast import build_fast, canonical, useful_table
+    from poet_compiler.solve.tuning import TUNING
     from poet_compiler.solve.warm_start import warm_start_candidates
+    from poet_compiler.solvers import BackendOptions, solve_model
+    from poet_compiler.solvers.memory import memory_limit, self_rss
 
     problem = problem_of(name, CELLS)
     useful = sum(map(sum, useful_table(problem)))
@@ -56,7 +56,7 @@ def measure(name: str, seconds: float) -> dict:
     if candidates:
         built.hint_from(canonical(problem, candidates[0][2]))
     stats = built.model.stats()
-    opts = BackendOptions(time_limit_s=seconds, threads=2, relative_gap=1e-3, large=is_large(built.model))
+    opts = BackendOptions(time_limit_s=seconds, threads=2, relative_gap=1e-3, large=TUNING.large_model(built.model))
     with memory_limit(64 * 2**30) as seen:
         out = solve_model(built.model, "auto", opts)
     return {"cell": name, "nodes": problem.n, "useful_pairs": useful, **stats, "build_s": round(build_s, 2),

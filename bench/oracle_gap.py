@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from poet_compiler.solve.milp import solve_milp
+from poet_compiler.solve.options import SolveOptions
 from tests.support import oracle
 from tests.support.graphs import training_problem
 
@@ -29,7 +30,7 @@ def measure(seeds: int, n_fwd: int, dma: bool, static_w: float, deadline: bool) 
     for seed, mode in itertools.product(range(seeds), MODES):
         problem = training_problem(seed, n_fwd, mode, dma=dma, static_w=static_w, deadline=deadline)
         best = oracle.search(problem)
-        res = solve_milp(problem, time_limit_s=60, gap_limit=0.0)
+        res = solve_milp(problem, SolveOptions(time_limit_s=60, gap_limit=0.0))
         if best is None:
             continue
         n += 1

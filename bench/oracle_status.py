@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 from poet_compiler.solve.milp import solve_milp
+from poet_compiler.solve.options import SolveOptions
 from tests.support.graphs import training_problem
 
 MODES = ("poet", "remat", "paging", "none")
@@ -31,7 +32,7 @@ def measure(n_fwd: int, static_w: float, deadline: bool, seeds: int) -> dict[str
     seconds = 0.0
     for seed, mode in itertools.product(range(seeds), MODES):
         problem = training_problem(seed, n_fwd, mode, dma=True, static_w=static_w, deadline=deadline)
-        res = solve_milp(problem, time_limit_s=60, gap_limit=0.0)
+        res = solve_milp(problem, SolveOptions(time_limit_s=60, gap_limit=0.0))
         statuses[res.status] = statuses.get(res.status, 0) + 1
         seconds += res.solve_time_s
     return {"statuses": statuses, "solve_s": round(seconds, 1)}

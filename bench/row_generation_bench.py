@@ -22,15 +22,17 @@ from pathlib import Path
 from bench.time_limit_bench import emit, layered_dag
 from poet_compiler.api import load_costs, resolve_graph
 from poet_compiler.graph.io import graph_from_dict
-from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.budgets import reference, resolve_deadline, resolve_ram
 from poet_compiler.solve.clock import Clock
 from poet_compiler.solve.cover import cover_bound
 from poet_compiler.solve.formulation.fast import build_fast, canonical
 from poet_compiler.solve.guided import guided_search
+from poet_compiler.solve.options import SolveOptions
+from poet_compiler.solve.pipeline.context import Context
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.row_generation import solve_by_rows
 from poet_compiler.solve.warm_start import warm_start_candidates
+from poet_compiler.solvers import BackendOptions, solve_model
 
 # name: (model, device, ram, deadline, mode)
 CELLS = {
@@ -64,8 +66,10 @@ def main() -> None:
         problem = problem_of(name)
         cover = cover_bound(problem)
         candidates = warm_start_candidates(problem)
-        guided = guided_search(problem, cover, candidates[0][2] if candidates else None, solver="cpsat",
-                               time_limit_s=20.0, threads=2, relative_gap=1e-3)
+        # Outside a meter: wall limits (the effort never binds).
+        ctx = Context.start(problem, SolveOptions(solver="cpsat", threads=2, effort=1e6))
+        guided = guided_search(ctx, problem, cover, candidates[0][2] if candidates else None, time_limit_s=20.0,
+                               relative_gap=1e-3)
         hint = guided.schedule if guided.schedule is not None else (candidates[0][2] if candidates else None)
         hint = canonical(problem, hint) if hint is not None else None
         common = {"cell": name, "nodes": problem.n, "seconds": args.seconds, "cover_bound_j": cover.energy_j,
@@ -82,9 +86,8 @@ def main() -> None:
         rows.append({"method": "full model", "energy_j": energy, "bound_j": out.bound, "status": out.status,
                      "wall_s": round(time.perf_counter() - t0, 1), "rows": built.model.stats()["constraints"]})
         t0 = time.perf_counter()
-        rounds = solve_by_rows(problem, hint, budget=problem.activation_budget, floor=cover.energy_j,
-                               solver="cpsat", clock=Clock(args.seconds), finalize_s=0.0, threads=2,
-                               progress=False, gap=1e-3)
+        rounds = solve_by_rows(Context(problem, ctx.options, Clock(args.seconds)), problem, hint,
+                               budget=problem.activation_budget, floor=cover.energy_j, finalize_s=0.0, gap=1e-3)
         out = rounds.out
         energy = feasible_energy(problem, rounds.built.schedule(out.values)) if out.values is not None else None
         rows.append({"method": "rows", "energy_j": energy, "bound_j": out.bound, "status": out.status,

@@ -1,5 +1,6 @@
-"""The optimizer's size at one or more commits: lines of ``poet_compiler/solve`` and its
-module-level numeric constants, each with its kind.
+"""The optimizer's size at one or more commits: lines of ``poet_compiler/solve`` (and of
+``poet_compiler/solvers``, the back-ends that were ``solve/backends``) and its numeric
+constants (module-level, and the fields of ``solve/tuning.py``'s ``Tuning``), each with its kind.
 
     python bench/solve_size.py cf6fe30 HEAD        # before and after, side by side
     python bench/solve_size.py HEAD --list         # every constant, its file and kind
@@ -23,6 +24,8 @@ import ast
 import subprocess
 
 ROOT = "poet_compiler/solve"
+# The solver back-ends, which left solve/ for a layer of their own (counted with it).
+SOLVERS = "poet_compiler/solvers"
 KINDS = {
     "precision": {"_TIME_BITS", "_ENERGY_BITS", "_BIG", "_Q", "_SCALE", "_DEADLINE_TOL", "_SLACK_TOL",
                   "_HINT_TIME_TOL", "OPTIMALITY_TOL", "BOUND_NOISE"},
@@ -35,6 +38,8 @@ KINDS = {
 
 
 def kind_of(name: str) -> str:
+    """The kind of constant ``name`` (a Tuning field by its upper-case name)."""
+    name = name.removeprefix("Tuning.").upper() if name.startswith("Tuning.") else name
     return next((kind for kind, names in KINDS.items() if name in names), "tuning")
 
 
@@ -44,9 +49,17 @@ def _git(*args: str) -> str:
 
 def numeric_constants(source: str) -> list[tuple[str, str]]:
     """``(name, value)`` of the module-level UPPER_CASE assignments whose value holds a
-    number (registries of names and tuples of strings are not constants of this kind)."""
+    number (registries of names and tuples of strings are not constants of this kind), and
+    of the numeric fields of a class ``Tuning`` (solve/tuning.py), named ``Tuning.field``."""
     found = []
-    for node in ast.parse(source).body:
+    tree = ast.parse(source)
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Tuning"):
+        for node in cls.body:
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and \
+                    isinstance(node.value, ast.Constant) and isinstance(node.value.value, (int, float)) and \
+                    not isinstance(node.value.value, bool):
+                found.append((f"Tuning.{node.target.id}", ast.unparse(node.value)))
+    for node in tree.body:
         if isinstance(node, ast.Assign):
             names, value = [t.id for t in node.targets if isinstance(t, ast.Name)], node.value
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
@@ -62,10 +75,12 @@ def numeric_constants(source: str) -> list[tuple[str, str]]:
 def measure(rev: str) -> tuple[int, list[tuple[str, str, str, str]]]:
     """Lines of ``solve/`` at ``rev``, and its constants as (file, name, value, kind)."""
     lines, constants = 0, []
-    for path in sorted(p for p in _git("ls-tree", "-r", "--name-only", rev, ROOT).split() if p.endswith(".py")):
+    paths = _git("ls-tree", "-r", "--name-only", rev, ROOT, SOLVERS).split()
+    for path in sorted(p for p in paths if p.endswith(".py")):
         source = _git("show", f"{rev}:{path}")
         lines += source.count("\n")
-        constants += [(path[len(ROOT) + 1:], name, value, kind_of(name)) for name, value in numeric_constants(source)]
+        short = path.removeprefix("poet_compiler/")
+        constants += [(short, name, value, kind_of(name)) for name, value in numeric_constants(source)]
     return lines, constants
 
 

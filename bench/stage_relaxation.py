@@ -19,14 +19,16 @@ import sys
 import time
 from pathlib import Path
 
-from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.budgets import reference
 from poet_compiler.solve.cover import cover_bound
 from poet_compiler.solve.formulation import fast
 from poet_compiler.solve.formulation.common import Built, Expr, add
 from poet_compiler.solve.guided import guided_search
-from poet_compiler.solve.milp import warm_start_candidates
+from poet_compiler.solve.options import SolveOptions
+from poet_compiler.solve.pipeline.context import Context
 from poet_compiler.solve.problem import Problem, simulate_schedule
+from poet_compiler.solve.warm_start import warm_start_candidates
+from poet_compiler.solvers import BackendOptions, solve_model
 
 sys.path.insert(0, str(Path(__file__).parent))
 from solve_bench import load  # noqa: E402
@@ -74,8 +76,9 @@ def main() -> None:
         fast._add_memory = full_rows
     # Hinted with what the MILP has at that point: the guided search's schedule.
     candidates = warm_start_candidates(problem)
-    guided = guided_search(problem, cover, candidates[0][2] if candidates else None, solver="cpsat",
-                           time_limit_s=40.0, threads=2, relative_gap=1e-3)
+    ctx = Context.start(problem, SolveOptions(solver="cpsat", threads=2, effort=1e6))   # wall limits: no meter
+    guided = guided_search(ctx, problem, cover, candidates[0][2] if candidates else None, time_limit_s=40.0,
+                           relative_gap=1e-3)
     if guided.schedule is not None:
         built.hint_from(fast.canonical(problem, guided.schedule))
     built.model.objective_floor = cover.energy_j

@@ -28,7 +28,6 @@ from poet_compiler.errors import PoetError
 from poet_compiler.fileio import atomic_write_bytes, atomic_write_text
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.progress import live_status, report, stage
-from poet_compiler.solve.backends.memory import peak_rss
 from poet_compiler.solve.budgets import (
     Reference,
     reference,
@@ -40,6 +39,7 @@ from poet_compiler.solve.problem import MODES, Problem
 from poet_compiler.solve.ram import FixedRam, counted_ram, fixed_ram
 from poet_compiler.solve.result import Result
 from poet_compiler.solve.strategies import SolveOptions, get_strategy, run_strategy
+from poet_compiler.solvers.memory import peak_rss
 from poet_compiler.units import parse_duration, parse_memory_limit, parse_relative, parse_size
 from poet_compiler.versions import versions
 
@@ -180,7 +180,7 @@ def check_options(*, mode: str, strategy: str, solver: str, formulation: str, ga
     if mode not in MODES:
         raise PoetError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
     get_strategy(strategy)
-    from poet_compiler.solve.backends import SOLVERS
+    from poet_compiler.solvers import SOLVERS
 
     if solver not in SOLVERS:
         raise PoetError(f"unknown solver {solver!r}; known: {', '.join(SOLVERS)}")
@@ -341,8 +341,8 @@ def compile(  # noqa: A001 - the product's verb
     t_start = time.perf_counter()
     origin = t_start if started is None else min(started, t_start)
     with live_status(progress):
-        traced, retrace, graph = _load(model, granularity, batch, onnx_loss, input_shapes,
-                                       example_inputs, target, loss_fn, name, opt_spec, train)
+        trace = TraceOptions(granularity, batch, onnx_loss, input_shapes, opt_spec, train)
+        traced, retrace, graph = _load(model, trace, example_inputs, target, loss_fn, name)
         t_traced = time.perf_counter()
         stage(f"costing {graph.n} nodes")
         costs = load_costs(graph, profile)
@@ -395,12 +395,27 @@ def compile(  # noqa: A001 - the product's verb
 Retrace = Callable[[], "TracedModel"]
 
 
-def _load(model: Any, granularity: str, batch: int | None, onnx_loss: str | None,
-          input_shapes: Mapping[str, Sequence[int]] | None, example_inputs: Any, target: Any, loss_fn: Any,
-          name: str | None, optimizer: OptimizerSpec | None = None, train: str | None = None,
-          ) -> tuple[TracedModel | None, Retrace | None, TrainingGraph]:
+@dataclass(frozen=True)
+class TraceOptions:
+    """How a model is traced into its graph: ``granularity`` (op | module | layer), a zoo
+    model's ``batch``, the ONNX frontend's ``onnx_loss`` and ``input_shapes``, the
+    ``optimizer`` whose update joins the step (parsed) and the ``train`` globs of the
+    trained parameters (docs/training.md)."""
+
+    granularity: str = "op"
+    batch: int | None = None
+    onnx_loss: str | None = None
+    input_shapes: Mapping[str, Sequence[int]] | None = None
+    optimizer: OptimizerSpec | None = None
+    train: str | None = None
+
+
+def _load(model: Any, trace: TraceOptions, example_inputs: Any, target: Any, loss_fn: Any,
+          name: str | None) -> tuple[TracedModel | None, Retrace | None, TrainingGraph]:
     """The graph of ``model``, with the TracedModel behind an nn.Module, or for a zoo
     model the means to trace it again (see :class:`Compilation`)."""
+    granularity, batch, optimizer, train = trace.granularity, trace.batch, trace.optimizer, trace.train
+    onnx_loss, input_shapes = trace.onnx_loss, trace.input_shapes
     if _is_module(model):
         if batch is not None:
             raise PoetError(

@@ -36,6 +36,8 @@ def process_started() -> float | None:
 # When the running command started (``poet_compiler.cli.main`` sets it): the console
 # script's process start, or the call's instant when ``main`` runs inside a longer-lived
 # process (a test worker, a notebook), whose own start says nothing about the command.
+# Ambient, not an argument: typer calls a command's function with the user's options
+# only, and main() (which knows the instant) wraps the whole app, not one command.
 _COMMAND_STARTED: ContextVar[float | None] = ContextVar("poetc_command_started", default=None)
 
 

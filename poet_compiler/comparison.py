@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
+    from poet_compiler.api import TraceOptions
+
 DEFAULT_CACHE = ".poetc-cache"
 _Model = str | TrainingGraph
 _Budget = str | int | float | None
@@ -90,27 +92,23 @@ def build_tasks(
     *,
     mode: str,
     spec: SolveSpec,
-    granularity: str = "op",
-    batch: int | None = None,
-    optimizer: str | None = None,
-    train: str | None = None,
+    trace: TraceOptions | None = None,
 ) -> list[CellTask]:
-    """The grid, in row order (model, device, ram, deadline, strategy), budgets resolved.
+    """The grid, in row order (model, device, ram, deadline, strategy), budgets resolved;
+    every model traced by ``trace`` (its optimizer parsed).
 
     Graphs, costs and the checkpoint-all reference are computed once per (model,
     device) here in the caller, so workers only solve and cache keys need no tracing.
     """
-    from poet_compiler.api import load_costs, resolve_graph
-    from poet_compiler.frontends import training_options
+    from poet_compiler.api import TraceOptions, load_costs, resolve_graph
     from poet_compiler.solve.budgets import reference, resolve_deadline, resolve_ram
     from poet_compiler.solve.ram import fixed_ram
 
-    opt, patterns = training_options(optimizer, train)
-
+    trace = trace or TraceOptions()
     parsed = [(s, *parse_strategy(s, mode)) for s in strategies]  # all checked before any work
     tasks: list[CellTask] = []
     for model in models:
-        graph = resolve_graph(model, granularity, batch, optimizer=opt, train=patterns)
+        graph = resolve_graph(model, trace.granularity, trace.batch, optimizer=trace.optimizer, train=trace.train)
         sha = graph_digest(graph)
         for device in devices:
             costs = load_costs(graph, device)
@@ -182,11 +180,14 @@ def sweep(
         effort_units(effort, time_limit_s)   # a bad effort is refused before any tracing
     spec = SolveSpec(solver=solver, formulation=formulation, time_limit_s=time_limit_s, effort=effort,
                      threads=int(threads), activations_only=bool(activations_only))
-    tasks = build_tasks(
-        _as_list(models, "models"), _as_list(devices, "devices"), _as_list(ram, "RAM budgets"),
-        _as_list(deadline, "deadlines"), _as_list(strategies, "strategies"),
-        mode=mode, spec=spec, granularity=granularity, batch=batch, optimizer=optimizer, train=train,
-    )
+    from poet_compiler.api import TraceOptions
+    from poet_compiler.frontends import training_options
+
+    grid = (_as_list(models, "models"), _as_list(devices, "devices"), _as_list(ram, "RAM budgets"),
+            _as_list(deadline, "deadlines"), _as_list(strategies, "strategies"))
+    opt, patterns = training_options(optimizer, train)
+    tasks = build_tasks(*grid, mode=mode, spec=spec,
+                        trace=TraceOptions(granularity, batch, optimizer=opt, train=patterns))
     cache = Cache(cache_dir) if cache_dir is not None else None
     rows: dict[int, Row] = {}
     bar = Progress(len(tasks), progress)

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from poet_compiler.solve.gap import relative_gap
+from poet_compiler.gap import relative_gap
 
 _lock = threading.Lock()
 _active: LiveStatus | None = None

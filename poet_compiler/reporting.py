@@ -32,22 +32,12 @@ LISTING_LINES = 400  # the head of the program; the .poet file holds all of it
 
 
 def read_sidecar(poet_path: Path) -> dict[str, Any] | None:
-    """The report written beside a schedule (``X.poet`` -> ``X.json``), or None if absent;
-    validated against :class:`~poet_compiler.schemas.SidecarReport` (PoetError: one line)."""
-    import json
-
-    side = Path(poet_path).with_suffix(".json")
-    if not side.is_file():
-        return None
-    try:
-        data = json.loads(side.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise PoetError(f"sidecar report {side} is not readable JSON: {exc}") from None
+    """The report written beside a schedule, validated (:func:`poet_compiler.schemas.read_sidecar`)."""
     # Imported here: the schemas build pydantic models at import, which every poetc
     # command would otherwise pay at start (reporting is imported by the CLI).
-    from poet_compiler.schemas import validate_report
+    from poet_compiler.schemas import read_sidecar as read
 
-    return validate_report(data, str(side))
+    return read(poet_path)
 
 
 def fmt(key: str, value: Any) -> str:

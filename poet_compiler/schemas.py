@@ -192,6 +192,19 @@ def validate_report(data: Any, source: str) -> dict[str, Any]:
     return data
 
 
+def read_sidecar(poet_path: str | Path) -> dict[str, Any] | None:
+    """The report written beside a schedule (``X.poet`` -> ``X.json``), or None if absent;
+    validated against :class:`SidecarReport` (PoetError: one line)."""
+    side = Path(poet_path).with_suffix(".json")
+    if not side.is_file():
+        return None
+    try:
+        data = json.loads(side.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise PoetError(f"sidecar report {side} is not readable JSON: {exc}") from None
+    return validate_report(data, str(side))
+
+
 def is_sweep_row(row: dict[str, Any]) -> bool:
     """Whether ``row`` (a sweep row as cached: JSON scalars) matches :class:`SweepRow`."""
     try:

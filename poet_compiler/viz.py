@@ -126,6 +126,9 @@ class _CellPainter(ProgramInterpreter):
     """What each instruction draws in row ``t`` (the stage being replayed), and the RAM and
     flash contents that the next stage starts from."""
 
+    # A MOVE changes where a buffer lies in the arena, not what RAM holds: nothing to draw.
+    ignores = frozenset({Op.MOVE})
+
     def __init__(self, program: Program, cells: np.ndarray) -> None:
         super().__init__(program)
         self.cells = cells

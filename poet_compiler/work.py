@@ -50,6 +50,11 @@ class Meter:
         return None if self.wall_at is None else max(0.0, self.wall_at - time.perf_counter())
 
 
+# Ambient, not an argument: every simulated instruction is charged here (the simulator,
+# heuristics' whole-plan replays, the arena planner's and compaction's stops, every CP-SAT
+# call's limits), deep in the schedule layer and in heuristics whose signature is Problem
+# -> Result; passing a meter through each of them would change every one of those
+# signatures for one counter. The solve sets it once (solve_milp, a metered --strategy).
 _METER: ContextVar[Meter | None] = ContextVar("poetc_meter", default=None)
 
 

@@ -158,3 +158,67 @@ def test_checker_sees_function_level_and_package_init_cycles(tmp_path: Path) -> 
     assert not g.has_edge("pkg.d", "pkg.e") and g.has_edge("pkg.e", "pkg.d")
     _, imports = find_imports(root)
     assert [(i.importer, i.target, i.local) for i in imports if i.importer == "pkg.a"] == [("pkg.a", "pkg.sub.b", True)]
+
+
+# -- layers: no import runs back up ------------------------------------------------------
+
+# The package's layers, lowest first (docs/architecture.md, "Layers"); a module belongs to
+# the entry with the longest prefix of its name (``""``: the rest, the user's side). A
+# module may import from its own layer and the ones below, never from one above, at
+# module level or in a function (bench/code_shape.py counts the same).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("base", ("errors", "units", "fileio", "versions", "work", "command_start", "progress", "gap")),
+    ("graph", ("graph",)),
+    ("frontends", ("frontends",)),
+    ("devices", ("devices",)),
+    ("solvers", ("solvers",)),
+    ("schedule", ("schedule",)),
+    ("solve", ("solve",)),
+    ("schemas", ("schemas",)),
+    ("codegen", ("codegen",)),
+    ("user side", ("reporting", "viz", "training", "training_options", "sweeps", "comparison", "api",
+                   "commands", "cli", "")),
+)
+
+
+def layer_of(module: str) -> int:
+    """The index in :data:`LAYERS` of ``module`` (a name under the package)."""
+    rel = module.partition(".")[2] if "." in module else ""
+    best, index = -1, len(LAYERS) - 1
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            if (rel == p or rel.startswith(p + ".") or p == "") and len(p) > best:
+                best, index = len(p), i
+    return index
+
+
+def imports_back_up(root: Path) -> list[str]:
+    """``importer:line imports target (layer -> layer)`` for every import of the package at
+    ``root`` from a lower layer to a higher one."""
+    modules, imports = find_imports(root)
+    return sorted(f"{imp.importer}:{imp.lineno} imports {imp.target} "
+                  f"({LAYERS[layer_of(imp.importer)][0]} -> {LAYERS[layer_of(imp.target)][0]})"
+                  for imp in imports if imp.target in modules and layer_of(imp.importer) < layer_of(imp.target))
+
+
+def test_no_import_runs_back_up_the_layers() -> None:
+    bad = imports_back_up(PACKAGE_DIR)
+    assert not bad, "imports from a lower layer to a higher one (tests/test_imports.py, LAYERS):\n" + "\n".join(bad)
+
+
+def test_every_module_is_in_a_layer_the_table_names() -> None:
+    """A new top-level module or package lands on the user's side unless the table says
+    otherwise: this lists what does, so that a lower-layer one is placed on purpose."""
+    modules, _ = find_imports(PACKAGE_DIR)
+    top = sorted({m.split(".")[1] for m in modules if "." in m})
+    named = {p.split(".")[0] for _, prefixes in LAYERS for p in prefixes if p}
+    assert set(top) <= named, f"not in LAYERS: {sorted(set(top) - named)}"
+
+
+def test_the_layer_check_sees_a_function_level_import_up(tmp_path: Path) -> None:
+    root = _package(tmp_path, {
+        "__init__.py": "",
+        "graph.py": "def f():\n    from pkg import api  # hides the arrow up\n",
+        "api.py": "from pkg import graph\n",
+    })
+    assert imports_back_up(root) == ["pkg.graph:2 imports pkg.api (graph -> user side)"]

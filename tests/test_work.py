@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from poet_compiler import work
-from poet_compiler.solve.backends.native import NativeLimits, new_model, solve_native
+from poet_compiler.solvers.native import NativeLimits, new_model, solve_native
 
 
 def _hard_model():

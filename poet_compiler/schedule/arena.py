@@ -47,7 +47,7 @@ from poet_compiler.errors import ScheduleError
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.schedule.interpreter import ProgramInterpreter
 from poet_compiler.schedule.program import Instruction, Op, Program
-from poet_compiler.solve.backends.native import NativeLimits, new_model, solve_native
+from poet_compiler.solvers.native import NativeLimits, new_model, solve_native
 
 # Local improvement: moves tried per call (each is one placement, O(conflicting pairs)),
 # capped so that moves x conflicting pairs stays below IMPROVE_WORK (~1 s of Python).
@@ -95,6 +95,10 @@ def buffers_of(graph: TrainingGraph, program: Program) -> list[Buffer]:
 
 class _Buffers(ProgramInterpreter):
     """Each buffer's lifetime: from its COMPUTE or PAGE_IN to its FREE (or the end)."""
+
+    # A PAGE_OUT keeps its buffer until the FREE, a FENCE allocates nothing, a MOVE keeps
+    # the buffer's lifetime (only its offset changes).
+    ignores = frozenset({Op.PAGE_OUT, Op.FENCE, Op.MOVE})
 
     def __init__(self, graph: TrainingGraph, program: Program) -> None:
         super().__init__(program)
@@ -149,6 +153,11 @@ class _Placer(ProgramInterpreter):
 
     def fence(self, ins: Instruction) -> None:
         self.out.append(replace(ins, offset=None))
+
+    def move(self, ins: Instruction) -> None:
+        # The arena is planned afresh for a program without MOVEs (finalize strips a given
+        # Program's: compact.without_moves); a MOVE here would be laid out at a stale offset.
+        raise ScheduleError(f"instruction {self.index} ({ins}): plan_arena lays out programs without MOVE")
 
     def finish(self) -> tuple[Instruction, ...]:
         return tuple(self.out)
@@ -347,14 +356,29 @@ def _improve(inst: _Instance, arena: int, offsets: list[int], peak: int, moves: 
     return best
 
 
-def _exact(inst: _Instance, hint: list[int], upper: int, peak: int, det_time_s: float,
-           target: int | None = None, linearization: int = 1,
-           coarse: bool = False, wall_s: float | None = None, seed: int = 0) -> tuple[int, list[int]] | None:
+@dataclass(frozen=True)
+class ExactSearch:
+    """One pass of the exact packing: its deterministic time, the ``target`` arena (the
+    caller's budget: the first layout within it ends the search), CP-SAT's linearization
+    level, ``coarse`` address units (:func:`_quantum`, else the sizes' gcd), ``wall_s``
+    (a wall-clock cap below the usual safety net: the caller's time left) and the seed."""
+
+    det_time_s: float
+    target: int | None = None
+    linearization: int = 1
+    coarse: bool = False
+    wall_s: float | None = None
+    seed: int = 0
+
+
+def _exact(inst: _Instance, hint: list[int], upper: int, peak: int,
+           search: ExactSearch) -> tuple[int, list[int]] | None:
     """CP-SAT packing (see module docstring); None when it finds nothing better than
-    ``upper``. ``coarse``: in the address units of :func:`_quantum`, else of the sizes' gcd.
-    ``wall_s``: a wall-clock cap below the usual safety net (the caller's time left).
-    Solved by :func:`~poet_compiler.solve.backends.native.solve_native` (its one stopping
-    rule: the wall limit, the deterministic time, and ``target`` as the objective's floor)."""
+    ``upper``. Solved by :func:`~poet_compiler.solvers.native.solve_native` (its one
+    stopping rule: the wall limit, the deterministic time, and the target as the
+    objective's floor)."""
+    det_time_s, target, linearization = search.det_time_s, search.target, search.linearization
+    coarse, wall_s, seed = search.coarse, search.wall_s, search.seed
     real_width = inst.width
     g = _quantum(inst.buffers, peak) if coarse else _gcd(inst.buffers)
     if any(b.size % g or b.workspace % g for b in inst.buffers):
@@ -495,7 +519,7 @@ def plan_arena(graph: TrainingGraph, program: Program, *, effort: int = 0,
             wall = None if until is None else until - work.now()
             if wall is not None and wall < 0.05:
                 break
-            found = _exact(inst, best[1], best[0], peak, det_s, budget_bytes, level, coarse, wall)
+            found = _exact(inst, best[1], best[0], peak, ExactSearch(det_s, budget_bytes, level, coarse, wall))
             if found is not None and found[0] < best[0] and inst.valid(found[1]):
                 best = (found[0], found[1], "exact")
             if done():

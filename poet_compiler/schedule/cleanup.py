@@ -28,6 +28,10 @@ class _Lifetimes(ProgramInterpreter):
     """Per allocation (a COMPUTE or a PAGE_IN): its index, the index of its FREE or None,
     whether a COMPUTE reads it, whether it is paged out."""
 
+    # A FENCE allocates, reads and frees nothing; cleanup runs before the arena is planned,
+    # so on programs without MOVE (finalize strips a given Program's: compact.without_moves).
+    ignores = frozenset({Op.FENCE, Op.MOVE})
+
     def __init__(self, graph: TrainingGraph, ins: list[Instruction]) -> None:
         super().__init__(ins)
         self.graph = graph

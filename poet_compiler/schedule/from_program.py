@@ -21,6 +21,10 @@ from poet_compiler.schedule.schedule import Schedule
 class _StageReader(ProgramInterpreter):
     """Replays ``program`` stage by stage and records each stage's decisions in the matrices."""
 
+    # Neither a FENCE nor a MOVE is a decision of the matrices (a FENCE's place in a stage is
+    # taken by before()).
+    ignores = frozenset({Op.FENCE, Op.MOVE})
+
     def __init__(self, graph: TrainingGraph, program: Program, *, dma: bool) -> None:
         super().__init__(program)
         self.n = graph.n

@@ -25,23 +25,46 @@ opcode's method and :meth:`~ProgramInterpreter.after`: a pass that does the same
 around every instruction (check its operand, record a timeline) writes it once there. A
 pass that has its answer before the end calls :meth:`~ProgramInterpreter.stop`; the walk
 then ends after the current instruction, and :meth:`~ProgramInterpreter.finish` still
-runs. The default methods do nothing: the walk defines no semantics of its own. The rules
-of execution (what each instruction needs and does, time, energy, memory) are
-docs/model.md's, and the simulator (:mod:`poet_compiler.schedule.simulate`), itself a
-subclass, is their independent, executable judge.
+runs. The walk defines no semantics of its own. The rules of execution (what each
+instruction needs and does, time, energy, memory) are docs/model.md's, and the simulator
+(:mod:`poet_compiler.schedule.simulate`), itself a subclass, is their independent,
+executable judge.
+
+Every opcode is handled or skipped on purpose: a subclass overrides its method or lists
+the opcode in :attr:`~ProgramInterpreter.ignores` (with the reason), else defining the
+class raises ``TypeError`` naming the opcode; the base's own opcode methods raise
+``NotImplementedError``. A new opcode in :class:`~poet_compiler.schedule.program.Op` thus
+fails every pass that has not decided what it does with it, when its module is imported.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from poet_compiler.errors import ScheduleError
 from poet_compiler.schedule.program import Instruction, Op, Program
 
+#: The method that runs each opcode.
+METHODS: dict[Op, str] = {Op.COMPUTE: "compute", Op.PAGE_OUT: "page_out", Op.PAGE_IN: "page_in", Op.FREE: "free",
+                          Op.FENCE: "fence", Op.MOVE: "move"}
+
 
 class ProgramInterpreter:
     """Walks ``instructions`` (a :class:`Program` or a plain sequence of instructions)."""
+
+    #: The opcodes this pass skips on purpose (module docstring): their instructions run
+    #: :meth:`before` and :meth:`after` only.
+    ignores: ClassVar[frozenset[Op]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        missing = [op for op, name in METHODS.items()
+                   if getattr(cls, name) is getattr(ProgramInterpreter, name) and op not in cls.ignores]
+        if missing:
+            raise TypeError(f"{cls.__qualname__} handles no {', '.join(op.name for op in missing)}: override "
+                            f"{', '.join(METHODS[op] + '()' for op in missing)} or list the opcode(s) in its "
+                            "ignores, with the reason (poet_compiler/schedule/interpreter.py)")
 
     def __init__(self, instructions: Program | Sequence[Instruction]) -> None:
         self.instructions: Sequence[Instruction] = (
@@ -50,12 +73,7 @@ class ProgramInterpreter:
         self.index = -1      # index of the instruction being run (-1 before the walk)
         self.stopped = False  # set by stop(): run() ends after the current instruction
         self._dispatch: dict[Op, Callable[[Instruction], None]] = {
-            Op.COMPUTE: self.compute,
-            Op.PAGE_OUT: self.page_out,
-            Op.PAGE_IN: self.page_in,
-            Op.FREE: self.free,
-            Op.FENCE: self.fence,
-            Op.MOVE: self.move,
+            op: _skip if op in self.ignores else getattr(self, name) for op, name in METHODS.items()
         }
 
     def run(self) -> Any:
@@ -95,20 +113,35 @@ class ProgramInterpreter:
     def after(self, ins: Instruction) -> None:
         """After every instruction's own method."""
 
+    # -- the opcodes: a subclass overrides each, or lists it in ``ignores`` ---------------
     def compute(self, ins: Instruction) -> None:
         """``COMPUTE ins.node``."""
+        self._unhandled(ins)
 
     def page_out(self, ins: Instruction) -> None:
         """``PAGE_OUT ins.node``."""
+        self._unhandled(ins)
 
     def page_in(self, ins: Instruction) -> None:
         """``PAGE_IN ins.node``."""
+        self._unhandled(ins)
 
     def free(self, ins: Instruction) -> None:
         """``FREE ins.node``."""
+        self._unhandled(ins)
 
     def fence(self, ins: Instruction) -> None:
         """``FENCE``."""
+        self._unhandled(ins)
 
     def move(self, ins: Instruction) -> None:
         """``MOVE ins.node`` to arena offset ``ins.offset``."""
+        self._unhandled(ins)
+
+    def _unhandled(self, ins: Instruction) -> None:
+        raise NotImplementedError(f"{type(self).__qualname__} does not handle {ins.op.name} (instruction "
+                                  f"{self.index}): override {METHODS[ins.op]}() or list it in ignores")
+
+
+def _skip(ins: Instruction) -> None:
+    """An ignored opcode's method."""

@@ -23,10 +23,6 @@ from contextvars import ContextVar
 
 from poet_compiler import work
 
-# Below this much work left (after the finalize reserve) no new solver stage starts. At 0.05
-# and at 1.0 no cell of the constants sweep changed (docs/optimizer.md, "Constants").
-MIN_STAGE_S = 0.2
-
 # Stage names, in the order a solve meets them (the report lists them in this order).
 STAGES = ("quick_checks", "warm_starts", "cover", "presence", "guided", "full_model", "finalize", "arena_rescue",
           "infeasibility", "other")
@@ -119,6 +115,9 @@ class Clock:
 
 #: The instant (``time.perf_counter()``) by which the step under way must end: a step that
 #: is not a solver call (a heuristic, building a model) polls it between its own steps.
+#: Ambient, not an argument: the pollers are heuristics (Problem -> Result, the registry's
+#: one signature) and the formulations' row builders, several calls below the stage that
+#: knows the deadline.
 _STEP_UNTIL: ContextVar[float | None] = ContextVar("step_until", default=None)
 
 

@@ -24,24 +24,17 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple  # Any: CP-SAT objects (the model is built on solve/backends/native.py)
+from typing import Any, NamedTuple  # Any: CP-SAT objects (the model is built on solvers/native.py)
 
 from poet_compiler import work
-from poet_compiler.solve.backends.native import NativeLimits, NativeResult, new_model, solve_native
 from poet_compiler.solve.exposure import IMPOSSIBLE, StageExposure, applies
 from poet_compiler.solve.problem import Problem
+from poet_compiler.solve.tuning import TUNING, Tuning
+from poet_compiler.solvers.native import NativeLimits, NativeResult, new_model, solve_native
 
 RECOMPUTE, PAGE = "recompute", "page"
 _SCALE = 1e7          # integer units per largest cost: rounding loses < 1e-7 of it per choice
 _DEADLINE_TOL = 1e-9  # the formulations' deadline row has the same relative slack
-# The most effort one cover solve gets (and at most a quarter of what its caller has
-# left): it closes in under a second on the zoo; the cap is for graphs where it does not.
-COVER_LIMIT_S = 10.0
-
-
-def cover_limit(left: float) -> float:
-    """The effort a caller with ``left`` to spend gives one cover solve."""
-    return min(COVER_LIMIT_S, left / 4)
 
 
 @dataclass(frozen=True)
@@ -70,7 +63,7 @@ class CoverBound:
     the best choice (a guide, not a schedule); ``build_s``: the seconds its model took to
     build, what another cover of the graph can expect. ``other_restores``: the other
     model's choice when both were solved, where the guided search widens; ``staged``: the
-    presence model's choice (set by :func:`.presence_stage.presence_stage`)."""
+    presence model's choice (set by the bounds stage, :mod:`.pipeline.bounds`)."""
 
     energy_j: float | None
     infeasible: bool
@@ -97,14 +90,6 @@ def _forbid_conflicts(problem: Problem, gaps: list[_Gap], m: Any) -> None:
             for other in by_node.get(j, ()):
                 if gap.next_use in other.points:
                     m.add(x + sum(other.options.values()) <= 1)
-
-
-# How deep the *deep* refined cover (:func:`deeper_cover`) follows dead inputs of dead
-# inputs (a batch norm's output under an add under a ReLU is depth 2 on ResNet-18). The
-# cover itself follows one level: its restores guide the schedules, and with the chains
-# they paged where the schedules recompute (ResNet-18-CIFAR a72 30 % 1.5x: the guided
-# search stayed at 51.65 J, where it reaches 44.71 J from the one-level choice).
-DEAD_DEPTH = 3
 
 
 def _dead_paths(problem: Problem, node: int, first: int, depth: int = 1) -> list[tuple[int, ...]]:
@@ -353,8 +338,8 @@ def _require(m: Any, a: Any, gap: _Gap, req: tuple[Any, ...]) -> None:
         m.add(a <= rec) if r is IMPOSSIBLE else m.add(a <= rec + r)
 
 
-def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: float = COVER_LIMIT_S,
-                closure: bool = False, workers: int = 1) -> CoverBound:
+def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: float = TUNING.cover_limit_s,
+                closure: bool = False, workers: int = 1, tuning: Tuning = TUNING) -> CoverBound:
     """The eviction-cover bound of ``problem`` at ``budget`` (default: its activation budget).
 
     Two relaxations: the *light* model charges a recompute its own energy; the *refined*
@@ -363,7 +348,8 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
     tighter when it closes (README demo: 0.03337 against 0.03216 J), but on big graphs
     CP-SAT stops it below the light optimum (gpt2_large: 2044.6 J after 11 s against
     2048.1 J in 3 s). So the light model gets at most half of the time, the refined one the
-    rest when its forecast build (:func:`absence_literals`) fits in half of that; the bound
+    rest when its forecast build (:func:`absence_literals`, at ``tuning.absence_literal_s``
+    each) fits in half of that; the bound
     is the better, the restores the refined model's when it has some. The refined model
     runs on ``workers`` threads of CP-SAT's interleaved search (deterministic): its LNS
     workers closed it where one worker stayed at its first LP bound for 10 s
@@ -377,7 +363,7 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
                          closure=closure, absences=False)
     left = time_limit_s - (work.now() - started)
     literals = 0 if closure or light.infeasible else absence_literals(problem)
-    if not literals or ABSENCE_LITERAL_S * literals > left / 2:
+    if not literals or tuning.absence_literal_s * literals > left / 2:
         return light
     refined = _solve_cover(problem, budget, left, closure=False, absences=True, workers=workers)
     build_s = light.build_s + refined.build_s
@@ -390,29 +376,26 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
 
 
 def deeper_cover(problem: Problem, cover: CoverBound, *, time_limit_s: float, workers: int = 1,
-                 exposure: bool = True) -> CoverBound:
+                 exposure: bool = True, tuning: Tuning = TUNING) -> CoverBound:
     """``cover`` with the bound of the *deep* refined model when that is higher: chains of
-    dead inputs ``DEAD_DEPTH`` deep and, with ``exposure`` where transfers are stage-long,
-    the paging time that outlasts its stage (:mod:`.exposure`). Its restores stay
-    ``cover``'s (they guide the schedules better: ``DEAD_DEPTH``). ``cover`` itself when
-    the graph has neither, or the forecast build does not fit in half of ``time_limit_s``.
-    A valid bound: every schedule (of the family searched) maps to a choice of it too."""
-    literals = absence_literals(problem, DEAD_DEPTH)   # more than one level's: a chain
+    dead inputs ``tuning.dead_depth`` deep and, with ``exposure`` where transfers are
+    stage-long, the paging time that outlasts its stage (:mod:`.exposure`). Its restores
+    stay ``cover``'s (they guide the schedules better: ``Tuning.dead_depth``). ``cover``
+    itself when the graph has neither, or the forecast build does not fit in half of
+    ``time_limit_s``. A valid bound: every schedule (of the family searched) maps to a
+    choice of it too."""
+    depth = tuning.dead_depth
+    literals = absence_literals(problem, depth)   # more than one level's: a chain
     exposure = exposure and applies(problem)
     if cover.energy_j is None or (not exposure and literals <= absence_literals(problem)) or \
-            ABSENCE_LITERAL_S * literals > time_limit_s / 2:
+            tuning.absence_literal_s * literals > time_limit_s / 2:
         return cover
     deep = _solve_cover(problem, None, time_limit_s, closure=False, absences=True, workers=workers,
-                        depth=DEAD_DEPTH, exposure=exposure)
+                        depth=depth, exposure=exposure)
     if deep.energy_j is None or deep.energy_j <= cover.energy_j:
         return cover
     return dataclasses.replace(cover, energy_j=deep.energy_j, closed=deep.closed,
                                build_s=cover.build_s + deep.build_s)
-
-
-# Seconds to build one absence literal of the refined cover (measured: 6.6 us on
-# gpt2_large, 232k literals in 1.5 s; doubled for slower machines).
-ABSENCE_LITERAL_S = 1.5e-5
 
 
 def absence_literals(problem: Problem, depth: int = 1) -> int:
@@ -505,7 +488,7 @@ def _bound(res: NativeResult) -> float:
     return res.bound
 
 
-def cover_min_budget(problem: Problem, *, time_limit_s: float = COVER_LIMIT_S) -> int | None:
+def cover_min_budget(problem: Problem, *, time_limit_s: float = TUNING.cover_limit_s) -> int | None:
     """A lower bound on the smallest activation budget at which a schedule meets the
     deadline: the cover's rows with the budget as the variable (a schedule that fits B
     gives a choice that fits B). None when no budget fits the deadline; 0 (no
@@ -526,7 +509,7 @@ def cover_min_budget(problem: Problem, *, time_limit_s: float = COVER_LIMIT_S) -
 
 
 def cover_min_time(problem: Problem, *, budget: int | None = None,
-                   time_limit_s: float = COVER_LIMIT_S) -> tuple[float, CoverBound] | None:
+                   time_limit_s: float = TUNING.cover_limit_s) -> tuple[float, CoverBound] | None:
     """A lower bound on the step time of any schedule within ``budget`` (default: the
     activation budget) at any deadline: the cover's rows with the restores' time (as in
     the deadline row) as the objective. ``(seconds, choice)``, the choice's ``energy_j``

@@ -17,23 +17,20 @@ from dataclasses import dataclass, field
 from poet_compiler import work
 from poet_compiler.errors import InfeasibleError
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.baselines.keep_all import checkpoint_all_schedule
-from poet_compiler.solve.clock import MIN_STAGE_S, step_until
-from poet_compiler.solve.cover import CoverBound, cover_bound, cover_limit, cover_min_budget, cover_min_time
+from poet_compiler.solve.clock import step_until
+from poet_compiler.solve.cover import CoverBound, cover_bound, cover_min_budget, cover_min_time
 from poet_compiler.solve.formulation.common import BuildDeadline, Built
 from poet_compiler.solve.formulation.fast import build_fast
 from poet_compiler.solve.guided import cover_schedule, realize_within
 from poet_compiler.solve.problem import Problem, simulate_schedule
 from poet_compiler.solve.result import ResultExtra
+from poet_compiler.solve.tuning import TUNING
 from poet_compiler.solve.warm_start import warm_start_candidates
+from poet_compiler.solvers import BackendOptions, solve_model
 from poet_compiler.units import format_bytes
 
 _DEADLINE_TOL = 1e-9
-# The most effort one quick search of the analysis gets: the smallest deadline when the
-# RAM, not the deadline, is the reason (a side note), and the cover's schedule at the
-# least RAM's lower bound. Both end in well under a second on the zoo.
-QUICK_SEARCH_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -78,14 +75,14 @@ def _left(until: float) -> float:
 def _build_within(problem: Problem, objective: str, until: float) -> Built | None:
     """The fast formulation minimizing ``objective``, or None when no effort is left to
     solve it by ``until`` (the build stops there too)."""
-    if _left(until) <= MIN_STAGE_S:
+    if _left(until) <= TUNING.min_stage_s:
         return None
     try:
         with step_until(until):
             built = build_fast(problem, objective=objective)
     except BuildDeadline:
         return None
-    return built if _left(until) > MIN_STAGE_S else None
+    return built if _left(until) > TUNING.min_stage_s else None
 
 
 def _quick_ram_upper(problem: Problem, lower: int, until: float) -> tuple[int, Schedule] | None:
@@ -93,11 +90,11 @@ def _quick_ram_upper(problem: Problem, lower: int, until: float) -> tuple[int, S
     deadline: checkpoint-all, and the cover's schedule at budget ``lower`` (its cover
     solves end by ``until``)."""
     at_lower = dataclasses.replace(problem, ram_budget_bytes=lower + _fixed(problem))
-    cap = min(QUICK_SEARCH_S, _left(until))
+    cap = min(TUNING.quick_search_s, _left(until))
     candidates: list[Schedule | None] = [checkpoint_all_schedule(problem)]
     cover = cover_bound(at_lower, time_limit_s=cap) if cap > 0 else None
     if cover is not None and cover.energy_j is not None:
-        candidates.append(cover_schedule(at_lower, cover, time_limit_s=QUICK_SEARCH_S, until=until))
+        candidates.append(cover_schedule(at_lower, cover, time_limit_s=TUNING.quick_search_s, until=until))
     sims = [(simulate_schedule(problem, s), s) for s in candidates if s is not None]
     found = [(sim.peak_bytes, s) for sim, s in sims
              if problem.deadline_s is None or sim.runtime_s <= problem.deadline_s * (1 + _DEADLINE_TOL)]
@@ -115,7 +112,7 @@ def ram_requirement(problem: Problem, *, time_limit_s: float = 30.0, threads: in
             f"deadline {problem.deadline_s:.6g} s is below the compute-only minimum "
             f"{problem.costs.compute_only_s:.6g} s: no RAM budget helps")
     fixed = _fixed(problem)
-    floor = max(working_set(problem)[0], cover_min_budget(problem, time_limit_s=cover_limit(time_limit_s)) or 0)
+    floor = max(working_set(problem)[0], cover_min_budget(problem, time_limit_s=TUNING.cover_limit(time_limit_s)) or 0)
     quick = _quick_ram_upper(problem, floor, until)
     at_floor = Requirement(lower=float(floor + fixed), upper=None if quick is None else float(quick[0] + fixed))
     if quick is not None and quick[0] <= floor:
@@ -157,7 +154,7 @@ def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, thread
     the step time from the fastest schedule known."""
     until = work.now() + time_limit_s
     free = dataclasses.replace(problem, deadline_s=None)
-    limit = cover_limit(time_limit_s)
+    limit = TUNING.cover_limit(time_limit_s)
     quick = cover_min_time(free, time_limit_s=limit)
     if quick is None:
         return None
@@ -168,7 +165,8 @@ def deadline_requirement(problem: Problem, *, time_limit_s: float = 30.0, thread
         return Requirement(lower=lower if fastest is None else min(lower, fastest[0]),
                            upper=None if fastest is None else fastest[0])
 
-    if (fastest is not None and fastest[0] <= lower * (1 + 1e-9) + 1e-12) or not model or _left(until) <= MIN_STAGE_S:
+    if (fastest is not None and fastest[0] <= lower * (1 + 1e-9) + 1e-12) or not model \
+            or _left(until) <= TUNING.min_stage_s:
         return so_far()
     # The heuristics' schedules within the RAM: the fastest is an upper bound and a hint.
     for _, _, schedule in warm_start_candidates(free, until=until):
@@ -236,7 +234,7 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
 
     The RAM at the deadline comes first (the cover usually proves it in a second). When
     the RAM is the reason, the smallest deadline at this RAM is a side note and gets at
-    most ``QUICK_SEARCH_S`` of search."""
+    most ``Tuning.quick_search_s`` of search."""
     half = max(0.0, time_limit_s / 2)
     at = "no deadline" if problem.deadline_s is None else f"deadline {problem.deadline_s:.6g} s"
     extra = ResultExtra()
@@ -271,7 +269,7 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
     if req.lower > problem.ram_budget_bytes:
         # The cover's range only: on VGG16-CIFAR m4 70 % 1.0x the model's solve took 25 s
         # of wall for 5 units and gave the range the cover had given.
-        dl = deadline(min(half, QUICK_SEARCH_S), model=False) if problem.deadline_s is not None else None
+        dl = deadline(min(half, TUNING.quick_search_s), model=False) if problem.deadline_s is not None else None
         beside = f"beside the arena: {problem.fixed.describe()}; " if problem.fixed.total else ""
         return Explanation(f"infeasible: RAM {format_bytes(problem.ram_budget_bytes)} < {ram} needed at {at} "
                            f"in mode {problem.mode} ({beside}{_node_clause(problem)})"

@@ -11,12 +11,18 @@ not (fragmentation) is compacted (:mod:`poet_compiler.schedule.compact`: MOVEs j
 holes), so it is not lost; only when buffers in flight block every move does it come
 back ``infeasible`` with a message giving arena vs budget, so a solver can retry with a
 smaller budget.
+
+:func:`finalize_plan` gives the plan with its typed :data:`Verdict` (:class:`Fits`,
+:class:`Fenced`, :class:`ArenaOvershoot`, :class:`OverBudget`), which a caller branches on;
+:func:`finalize` makes a Result of it at once (the heuristics; ``strategy="optimal"``
+builds its Result at the end, :mod:`poet_compiler.solve.pipeline.report`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from poet_compiler import work
 from poet_compiler.errors import InternalError, OverBudgetError, ScheduleError
@@ -26,70 +32,149 @@ from poet_compiler.schedule.compact import compact_arena, without_moves
 from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.schedule.simulate import simulate
+from poet_compiler.schedule.simulate import Simulation, simulate
 from poet_compiler.solve.problem import Problem
-from poet_compiler.solve.result import Result
-
-# Arena effort when the first layout exceeds the budget: 16 perturbed orders, 17x the
-# local moves, 2x the exact packing's deterministic time. More time did not pay for the
-# time it takes: the packing of a near-budget program is chaotic (one ResNet-18-CIFAR
-# schedule fitted with 2 of 12 CP-SAT seeds at fine address units) and deterministic
-# time accrues at ~6 wall seconds per second there; coarse units fit it (arena_bench).
-ARENA_RETRY_EFFORT = 16
-# A last step gets at least this much effort even when the effort is spent: compaction
-# (it keeps a schedule whose live bytes fit), the arena of the only schedule left to answer
-# with (greedy layouts alone fragment), and the infeasibility analysis after a solve that
-# proved infeasibility at its end (the message needs the least RAM or deadline). Each
-# takes milliseconds to a second on the zoo.
-LAST_STEP_MIN_S = 0.5
+from poet_compiler.solve.result import Notes, Result
+from poet_compiler.solve.tuning import TUNING, Tuning
 
 
-def finalize(
-    problem: Problem,
-    plan: Schedule | Program,
-    *,
-    strategy: str,
-    status: str = "feasible",
-    solver: str = "none",
-    formulation: str = "none",
-    lower_bound_j: float | None = None,
-    solve_time_s: float = 0.0,
-    message: str = "",
-    arena_time_s: float | None = None,
-    fence_last: bool = False,
-) -> Result:
-    """Linearize, clean up, plan the arena, simulate, and fill a :class:`Result`.
+@dataclass(frozen=True)
+class Fits:
+    """The plan runs within the budget and the deadline, its arena laid out."""
+
+
+@dataclass(frozen=True)
+class Fenced:
+    """It fits, but only with ``fences`` FENCEs finalize added (the last resort,
+    ``fence_last``): waits for the channel that cost time and static energy."""
+
+    fences: int
+
+
+@dataclass(frozen=True)
+class ArenaOvershoot:
+    """The live bytes fit, no static layout does: the arena is ``bytes`` over the budget
+    (fragmentation), even compacted. A solver may retry with a smaller budget."""
+
+    bytes: int
+
+
+@dataclass(frozen=True)
+class OverBudget:
+    """The live bytes exceed the budget, or the step misses the deadline."""
+
+
+#: What finalize found: the plan fits (with or without added FENCEs) or why it does not.
+Verdict = Fits | Fenced | ArenaOvershoot | OverBudget
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How finalize lays a program out in its arena: the static planner
+    (:func:`~poet_compiler.schedule.arena.plan_arena`) and the compactor
+    (:func:`~poet_compiler.schedule.compact.compact_arena`). A test of what happens when a
+    layout fragments passes its own (a planner that wastes bytes on purpose)."""
+
+    plan_arena: Callable[..., Program] = plan_arena
+    compact_arena: Callable[..., Program | None] = compact_arena
+
+
+LAYOUT = Layout()
+
+
+@dataclass(frozen=True)
+class Finalized:
+    """A plan linearized, cleaned up, laid out in its arena and replayed by the simulator.
+
+    ``sim`` is the replay of ``program`` (its figures go into every Result); ``verdict``
+    says whether it fits; ``problems`` are the reasons when it does not, in the words a
+    message gives them; ``notes`` the report figures finalize sets (fragmentation, the
+    energy split, the copies of a compacted arena, ...)."""
+
+    program: Program
+    schedule: Schedule | None
+    sim: Simulation
+    verdict: Verdict
+    problems: tuple[str, ...]
+    notes: Notes
+
+    @property
+    def ok(self) -> bool:
+        return isinstance(self.verdict, (Fits, Fenced))
+
+    @property
+    def energy_j(self) -> float:
+        return self.sim.energy_j
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.sim.peak_bytes
+
+    @property
+    def arena_bytes(self) -> int | None:
+        return self.program.arena_bytes
+
+    def gap_to(self, lower_bound_j: float | None) -> float | None:
+        """The relative gap to ``lower_bound_j`` as a Result reports it (None: no bound)."""
+        if lower_bound_j is not None and self.sim.energy_j > 0:
+            return max(0.0, (self.sim.energy_j - lower_bound_j) / self.sim.energy_j)
+        return 0.0 if lower_bound_j is not None else None
+
+    def result(self, problem: Problem, *, strategy: str, status: str = "feasible", lower_bound_j: float | None = None,
+               message: str = "") -> Result:
+        """A :class:`Result` of this plan: ``status`` and ``message`` when it fits, else
+        ``infeasible`` with the problems before ``message``."""
+        result = Result(
+            status=status if self.ok else "infeasible",  # type: ignore[arg-type]
+            strategy=strategy,
+            mode=problem.mode,
+            ram_budget_bytes=problem.ram_budget_bytes,
+            deadline_s=problem.deadline_s,
+            program=self.program,
+            schedule=self.schedule,
+            lower_bound_j=lower_bound_j,
+            n_nodes=problem.graph.n,
+            message=message if self.ok else "; ".join([*self.problems, *([message] if message else [])]),
+            extra=self.notes.extra(),
+        )
+        fill(result, self)
+        result.gap = self.gap_to(lower_bound_j) if self.ok else None
+        return result
+
+
+def finalize(problem: Problem, plan: Schedule | Program, *, strategy: str, status: str = "feasible",
+             lower_bound_j: float | None = None, message: str = "", arena_time_s: float | None = None,
+             fence_last: bool = False) -> Result:
+    """Linearize, clean up, plan the arena, simulate, and fill a :class:`Result`
+    (:func:`finalize_plan`, then :meth:`Finalized.result`). Its ``solve_time_s``, ``solver``
+    and ``formulation`` are the caller's to set.
+
+    Raises :class:`InternalError` when the plan (or the arena planned for it) breaks a
+    rule of the execution model: poetc built it, so that is a bug, not an outcome."""
+    done = finalize_plan(problem, plan, strategy=strategy, arena_time_s=arena_time_s, fence_last=fence_last)
+    return done.result(problem, strategy=strategy, status=status, lower_bound_j=lower_bound_j, message=message)
+
+
+def finalize_plan(problem: Problem, plan: Schedule | Program, *, strategy: str, arena_time_s: float | None = None,
+                  fence_last: bool = False, tuning: Tuning = TUNING, layout: Layout = LAYOUT) -> Finalized:
+    """Linearize, clean up, plan the arena and replay ``plan``: a :class:`Finalized`.
 
     ``arena_time_s``: effort for the arena plans (None: no limit; 0: the greedy layouts
     only). When the live bytes fit and the two arena plans do not, the arena is compacted
     (MOVEs). ``fence_last``: when compaction finds no room (buffers in flight), compact
-    once more with FENCEs that free the buffers in flight (``program.meta["added_fences"]``):
-    for a caller that compares the result with another schedule it holds.
-
-    Raises :class:`InternalError` when the plan (or the arena planned for it) breaks a
-    rule of the execution model: poetc built it, so that is a bug, not an outcome."""
+    once more with FENCEs that free the buffers in flight (``program.meta["added_fences"]``,
+    the verdict :class:`Fenced`): for a caller that compares the result with another
+    schedule it holds. ``strategy`` names the plan's maker in an :class:`InternalError`;
+    ``layout``: the arena planner and compactor (:class:`Layout`)."""
     try:
-        return _finalize(problem, plan, strategy=strategy, status=status, solver=solver, formulation=formulation,
-                         lower_bound_j=lower_bound_j, solve_time_s=solve_time_s, message=message,
-                         arena_time_s=arena_time_s, fence_last=fence_last)
+        return _finalize(problem, plan, arena_time_s=arena_time_s, fence_last=fence_last, tuning=tuning,
+                         layout=layout)
     except ScheduleError as exc:
         raise InternalError(f"{strategy}: the plan breaks a rule of the execution model: {exc}") from exc
 
 
-def _finalize(
-    problem: Problem,
-    plan: Schedule | Program,
-    *,
-    strategy: str,
-    status: str,
-    solver: str,
-    formulation: str,
-    lower_bound_j: float | None,
-    solve_time_s: float,
-    message: str,
-    arena_time_s: float | None = None,
-    fence_last: bool = False,
-) -> Result:
+def _finalize(problem: Problem, plan: Schedule | Program, *, arena_time_s: float | None, fence_last: bool,
+              tuning: Tuning, layout: Layout) -> Finalized:
     graph, costs = problem.graph, problem.costs
     until = None if arena_time_s is None else work.now() + max(0.0, arena_time_s)
 
@@ -107,7 +192,7 @@ def _finalize(
     program = remove_pointless_work(graph, program)
     # Budget and deadline are judged on the cleaned program (cleanup never makes it worse).
     sim = simulate(graph, costs, program)
-    program = plan_arena(graph, program, budget_bytes=budget, time_limit_s=left())
+    program = layout.plan_arena(graph, program, budget_bytes=budget, time_limit_s=left())
     if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes and left() != 0.0 \
             and exact_packing_applies(program):
         # A fresh plan, not one hinted with the first layout (CP-SAT from a different
@@ -116,66 +201,56 @@ def _finalize(
         # exact packing runs: beyond it the harder plan is perturbed greedy orders, and on
         # gpt2_large_mini's guided schedule (3,564 instructions) it took 103 s for the
         # same arena as the first plan, where compaction fitted it in 0.15 s.
-        again = plan_arena(graph, program, effort=ARENA_RETRY_EFFORT, budget_bytes=budget, time_limit_s=left())
+        again = layout.plan_arena(graph, program, effort=tuning.arena_retry_effort, budget_bytes=budget,
+                                  time_limit_s=left())
         if again.arena_bytes is not None and again.arena_bytes < program.arena_bytes:
             program = again
     if program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes:
         # The live bytes fit: MOVEs join the holes that no static layout could close
         # (milliseconds, and a copy costs far less than a re-solve's worse schedule).
-        limit = None if until is None else max(LAST_STEP_MIN_S, left() or 0.0)
-        compacted = compact_arena(graph, program, budget, time_limit_s=limit, cost=_copies_cost(problem))
+        limit = None if until is None else max(tuning.last_step_min_s, left() or 0.0)
+        compacted = layout.compact_arena(graph, program, budget, time_limit_s=limit, cost=_copies_cost(problem))
         if compacted is not None:
             compacted.meta["static_arena_bytes"] = program.arena_bytes
             program = compacted
     if fence_last and program.arena_bytes is not None and program.arena_bytes > budget >= sim.peak_bytes:
         # The last resort: where buffers in flight block the room, wait for the channel.
-        limit = None if until is None else max(LAST_STEP_MIN_S, left() or 0.0)
-        fenced = compact_arena(graph, program, budget, time_limit_s=limit, fences=True, cost=_copies_cost(problem))
+        limit = None if until is None else max(tuning.last_step_min_s, left() or 0.0)
+        fenced = layout.compact_arena(graph, program, budget, time_limit_s=limit, fences=True,
+                                      cost=_copies_cost(problem))
         if fenced is not None:
             fenced.meta["static_arena_bytes"] = program.arena_bytes
             program = fenced
 
-    result = Result(
-        status=status,  # type: ignore[arg-type]
-        strategy=strategy,
-        mode=problem.mode,
-        ram_budget_bytes=problem.ram_budget_bytes,
-        deadline_s=problem.deadline_s,
-        program=program,
-        schedule=schedule,
-        lower_bound_j=lower_bound_j,
-        solve_time_s=solve_time_s,
-        n_nodes=graph.n,
-        solver=solver,
-        formulation=formulation,
-        message=message,
-    )
     # Arena check (no overlap, no overflow) — a failure here is a planner bug, so it raises.
     unlaid = sim
     sim = simulate(graph, costs, program)
-    _fill(result, sim, program, lower_bound_j)
+    fragmentation = float(program.meta.get("fragmentation", 1.0))
+    notes = _figures(sim, program, fragmentation)
     if "static_arena_bytes" in program.meta:
-        result.extra.set(compaction_j=sim.energy_j - unlaid.energy_j,
-                         static_arena_bytes=int(program.meta["static_arena_bytes"]))
-    result.extra.cleanup_removed_instructions = len(raw.timeline) - len(sim.timeline)
+        notes = notes.set(compaction_j=sim.energy_j - unlaid.energy_j,
+                          static_arena_bytes=int(program.meta["static_arena_bytes"]))
+    notes = notes.set(cleanup_removed_instructions=len(raw.timeline) - len(sim.timeline))
     problems = []
+    verdict: Verdict = Fits()
     if sim.peak_bytes > budget:
         problems.append(f"peak live bytes {sim.peak_bytes} exceed the activation budget {budget}")
+        verdict = OverBudget()
     elif program.arena_bytes is not None and program.arena_bytes > budget:
         problems.append(
-            f"arena {program.arena_bytes} bytes (fragmentation {result.extra.fragmentation:.3f}) exceeds the "
+            f"arena {program.arena_bytes} bytes (fragmentation {fragmentation:.3f}) exceeds the "
             f"activation budget {budget} although peak live bytes are {sim.peak_bytes}"
         )
+        verdict = ArenaOvershoot(program.arena_bytes - budget)
     if problem.deadline_s is not None:
         try:
             simulate(graph, costs, program, deadline_s=problem.deadline_s)
         except OverBudgetError as exc:
             problems.append(str(exc))
-    if problems:
-        result.status = "infeasible"
-        result.message = "; ".join([*problems, *([message] if message else [])])
-        result.gap = None
-    return result
+            verdict = verdict if isinstance(verdict, ArenaOvershoot) else OverBudget()
+    if isinstance(verdict, Fits) and program.meta.get("added_fences"):
+        verdict = Fenced(int(program.meta["added_fences"]))
+    return Finalized(program, schedule, sim, verdict, tuple(problems), notes)
 
 
 def _copies_cost(problem: Problem) -> Callable[[Program], float]:
@@ -190,21 +265,10 @@ def _copies_cost(problem: Problem) -> Callable[[Program], float]:
     return cost
 
 
-def _fill(result: Result, sim, program: Program, lower_bound_j: float | None) -> None:
-    """Copy the simulator's figures into the Result."""
-    result.energy_j = sim.energy_j
-    result.runtime_s = sim.runtime_s
-    result.peak_ram_bytes = sim.peak_bytes
-    result.arena_bytes = program.arena_bytes
-    result.n_compute = sim.n_compute
-    result.n_page_in = sim.n_page_in
-    result.n_page_out = sim.n_page_out
-    if lower_bound_j is not None and sim.energy_j > 0:
-        result.gap = max(0.0, (sim.energy_j - lower_bound_j) / sim.energy_j)
-    elif lower_bound_j is not None:
-        result.gap = 0.0
-    result.extra.set(
-        fragmentation=float(program.meta.get("fragmentation", 1.0)),
+def _figures(sim: Simulation, program: Program, fragmentation: float) -> Notes:
+    """The report figures of a replay beyond the Result's own."""
+    notes = Notes(dict(
+        fragmentation=fragmentation,
         n_recompute=sim.n_recompute,
         page_in_bytes=sim.page_in_bytes,
         page_out_bytes=sim.page_out_bytes,
@@ -213,6 +277,19 @@ def _fill(result: Result, sim, program: Program, lower_bound_j: float | None) ->
         page_out_j=sim.page_out_j,
         static_j=sim.static_j,
         n_instructions=len(program.instructions),
-    )
+    ))
     if sim.n_move:
-        result.extra.set(n_move=sim.n_move, move_bytes=sim.move_bytes, move_j=sim.move_j)
+        notes = notes.set(n_move=sim.n_move, move_bytes=sim.move_bytes, move_j=sim.move_j)
+    return notes
+
+
+def fill(result: Result, done: Finalized) -> None:
+    """Copy the simulator's figures of ``done`` into the Result."""
+    sim = done.sim
+    result.energy_j = sim.energy_j
+    result.runtime_s = sim.runtime_s
+    result.peak_ram_bytes = sim.peak_bytes
+    result.arena_bytes = done.program.arena_bytes
+    result.n_compute = sim.n_compute
+    result.n_page_in = sim.n_page_in
+    result.n_page_out = sim.n_page_out

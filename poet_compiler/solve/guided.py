@@ -7,7 +7,7 @@ only these decisions open (:class:`~.formulation.fast.Restriction`), is solved o
 from the better of that and the warm start:
 
 - recompute a cover-chosen node in the stage of any of its consumers, with its inputs
-  ``CASCADE_DEPTH`` levels deep in the same stage;
+  ``Tuning.cascade_depth`` levels deep in the same stage;
 - page a cover-chosen node in any stage;
 - every restore of the presence model's solution, where it ran (``CoverBound.staged``;
   on ResNet-18-CIFAR m4 0.5 % cheaper than the cover's alone);
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,27 +30,19 @@ from poet_compiler.errors import InternalError, ScheduleError, UpdateOrderError
 from poet_compiler.schedule.build import assemble
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import Simulation
-from poet_compiler.solve.backends import BackendOptions, solve_model
-from poet_compiler.solve.backends.base import BackendResult, is_large, within_gap
-from poet_compiler.solve.clock import Clock, step_until
-from poet_compiler.solve.cover import COVER_LIMIT_S, PAGE, RECOMPUTE, CoverBound, cover_bound, cover_limit
-from poet_compiler.solve.finalize import finalize
+from poet_compiler.solve.clock import step_until
+from poet_compiler.solve.cover import PAGE, RECOMPUTE, CoverBound, cover_bound
+from poet_compiler.solve.finalize import Finalized, finalize_plan
 from poet_compiler.solve.formulation.common import BuildDeadline, Built
 from poet_compiler.solve.formulation.fast import Restriction, build_fast, canonical
 from poet_compiler.solve.problem import Problem, feasible_energy, simulate_schedule
+from poet_compiler.solve.tuning import TUNING
+from poet_compiler.solvers import BackendOptions
+from poet_compiler.solvers.base import BackendResult, within_gap
 
-# How deep the inputs of a chosen recompute may be recomputed with it in the first
-# sub-problem (1: its inputs; 2: their inputs too). Swept at the default effort
-# (docs/optimizer.md, "Constants"): at 1 ResNet-18-CIFAR m4 50 % 1.5x is 0.53 % and a72
-# 30 % 2.0x 0.60 % cheaper, five other cells the same, but on the whole grid a72 30 % 1.5x
-# is 1.6 % dearer; at 3 DAG 100 at 80 % is 1.97 % dearer.
-CASCADE_DEPTH = 2
-# A sub-problem that closes short of the gap is followed by wider ones, each with one
-# level deeper of inputs recomputed with a chosen node, up to this many. Without them
-# BERT-base a72 70 % is 0.04 % dearer (docs/optimizer.md, "Ablation"), ResNet-18-CIFAR a72
-# 70 % 1.5x 43.8915 J after 18.9 units instead of 43.8872 J after 7.6, a72 50 % 1.5x
-# 0.10 % dearer; at 1 no cell of the constants sweep changed.
-WIDER_CASCADES = 2
+if TYPE_CHECKING:
+    from poet_compiler.solve.pipeline.context import Context
+
 # CP-SAT's full-problem subsolvers beside its LNS ones in the sub-problems. In the
 # interleaved search a batch waits for its slowest task, and each of the eight default
 # full-problem subsolvers' first LP takes seconds on ResNet-18 (the LNS workers, which find
@@ -64,11 +57,9 @@ _HINT_TIME_TOL = 1e-6
 
 
 def restriction_for(problem: Problem, cover: CoverBound, warm: Schedule | None = None,
-                    depth: int | None = None) -> Restriction:
-    """The decisions the module docstring lists; ``depth`` None: ``CASCADE_DEPTH`` (read
-    at the call, so that bench/ablation.py's setting of it reaches the first sub-problem)."""
+                    depth: int = TUNING.cascade_depth) -> Restriction:
+    """The decisions the module docstring lists, a chosen recompute's inputs ``depth`` deep."""
     g, n = problem.graph, problem.n
-    depth = CASCADE_DEPTH if depth is None else depth
     recompute: set[tuple[int, int]] = set()
     paging: set[int] = set()
 
@@ -100,7 +91,8 @@ def restriction_for(problem: Problem, cover: CoverBound, warm: Schedule | None =
     return Restriction(frozenset(recompute), frozenset(paging), keep)
 
 
-def build_guided(problem: Problem, cover: CoverBound, warm: Schedule | None, *, depth: int | None = None) -> Built:
+def build_guided(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
+                 depth: int = TUNING.cascade_depth) -> Built:
     """The guided sub-problem, hinted with ``warm`` (made canonical) when given."""
     built = build_fast(problem, restriction=restriction_for(problem, cover, warm, depth))
     if warm is not None:
@@ -151,11 +143,12 @@ def realize(problem: Problem, cover: CoverBound) -> Schedule:
 
 def realize_within(problem: Problem, choice: CoverBound | None,
                    resolve: Callable[[int], CoverBound | None], *, tries: int = 6,
-                   arena_fit: bool = False, until: float | None = None) -> tuple[Simulation, Schedule] | None:
+                   arena_fit: bool = False, until: float | None = None,
+                   finalize: Callable[..., Finalized] = finalize_plan) -> tuple[Simulation, Schedule] | None:
     """``choice`` realized (:func:`realize`) within the budget and deadline, or None. Over
-    the budget (or, with ``arena_fit``, its static arena over it), ``resolve`` gives a new
-    choice at the budget lowered by the overshoot, up to ``tries`` times, none after the
-    ``work.now()`` instant ``until``."""
+    the budget (or, with ``arena_fit``, its static arena, laid out by ``finalize``, over
+    it), ``resolve`` gives a new choice at the budget lowered by the overshoot, up to
+    ``tries`` times, none after the ``work.now()`` instant ``until``."""
     budget = problem.activation_budget
     for attempt in range(tries):
         if choice is None or choice.energy_j is None or (attempt and until is not None and work.now() >= until):
@@ -172,11 +165,11 @@ def realize_within(problem: Problem, choice: CoverBound | None,
         over = sim.peak_bytes - problem.activation_budget
         if over <= 0 and arena_fit:   # the static arena's overshoot, planned within the time left
             arena_s = None if until is None else until - work.now()
-            res = finalize(problem, schedule, strategy="optimal", arena_time_s=arena_s)
-            if res.ok:
+            done = finalize(problem, schedule, strategy="optimal", arena_time_s=arena_s)
+            if done.ok:
                 over = 0
             else:   # no arena at all: over by an unknown amount, at least a byte
-                over = 1 if res.arena_bytes is None else res.arena_bytes - problem.activation_budget
+                over = 1 if done.arena_bytes is None else done.arena_bytes - problem.activation_budget
         if over <= 0:
             return sim, schedule
         budget -= over
@@ -186,13 +179,17 @@ def realize_within(problem: Problem, choice: CoverBound | None,
     return None
 
 
-def cover_schedule(problem: Problem, cover: CoverBound, *, time_limit_s: float = COVER_LIMIT_S, arena_fit: bool = False,
-                   until: float | None = None) -> Schedule | None:
+def cover_schedule(problem: Problem, cover: CoverBound, *, time_limit_s: float = TUNING.cover_limit_s,
+                   arena_fit: bool = False, until: float | None = None,
+                   solve_cover: Callable[..., CoverBound] = cover_bound,
+                   finalize: Callable[..., Finalized] = finalize_plan) -> Schedule | None:
     """The cheapest feasible schedule realized (:func:`realize_within`) from the bound's
     own cover or one that charges each recompute with its inputs (``closure``), or None.
-    ``time_limit_s`` caps each cover solve; none runs past the ``work.now()`` instant
-    ``until``, and none starts with less left than ``cover``'s build took (2.7 s on
-    gpt2_large, where one built with 0.5 s left overran a compile's guided stage 1.1 s)."""
+    ``time_limit_s`` caps each cover solve (``solve_cover``; ``finalize`` lays out an
+    ``arena_fit`` realization's arena); none runs past the
+    ``work.now()`` instant ``until``, and none starts with less left than ``cover``'s build
+    took (2.7 s on gpt2_large, where one built with 0.5 s left overran a compile's guided
+    stage 1.1 s)."""
     best: tuple[float, Schedule] | None = None
 
     def limit() -> float:
@@ -201,14 +198,14 @@ def cover_schedule(problem: Problem, cover: CoverBound, *, time_limit_s: float =
     def another(budget: int | None, closure: bool) -> CoverBound | None:
         if until is not None and limit() <= cover.build_s:
             return None
-        return cover_bound(problem, budget=budget, time_limit_s=limit(), closure=closure)
+        return solve_cover(problem, budget=budget, time_limit_s=limit(), closure=closure)
 
     for closure in (False, True):
         first = cover if not closure else another(None, True)
         if first is None:
             break
         found = realize_within(problem, first, lambda budget: another(budget, closure),  # noqa: B023
-                               arena_fit=arena_fit, until=until)
+                               arena_fit=arena_fit, until=until, finalize=finalize)
         if found is not None and (best is None or found[0].energy_j < best[0]):
             best = (found[0].energy_j, found[1])
     return None if best is None else best[1]
@@ -234,7 +231,7 @@ def half_the_slack(problem: Problem, hint: Schedule | None) -> Problem:
     return dataclasses.replace(problem, deadline_s=tight) if tight < problem.deadline_s else problem
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class GuidedOutcome:
     """The guided stage's best schedule (or None), its simulated energy, and its source
     ("cover" realization, "guided" sub-problem, or the warm start's)."""
@@ -245,23 +242,24 @@ class GuidedOutcome:
     solve_s: float = 0.0
 
 
-def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *, solver: str,
-                  time_limit_s: float, threads: int, relative_gap: float,
-                  progress: bool = False, clock: Clock | None = None, warm_source: str = "warm start",
+def guided_search(ctx: Context, problem: Problem, cover: CoverBound, warm: Schedule | None, *,
+                  time_limit_s: float, relative_gap: float, warm_source: str = "warm start",
                   widen: bool = True) -> GuidedOutcome:
     """The cover's realization, then the guided sub-problem seeded with the better of it
     and ``warm`` (from ``warm_source``), until a schedule is within ``relative_gap`` of the
-    cover bound. ``time_limit_s`` is the stage's share, ended by ``clock``'s deadline too
-    (the sub-problem's limit: :meth:`Clock.solver_limit`)."""
+    cover bound. ``time_limit_s`` is the stage's share, ended by ``ctx``'s clock too (the
+    sub-problem's limit: :meth:`Clock.solver_limit`); the sub-problems are solved by
+    ``ctx.steps.solve_guided`` with the options' threads and progress."""
+    tuning, clock, options = ctx.tuning, ctx.clock, ctx.options
     started = work.now()
-    until = started + time_limit_s
-    if clock is not None:
-        until = min(until, clock.at)
+    until = min(started + time_limit_s, clock.at)
     best = GuidedOutcome(warm, feasible_energy(problem, warm), warm_source)
     # The realization's cover solves get what one cover solve would: uncapped, on MobileNetV2
     # a72 50 % they spent the whole share (16.8 units) and the sub-problem never ran (5.215 J
     # instead of 4.812 J).
-    realized = cover_schedule(problem, cover, until=min(until, started + cover_limit(time_limit_s)))
+    realized = ctx.steps.realize_cover(problem, cover, time_limit_s=tuning.cover_limit_s,
+                                       until=min(until, started + tuning.cover_limit(time_limit_s)),
+                                       solve_cover=ctx.steps.cover_bound)
     e = feasible_energy(problem, realized)
     # On a tie with the presence model's schedule the realization wins: that one can need
     # arena copies (ResNet-18-CIFAR m4 70 %: 94 MOVEs).
@@ -274,7 +272,8 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
     # The sub-problem, then wider ones while one closes short of the gap (with ``widen``,
     # the caller's say: where nothing after would use the time). BERT-base a72 70 %: the
     # first ended at 109.898 J in 4.5 s of 87 s, the widest at 109.856 J.
-    steps = [(cover, CASCADE_DEPTH), *(_widenings(cover) if widen else ())]
+    steps = [(cover, tuning.cascade_depth), *(_widenings(cover, tuning.cascade_depth, tuning.wider_cascades)
+                                              if widen else ())]
     out: BackendResult | None = None
     for k, (restricted, depth) in enumerate(steps):
         if k and (not _closed(out, relative_gap)
@@ -286,22 +285,22 @@ def guided_search(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
         except BuildDeadline:
             break
         built.model.objective_floor = bound
-        left = until - work.now()
-        limit = left if clock is None else clock.solver_limit(left)
+        limit = clock.solver_limit(until - work.now())
         if limit <= 0.05:
             break
         # The widest searches on until the gap to the cover bound or the time's end.
-        out = solve_model(built.model, "cpsat" if solver in ("auto", "cpsat") else solver,
-                          BackendOptions(time_limit_s=limit, threads=threads, progress=progress,
-                                         relative_gap=relative_gap, large=is_large(built.model),
-                                         floor_only=k > 0 and k == len(steps) - 1,
-                                         full_subsolvers=GUIDED_SUBSOLVERS))
+        out = ctx.steps.solve_guided(built.model, "cpsat" if options.solver in ("auto", "cpsat") else options.solver,
+                                     BackendOptions(time_limit_s=limit, threads=options.threads,
+                                                    progress=options.progress, relative_gap=relative_gap,
+                                                    large=tuning.large_model(built.model),
+                                                    floor_only=k > 0 and k == len(steps) - 1,
+                                                    full_subsolvers=GUIDED_SUBSOLVERS))
         if out.values is not None:
             s = built.schedule(out.values)
             e = feasible_energy(problem, s)
             if e is not None and (best.energy_j is None or e < best.energy_j):
                 best = GuidedOutcome(s, e, "guided", solve_s=best.solve_s)
-        best.solve_s += out.solve_time_s
+        best = dataclasses.replace(best, solve_s=best.solve_s + out.solve_time_s)
     return best
 
 
@@ -311,13 +310,14 @@ def _closed(out: BackendResult | None, relative_gap: float) -> bool:
                                                             and within_gap(out.objective, out.bound, relative_gap)))
 
 
-def _widenings(cover: CoverBound) -> Iterator[tuple[CoverBound, int]]:
-    """Wider sub-problems: the other cover model's restores added, then deeper cascades."""
+def _widenings(cover: CoverBound, depth: int, wider: int) -> Iterator[tuple[CoverBound, int]]:
+    """Wider sub-problems: the other cover model's restores added, then ``wider`` deeper
+    cascades than ``depth``."""
     own = set(cover.restores)
     extra = tuple(r for r in cover.other_restores if r not in own)
     wide = dataclasses.replace(cover, restores=cover.restores + extra) if extra else cover
     if extra:
-        yield wide, CASCADE_DEPTH
-    for depth in range(CASCADE_DEPTH + 1, CASCADE_DEPTH + 1 + WIDER_CASCADES):
         yield wide, depth
+    for deeper in range(depth + 1, depth + 1 + wider):
+        yield wide, deeper
 

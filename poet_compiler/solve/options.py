@@ -28,6 +28,9 @@ EFFORT_PRESETS = {"quick": 5.0, "default": 30.0, "thorough": 120.0}
 # 50 % 1.5x and Moccasin's DAGs 100 at 80 % and 250 at 90 % at limits of 10-300 s, idle and
 # beside two busy loops (BENCHMARKS.md, "Time limits"): the effort ends before the wall cap.
 EFFORT_PER_LIMIT_S = 0.3
+# Graphs that are not small (Tuning.small_graph_nodes) stop at this relative gap by default
+# (--gap); small ones close it.
+DEFAULT_GAP_LIMIT = 1e-3
 
 
 def effort_units(effort: float | str | None, limit_s: float) -> float:
@@ -93,12 +96,12 @@ class SolveOptions:
     stated_limit_s: float | None = None
     threads: int = 2
     # --effort: a preset name (quick | default | thorough) or deterministic seconds; None:
-    # 0.3 units per second of the stated time limit (solve/milp.py, EFFORT_PER_LIMIT_S).
+    # 0.3 units per second of the stated time limit (EFFORT_PER_LIMIT_S).
     # Where the user gave no limit, the API passes "default" with its 600 s cap.
     effort: float | str | None = None
     progress: bool = False
     # Stop once within this relative gap of the bound (None: 0.1 % on large graphs, 0 on small).
     gap_limit: float | None = None
     # poetc's memory, itself and its solver processes, at which a solver process is
-    # stopped (its latest solution kept): solve/backends/memory.py. None: no limit.
+    # stopped (its latest solution kept): solvers/memory.py. None: no limit.
     memory_limit_bytes: int | None = DEFAULT_MEMORY_LIMIT

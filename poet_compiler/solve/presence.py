@@ -17,9 +17,9 @@ every restore by its stage:
 
 A Program maps onto it (:func:`image_of`) at no more than its energy above the
 compute-once energy, so the optimum plus that is a lower bound and a Program a feasible
-hint. Its size is O(n²) (tensor, point) pairs, hence :data:`MAX_PAIRS`. CP-SAT proves it
-by unsatisfiable cores on one worker (``NativeLimits.core``): the default portfolio left
-it at the compute-once energy for 60 s. Rows for RAM *during* a stage's restores are
+hint. Its size is O(n²) (tensor, point) pairs, hence ``Tuning.presence_max_pairs``. CP-SAT
+proves it by unsatisfiable cores on one worker (``NativeLimits.core``): the default
+portfolio left it at the compute-once energy for 60 s. Rows for RAM *during* a stage's restores are
 valid too, but moved no bound and doubled the time (demo: 8.2 s against 4.3 s).
 """
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any  # CP-SAT objects: the model is built on solve/backends/native.py
+from typing import Any  # CP-SAT objects: the model is built on solvers/native.py
 
 import numpy as np
 
@@ -36,7 +36,6 @@ from poet_compiler.errors import ScheduleError
 from poet_compiler.schedule.build import assemble
 from poet_compiler.schedule.program import Op, Program
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.solve.backends.native import NativeLimits, NativeResult, new_model, solve_native
 from poet_compiler.solve.cover import (
     StagedChoice,
     add_deadline_row,
@@ -46,10 +45,8 @@ from poet_compiler.solve.cover import (
     transfer_j,
 )
 from poet_compiler.solve.problem import Problem
+from poet_compiler.solvers.native import NativeLimits, NativeResult, new_model, solve_native
 
-# Above this many (tensor, point) pairs the model is not built: ResNet-18-CIFAR at op
-# level has 13,070, the README demo 2,793 (both measured and solved, BENCHMARKS.md).
-MAX_PAIRS = 40_000
 _SCALE = 1e9          # integer units per largest cost: rounding stays far below OPTIMALITY_TOL
 
 
@@ -287,4 +284,4 @@ def _realize(problem: Problem, md: _Model, res: NativeResult) -> Schedule | None
         return None
 
 
-__all__ = ["MAX_PAIRS", "PresenceBound", "horizons", "image_of", "pairs", "presence_bound"]
+__all__ = ["PresenceBound", "horizons", "image_of", "pairs", "presence_bound"]

@@ -13,17 +13,10 @@ from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import Simulation, simulate
 from poet_compiler.solve.ram import FixedRam
+from poet_compiler.solve.tuning import TUNING
 
 Mode = Literal["poet", "remat", "paging", "none"]
 MODES: tuple[str, ...] = ("poet", "remat", "paging", "none")
-
-# Graphs of at most this many nodes are small: the exhaustive treatment is cheap for them.
-# ``solve_milp`` closes their gap (0.1 % above), searches both program families on DMA
-# devices (on kws_dscnn, 75 nodes, a72 30 %, the two families' union ended at 0.0607 J in
-# 66 s for a 30 s limit where the stage-long family alone reached 0.0484 J in 30 s), and
-# the infeasibility analysis solves for their exact least RAM even when one node's working
-# set already rules the budget out (a second or more on op-level graphs).
-SMALL_GRAPH_NODES = 40
 
 
 @dataclass(frozen=True)
@@ -52,8 +45,8 @@ class Problem:
 
     @property
     def small(self) -> bool:
-        """At most :data:`SMALL_GRAPH_NODES` nodes."""
-        return self.graph.n <= SMALL_GRAPH_NODES
+        """At most ``Tuning.small_graph_nodes`` nodes (solve/tuning.py), by the default tuning."""
+        return TUNING.small(self)
 
     @property
     def time_matters(self) -> bool:

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 from poet_compiler.schedule.program import Program
@@ -73,9 +75,9 @@ class ResultExtra:
     effort_used: float | None = None
     """The solve's effort (--effort, in deterministic seconds) and what it spent of it."""
     time_limit_s: float | None = None
+    time_limit_given: bool | None = None
     """The wall cap of the whole compile (--time-limit, or its 600 s default) and whether the
     user gave it: an explicit limit without --effort sets the effort (0.3 units per second)."""
-    time_limit_given: bool | None = None
     effort_note: str | None = field(default=None, metadata=MEASURED)
     """Set where effort ended the solve well inside the time limit: how long it took of the
     limit, and what searches further (solve/options.py, effort_note)."""
@@ -101,7 +103,7 @@ class ResultExtra:
     memory_limit_mb: int | None = None
     memory_stops: int | None = None
     """The ``--memory-limit`` the solver processes were held to, and how many it stopped
-    (solve/backends/memory.py; set only when it stopped one)."""
+    (solvers/memory.py; set only when it stopped one)."""
     arena_rescue: dict[str, int] | None = None
     """Schedules whose live bytes fit but whose first arenas did not: whether compaction kept
     the answer (``compacted``), a re-solve against the arena kept it (``resolved``), and
@@ -128,9 +130,7 @@ class ResultExtra:
     presence: dict[str, Any] | None = None
     """The presence bound (solve/presence.py): ``bound_j`` (valid at this budget),
     ``closed`` (solved to optimality or within the gap of its best solution), ``pairs``
-    (its size: (tensor, point) pairs), ``message``, ``waited_near`` (the stage waited past
-    its share for a search near its own optimum: presence_stage.NEAR_GAP); or ``skipped``
-    and why."""
+    (its size: (tensor, point) pairs), ``message``; or ``skipped`` and why."""
     presence_solve_s: float | None = field(default=None, metadata=MEASURED)
     """The presence model's solver time."""
     full_model_skipped: bool | None = None
@@ -164,10 +164,8 @@ class ResultExtra:
     """The program family of the schedule: ``stage`` (overlapped DMA) or ``sync``."""
     family_energy_j: dict[str, float | None] | None = None
     """Energy of each family's schedule when both were searched."""
-    proven_infeasible: bool | None = None
-    """Steers the driver: infeasibility is proven (not an arena that never fit, not a timeout)."""
     infeasible_proof: str | None = None
-    """What proved it: the eviction-cover bound or the solver."""
+    """What proved the budget infeasible: the eviction-cover bound or the solver."""
 
     # -- the infeasibility explanation (solve/feasibility.py) ---------------------------
     min_ram_bytes: int | None = None
@@ -243,6 +241,63 @@ class ResultExtra:
 
 FIELDS = tuple(f for f in dataclasses.fields(ResultExtra) if not f.name.startswith("_"))
 FIELD_NAMES = frozenset(f.name for f in FIELDS)
+
+
+class Notes(Mapping[str, Any]):
+    """Report fields (names of :class:`ResultExtra`) a stage hands on, frozen: every change
+    is a new value. The stages of ``strategy="optimal"`` return them in their outcomes and
+    the driver turns the last one into the Result's ``extra`` (:meth:`extra`) once, at the
+    end. The same rules as ResultExtra's: an unknown name is a ``TypeError``; a field set
+    to None is set (the report shows ``null``)."""
+
+    __slots__ = ("_fields",)
+    _fields: MappingProxyType[str, Any]
+
+    def __init__(self, fields: Mapping[str, Any] | None = None) -> None:
+        items = dict(fields or {})
+        unknown = sorted(set(items) - FIELD_NAMES)
+        if unknown:
+            raise TypeError(f"ResultExtra has no field {', '.join(unknown)}")
+        object.__setattr__(self, "_fields", MappingProxyType(items))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Notes are frozen: use set() or merge(), which return new Notes")
+
+    def __getitem__(self, name: str) -> Any:
+        return self._fields[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+    def __repr__(self) -> str:
+        return f"Notes({dict(self._fields)!r})"
+
+    @classmethod
+    def of(cls, extra: ResultExtra) -> Notes:
+        """The set fields of ``extra``."""
+        return cls({name: getattr(extra, name) for name in extra.names()})
+
+    def set(self, **values: Any) -> Notes:
+        """These notes with ``values`` set (as :meth:`ResultExtra.set`)."""
+        return Notes({**self._fields, **values})
+
+    def merge(self, other: Mapping[str, Any], *, overwrite: bool = True, **values: Any) -> Notes:
+        """These notes with ``other``'s fields (``overwrite=False``: only those not set
+        here), then ``values`` set (as :meth:`ResultExtra.merge`)."""
+        merged = {**self._fields, **other} if overwrite else {**other, **self._fields}
+        return Notes({**merged, **values})
+
+    def without(self, name: str) -> Notes:
+        return Notes({k: v for k, v in self._fields.items() if k != name})
+
+    def extra(self) -> ResultExtra:
+        """A ResultExtra with exactly these fields set."""
+        out = ResultExtra()
+        out.set(**self._fields)
+        return out
 # Report keys that are measured wall times, not results: Result.solve_time_s and the
 # ResultExtra fields declared with ``metadata=MEASURED``.
 MEASURED_KEYS = frozenset({"solve_time_s", *(f.name for f in FIELDS if f.metadata.get("measured"))})

@@ -24,24 +24,21 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from poet_compiler import work
 from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.program import Op
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
-from poet_compiler.solve.backends import BackendOptions, BackendResult, solve_model
-from poet_compiler.solve.backends.base import is_large, within_gap
-from poet_compiler.solve.clock import MIN_STAGE_S, Clock
 from poet_compiler.solve.formulation.common import Built
 from poet_compiler.solve.formulation.fast import build_fast, useful_table
 from poet_compiler.solve.problem import Problem
+from poet_compiler.solvers import BackendOptions, BackendResult
+from poet_compiler.solvers.base import within_gap
 
-#: Share of the effort left that the first round may use: when its solution breaks a
-#: memory row, the rounds after it need effort too. At 0.3 and at 0.8 DAG 250 at 90 % is
-#: 0.23 % cheaper and every other cell of the constants sweep the same (docs/optimizer.md,
-#: "Constants"): one cell, so it stays.
-FIRST_ROUND_SHARE = 0.5
+if TYPE_CHECKING:
+    from poet_compiler.solve.pipeline.context import Context
 #: The first round's memory, forecast before it is built (:func:`forecast_bytes`): the
 #: solver processes' own (CP-SAT or HiGHS) plus a share
 #: per ``useful`` (stage, tensor) pair, the variables' index, for the solvers' model and
@@ -51,9 +48,12 @@ FIRST_ROUND_SHARE = 0.5
 #: 5,792 pairs up, and above the measure below.
 FORECAST_BASE_BYTES = 712 * 2**20
 FORECAST_BYTES_PER_PAIR = 45 * 2**10
+# poetc's own resident bytes beside a full model's forecast (the memory-limit check of
+# the improvement stage, poet_compiler/solve/pipeline/improvement.py).
+BASE_RSS_BYTES = 600 * 2**20
 
 
-@dataclass
+@dataclass(frozen=True)
 class Rounds:
     """What the rounds ended with. ``out.values`` is the best solution that fits the
     budget (decoded by ``built``), or None; ``out.bound`` the best bound of any round."""
@@ -94,28 +94,31 @@ def forecast_bytes(problem: Problem) -> int:
     return FORECAST_BASE_BYTES + FORECAST_BYTES_PER_PAIR * pairs
 
 
-def solve_built(built: Built, build_s: float, *, solver: str, clock: Clock, reserve_s: float, threads: int,
-                progress: bool, gap: float, share: float = 1.0) -> BackendResult | None:
-    """Solve ``built`` (built in ``build_s``) from its hint with ``share`` of what ``clock``
-    leaves after ``reserve_s``; None when that is under MIN_STAGE_S (a solver started then
-    would only overrun the limit by its child's start-up and kill grace)."""
-    large = is_large(built.model)
+def solve_built(ctx: Context, built: Built, build_s: float, *, reserve_s: float, gap: float,
+                share: float = 1.0) -> BackendResult | None:
+    """Solve ``built`` (built in ``build_s``) from its hint with ``share`` of what ``ctx``'s
+    clock leaves after ``reserve_s``, on ``ctx.steps.solve_full``; None when that is under
+    ``min_stage_s`` (a solver started then would only overrun the limit by its child's
+    start-up and kill grace)."""
+    clock, options = ctx.clock, ctx.options
+    large = ctx.tuning.large_model(built.model)
     # A large model's solver children start up (the model is sent to them, CP-SAT's is
     # rebuilt there) at about the cost of building it: measured on a 500-node DAG, a 23 s
     # build, and a 13.9 s limit that ended after 30.3 s. Reserve that too.
     reserve = reserve_s + (build_s if large else 0.0)
     limit = clock.solver_limit(clock.left(reserve) * share, reserve_s=reserve)
-    if limit < MIN_STAGE_S:
+    if limit < ctx.tuning.min_stage_s:
         return None
-    opts = BackendOptions(time_limit_s=limit, threads=threads, progress=progress, relative_gap=gap, large=large)
-    return solve_model(built.model, solver, opts)
+    opts = BackendOptions(time_limit_s=limit, threads=options.threads, progress=options.progress, relative_gap=gap,
+                          large=large)
+    return ctx.steps.solve_full(built.model, options.solver, opts)
 
 
-def solve_by_rows(problem: Problem, hint: Schedule | None, *, budget: int, floor: float | None, solver: str,
-                  clock: Clock, finalize_s: float, threads: int, progress: bool, gap: float) -> Rounds:
+def solve_by_rows(ctx: Context, problem: Problem, hint: Schedule | None, *, budget: int, floor: float | None,
+                  finalize_s: float, gap: float) -> Rounds:
     """Solve the fast model of ``problem`` at ``budget`` by rounds (module docstring),
-    from ``hint``, with ``floor`` (a valid bound) as its objective floor, within ``clock``
-    minus ``finalize_s``."""
+    from ``hint``, with ``floor`` (a valid bound) as its objective floor, within ``ctx``'s
+    clock minus ``finalize_s``."""
     full: set[int] = set()
     best: BackendResult | None = None
     best_built: Built | None = None
@@ -130,11 +133,11 @@ def solve_by_rows(problem: Problem, hint: Schedule | None, *, budget: int, floor
         built.model.objective_floor = floor
         took = work.now() - t_build
         build_s += took
-        out = solve_built(built, took, solver=solver, clock=clock, reserve_s=finalize_s, threads=threads,
-                          progress=progress, gap=gap, share=FIRST_ROUND_SHARE if rounds == 0 else 1.0)
+        out = solve_built(ctx, built, took, reserve_s=finalize_s, gap=gap,
+                          share=ctx.tuning.first_round_share if rounds == 0 else 1.0)
         if out is None:
             if last is None:
-                last = BackendResult("timeout", None, None, None, 0.0, solver,
+                last = BackendResult("timeout", None, None, None, 0.0, ctx.options.solver,
                                      f"no time left to solve after building the model ({build_s:.3g} s)")
             break
         rounds += 1

@@ -15,19 +15,17 @@ from collections.abc import Callable
 from poet_compiler import work
 from poet_compiler.errors import PoetError, UpdateOrderError
 from poet_compiler.solve import baselines, milp
-from poet_compiler.solve.backends.memory import memory_limit
 from poet_compiler.solve.baselines._common import infeasible
 from poet_compiler.solve.baselines.optimal import checkmate, paging_only
 from poet_compiler.solve.clock import step_until
 from poet_compiler.solve.options import SolveOptions
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
+from poet_compiler.solvers.memory import memory_limit
 
 
 def _optimal(problem: Problem, opts: SolveOptions) -> Result:
-    return milp.solve_milp(problem, solver=opts.solver, formulation=opts.formulation, time_limit_s=opts.time_limit_s,
-                           stated_limit_s=opts.stated_limit_s, effort=opts.effort, threads=opts.threads,
-                           progress=opts.progress, gap_limit=opts.gap_limit)
+    return milp.solve_milp(problem, opts)
 
 
 #: The baselines that reach the MILP, (Problem, SolveOptions) -> Result: its optimum in
@@ -81,7 +79,7 @@ def get_strategy(name: str) -> Callable[[Problem, SolveOptions], Result]:
 
 def run_strategy(name: str, problem: Problem, opts: SolveOptions | None = None) -> Result:
     """Run strategy ``name`` on ``problem``, its solver processes held to the options'
-    memory limit (:mod:`poet_compiler.solve.backends.memory`)."""
+    memory limit (:mod:`poet_compiler.solvers.memory`)."""
     opts = opts or SolveOptions()
     with memory_limit(opts.memory_limit_bytes) as seen:
         result = get_strategy(name)(problem, opts)

@@ -8,6 +8,7 @@ and the heuristics of :mod:`.baselines`.
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import NamedTuple
 
 from poet_compiler import work
 from poet_compiler.errors import InternalError, PoetError, ScheduleError, UpdateOrderError
@@ -17,6 +18,16 @@ from poet_compiler.solve.baselines import BASELINES, HEURISTICS
 from poet_compiler.solve.baselines._common import plans_only
 from poet_compiler.solve.clock import step_until
 from poet_compiler.solve.problem import Problem, feasible_energy
+
+
+class Candidate(NamedTuple):
+    """A known schedule that meets the budgets: its simulated energy and where it came
+    from (a heuristic's name, or "given")."""
+
+    energy_j: float
+    name: str
+    schedule: Schedule
+
 
 #: The order the heuristics run in: quick ones first, so that the slow ones are the ones a
 #: deadline cuts short. On gpt2_large (seq 512, 1,567 nodes, a72 50 %): checkpoint_all
@@ -28,8 +39,8 @@ QUICK_FIRST: tuple[str, ...] = ("checkpoint_all", "griewank", "pofo", "chen_sqrt
 
 def warm_start_candidates(problem: Problem, given: Schedule | None = None, *,
                           only: Collection[str] | None = None,
-                          until: float | None = None) -> list[tuple[float, str, Schedule]]:
-    """``(energy, name, schedule)`` of ``given`` and of every heuristic (or those named in
+                          until: float | None = None) -> list[Candidate]:
+    """The :class:`Candidate` of ``given`` and of every heuristic (or those named in
     ``only``) whose schedule is valid in the problem's mode and meets both budgets (live
     bytes; finalize judges the arena), cheapest first. No heuristic but checkpoint-all
     (well under a second on 1,500 nodes, and every solve's fallback) starts after the
@@ -57,23 +68,24 @@ def warm_start_candidates(problem: Problem, given: Schedule | None = None, *,
                                                  dma=not problem.synchronous)
             # A baseline's own status may be "infeasible" for its arena only: judge live bytes here.
             found += _that_fit(problem, [(name, schedule)])
-    found.sort(key=lambda x: (x[0], x[1]))
+    found.sort(key=lambda c: (c.energy_j, c.name))
     return found
 
 
-def refit(candidates: list[tuple[float, str, Schedule]], problem: Problem, given: Schedule | None = None, *,
-          rerun: Collection[str] = (), until: float | None = None) -> list[tuple[float, str, Schedule]]:
+def refit(candidates: Collection[Candidate], problem: Problem, given: Schedule | None = None, *,
+          rerun: Collection[str] = (), until: float | None = None) -> list[Candidate]:
     """A re-solve's warm starts, cheapest first: of ``candidates`` (made for another
     budget) and ``given``, those that meet ``problem``'s budgets, and the heuristics in
     ``rerun`` run again at its budget (as :func:`warm_start_candidates`). The reruns
     matter: on gpt2_large_mini dtr's plan at the lower budget fits without copies."""
-    found = _that_fit(problem, [("given", given), *((n, s) for _, n, s in candidates)])
+    found = _that_fit(problem, [("given", given), *((c.name, c.schedule) for c in candidates)])
     if rerun:
         found += warm_start_candidates(problem, only=rerun, until=until)
-    found.sort(key=lambda x: (x[0], x[1]))
+    found.sort(key=lambda c: (c.energy_j, c.name))
     return found
 
 
-def _that_fit(problem: Problem, named: list[tuple[str, Schedule | None]]) -> list[tuple[float, str, Schedule]]:
-    """``(energy, name, schedule)`` of the given schedules that meet ``problem``'s budgets."""
-    return [(e, name, s) for name, s in named if s is not None and (e := feasible_energy(problem, s)) is not None]
+def _that_fit(problem: Problem, named: list[tuple[str, Schedule | None]]) -> list[Candidate]:
+    """The :class:`Candidate` of each given schedule that meets ``problem``'s budgets."""
+    return [Candidate(e, name, s) for name, s in named
+            if s is not None and (e := feasible_energy(problem, s)) is not None]

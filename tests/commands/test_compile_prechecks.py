@@ -38,7 +38,7 @@ CASES = [
     (["--ram", "256k"], "no device given"),
     (["--device", "m4", "--ram", "256k", "--loss", "sum"], "--loss applies to .onnx models only"),
     (["--device", "m4", "--ram", "256k", "--formulation", "sparse"], "unknown formulation 'sparse'"),
-    (["--device", "m4", "--ram", "256k", "--time-limit", "0"], "time limit must be positive"),
+    (["--device", "m4", "--ram", "256k", "--time-limit", "0"], "time limit must be a positive number of seconds"),
     (["--device", "m4", "--ram", "256k", "--threads", "0"], "threads must be >= 1"),
     (["--device", "m4", "--ram", "256k", "--memory-limit", "lots"], "memory limit 'lots' is not a size"),
     (["--device", "m4", "--ram", "256k", "--memory-limit", "0"], "memory limit must be positive"),

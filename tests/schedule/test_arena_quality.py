@@ -74,7 +74,7 @@ def test_exact_packing_reaches_the_peak_from_a_poor_hint() -> None:
     arena, offsets = inst.place([0, 1, 2, 3], False)
     poor = [o + 10 for o in offsets]
     assert inst.valid(poor)
-    found = A._exact(inst, poor, arena + 10, A.peak_live_bytes(bufs), 1.0)
+    found = A._exact(inst, poor, arena + 10, A.peak_live_bytes(bufs), A.ExactSearch(1.0))
     assert found is not None and found[0] == A.peak_live_bytes(bufs) == 6
     assert inst.valid(found[1])
 
@@ -86,7 +86,7 @@ def test_exact_layout_is_valid_and_not_above_hint(seed: int) -> None:
     bufs = A.buffers_of(g, program)
     inst = A._Instance(bufs)
     arena, offsets = inst.place(list(range(len(bufs))), False)
-    found = A._exact(inst, offsets, arena, A.peak_live_bytes(bufs), 1.0)
+    found = A._exact(inst, offsets, arena, A.peak_live_bytes(bufs), A.ExactSearch(1.0))
     assert found is not None, "CP-SAT found no layout within the hint's arena on a 10-node graph"
     assert inst.valid(found[1])
     assert A.peak_live_bytes(bufs) <= found[0] <= arena

@@ -22,9 +22,10 @@ def _fragmenting():
     """A 9-node problem whose optimum (25.175 J) has live bytes within the budget (24,576
     of 25,292 B) and no static arena that fits (25,600 B)."""
     from poet_compiler.solve.milp import solve_milp
+    from poet_compiler.solve.options import SolveOptions
 
     problem = training_problem(3, 4, "remat", slack=0.3)
-    schedule = solve_milp(problem, time_limit_s=60).schedule
+    schedule = solve_milp(problem, SolveOptions(time_limit_s=60)).schedule
     assert schedule is not None
     program = remove_pointless_work(problem.graph, linearize(problem.graph, schedule, mode=problem.mode))
     return problem, schedule, program
@@ -48,16 +49,17 @@ def test_a_fragmented_program_is_compacted_within_the_budget() -> None:
     assert again == compacted   # deterministic
 
 
-def test_finalize_compacts_instead_of_losing_the_schedule(monkeypatch) -> None:
-    import poet_compiler.solve.finalize as fin
+def test_finalize_compacts_instead_of_losing_the_schedule() -> None:
+    from poet_compiler.solve.finalize import ArenaOvershoot, Layout, finalize_plan
 
     problem, schedule, _ = _fragmenting()
     kept = finalize(problem, schedule, strategy="t")
     assert kept.ok and kept.arena_bytes is not None and kept.arena_bytes <= problem.activation_budget
     assert kept.extra.n_move and kept.extra.move_bytes and kept.extra.move_j == 0.0
-    monkeypatch.setattr(fin, "compact_arena", lambda *a, **kw: None)   # no room to compact
-    lost = finalize(problem, schedule, strategy="t")
-    assert lost.status == "infeasible" and "fragmentation" in lost.message
+    no_room = Layout(compact_arena=lambda *a, **kw: None)   # no room to compact
+    lost = finalize_plan(problem, schedule, strategy="t", layout=no_room)
+    assert isinstance(lost.verdict, ArenaOvershoot) and lost.verdict.bytes > 0
+    assert "fragmentation" in lost.result(problem, strategy="t").message
 
 
 def test_a_static_layout_that_fits_is_kept_without_moves() -> None:
@@ -246,18 +248,18 @@ def test_finalize_adds_fences_only_as_the_last_resort(monkeypatch) -> None:
     """finalize keeps such a program only with ``fence_last`` (the full model's, which
     the solve compares with the schedule it holds); otherwise it reports the arena. The
     static planner is made to give the layout that leaves no room (45 > 40 bytes)."""
-    import poet_compiler.solve.finalize as finalize_mod
+    from poet_compiler.solve.finalize import ArenaOvershoot, Fenced, Layout, finalize_plan
     from poet_compiler.solve.problem import Problem
 
     graph, costs, program = _in_flight_blocks_the_room()
-    monkeypatch.setattr(finalize_mod, "plan_arena", lambda *a, **k: _layout_leaving_no_room())
+    static = Layout(plan_arena=lambda *a, **k: _layout_leaving_no_room())
     monkeypatch.setattr(compact, "PLACEMENTS", compact.PLACEMENTS[:1])     # the static offsets kept
     problem = Problem(graph=graph, costs=costs, ram_budget_bytes=40, mode="poet")
-    plain = finalize(problem, program, strategy="t", arena_time_s=5.0)
-    assert plain.status == "infeasible" and "arena" in plain.message
-    last = finalize(problem, program, strategy="t", arena_time_s=5.0, fence_last=True)
-    assert last.ok and last.program is not None and last.program.meta["added_fences"] == 1
-    assert last.energy_j is not None and plain.energy_j is not None and last.energy_j >= plain.energy_j
+    plain = finalize_plan(problem, program, strategy="t", arena_time_s=5.0, layout=static)
+    assert isinstance(plain.verdict, ArenaOvershoot) and "arena" in plain.result(problem, strategy="t").message
+    last = finalize_plan(problem, program, strategy="t", arena_time_s=5.0, fence_last=True, layout=static)
+    assert last.verdict == Fenced(1) and last.program.meta["added_fences"] == 1
+    assert last.energy_j >= plain.energy_j
 
 
 def test_another_placement_needs_no_fence_where_the_static_offsets_do() -> None:

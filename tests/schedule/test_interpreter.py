@@ -15,6 +15,8 @@ from tests.support.graphs import random_problem
 
 
 class _Recorder(ProgramInterpreter):
+    ignores = frozenset({Op.MOVE})   # the programs here have none
+
     def start(self) -> None:
         self.calls: list[tuple[str, int, int]] = [("start", self.index, -1)]
 
@@ -46,14 +48,45 @@ def test_one_method_per_opcode_in_program_order() -> None:
     assert _Recorder(list(ins)).run() == expected            # a plain instruction list too
 
 
-def test_defaults_do_nothing_and_return_none() -> None:
+def test_ignored_opcodes_do_nothing_and_the_walk_returns_none() -> None:
+    class _Silent(ProgramInterpreter):
+        ignores = frozenset(Op)
+
     program = Program(n_nodes=1, instructions=(Instruction(Op.COMPUTE, 0), Instruction(Op.FREE, 0)))
-    walker = ProgramInterpreter(program)
+    walker = _Silent(program)
     assert walker.run() is None and walker.index == 1
+
+
+def test_a_pass_that_forgets_an_opcode_fails_when_it_is_defined() -> None:
+    """A subclass must handle every opcode or skip it on purpose (``ignores``): one that
+    forgets MOVE (or a new opcode) fails at its definition, not silently on a program."""
+    import pytest
+
+    with pytest.raises(TypeError, match=r"_Forgetful handles no FENCE, MOVE: override fence\(\), move\(\)"):
+        class _Forgetful(ProgramInterpreter):
+            def compute(self, ins: Instruction) -> None: ...
+            def page_out(self, ins: Instruction) -> None: ...
+            def page_in(self, ins: Instruction) -> None: ...
+            def free(self, ins: Instruction) -> None: ...
+
+    class _Careful(ProgramInterpreter):
+        ignores = frozenset({Op.FENCE, Op.MOVE})
+
+        def compute(self, ins: Instruction) -> None: ...
+        def page_out(self, ins: Instruction) -> None: ...
+        def page_in(self, ins: Instruction) -> None: ...
+        def free(self, ins: Instruction) -> None: ...
+
+    _Careful(Program(n_nodes=1, instructions=(Instruction(Op.COMPUTE, 0), Instruction(Op.FENCE)))).run()
+    # The base class itself handles nothing: its opcode methods raise.
+    with pytest.raises(NotImplementedError, match="does not handle COMPUTE"):
+        ProgramInterpreter(Program(n_nodes=1, instructions=(Instruction(Op.COMPUTE, 0),))).run()
 
 
 class _Hooked(ProgramInterpreter):
     """Records the per-instruction hooks around the opcode's method; stops at ``stop_at``."""
+
+    ignores = frozenset({Op.PAGE_OUT, Op.PAGE_IN, Op.FENCE, Op.MOVE})   # hooks only around them
 
     def __init__(self, program: Program, stop_at: int | None = None) -> None:
         super().__init__(program)

@@ -6,8 +6,9 @@ import pytest
 
 from poet_compiler.graph.ir import Node, NodeCost, TrainingGraph
 from poet_compiler.graph.validate import validate
-from poet_compiler.solve.cover import DEAD_DEPTH, absence_literals, cover_bound, deeper_cover
+from poet_compiler.solve.cover import absence_literals, cover_bound, deeper_cover
 from poet_compiler.solve.problem import Problem
+from poet_compiler.solve.tuning import TUNING, Tuning
 from tests.support.graphs import (
     cost_table_from_graph,
     forward_backward_chain,
@@ -65,8 +66,8 @@ def test_bound_is_tight_when_one_cheap_eviction_suffices() -> None:
 def test_bound_is_below_the_milp_optimum_on_larger_graphs(mode: str) -> None:
     """12-node random DAGs, beyond brute force: the fast formulation solved to a closed gap
     on CP-SAT *without* the cover as its floor is the reference."""
-    from poet_compiler.solve.backends import BackendOptions, solve_model
     from poet_compiler.solve.formulation import build
+    from poet_compiler.solvers import BackendOptions, solve_model
 
     checked = 0
     for seed in range(10):
@@ -145,7 +146,7 @@ def test_both_models_are_below_the_optimum_and_the_bound_is_the_better(mode: str
         assert both.energy_j == max(light.energy_j, refined.energy_j), seed  # type: ignore[type-var]
 
 
-def test_the_refined_model_where_it_is_tighter_and_the_light_one_where_it_does_not_fit(monkeypatch) -> None:
+def test_the_refined_model_where_it_is_tighter_and_the_light_one_where_it_does_not_fit() -> None:
     """The layered DAG of 100 nodes at 80 % (remat): the refined model's bound is above the
     light one's, both below a real schedule's energy (belady's), and the bound is the
     refined one; with its forecast build over the time, the light one alone."""
@@ -168,8 +169,7 @@ def test_the_refined_model_where_it_is_tighter_and_the_light_one_where_it_does_n
     assert light.energy_j is not None and both.energy_j is not None
     assert light.energy_j < both.energy_j <= schedule.energy_j
     assert both.restores and cover_mod.absence_literals(problem) > 0
-    monkeypatch.setattr(cover_mod, "ABSENCE_LITERAL_S", 1e9)
-    assert cover_bound(problem).energy_j == light.energy_j
+    assert cover_bound(problem, tuning=Tuning(absence_literal_s=1e9)).energy_j == light.energy_j
 
 
 @pytest.mark.parametrize("mode", ["poet", "remat"])
@@ -280,7 +280,7 @@ def test_the_deep_cover_is_below_the_optimum(mode: str) -> None:
         cover = cover_bound(problem)
         if cover.infeasible:
             continue
-        chains += absence_literals(problem, DEAD_DEPTH) > absence_literals(problem)   # a dead input's dead input
+        chains += absence_literals(problem, TUNING.dead_depth) > absence_literals(problem)   # a dead input's dead input
         deep = deeper_cover(problem, cover, time_limit_s=10.0)
         assert deep.energy_j is not None and cover.energy_j is not None and deep.energy_j >= cover.energy_j
         exact = brute_force(problem)

@@ -8,12 +8,12 @@ import pytest
 
 from poet_compiler.graph.ir import Node, NodeCost, TrainingGraph
 from poet_compiler.graph.validate import validate
-from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.budgets import reference
 from poet_compiler.solve.cover import cover_bound, deeper_cover
 from poet_compiler.solve.exposure import applies
 from poet_compiler.solve.formulation import build
 from poet_compiler.solve.problem import Problem
+from poet_compiler.solvers import BackendOptions, solve_model
 from tests.support.graphs import cost_table_from_graph, training_problem
 from tests.support.oracle import brute_force
 

@@ -10,7 +10,8 @@ import pytest
 from poet_compiler.errors import InfeasibleError
 from poet_compiler.solve.feasibility import deadline_requirement, ram_requirement, working_set
 from poet_compiler.solve.milp import solve_milp
-from poet_compiler.solve.problem import SMALL_GRAPH_NODES
+from poet_compiler.solve.options import SolveOptions
+from poet_compiler.solve.tuning import TUNING
 from poet_compiler.units import format_bytes
 from tests.support.graphs import random_problem, training_problem
 from tests.support.oracle import brute_force
@@ -80,20 +81,21 @@ def test_below_a_working_set_a_large_graph_is_refused_without_any_model(monkeypa
     """Cheap proofs first: one node's working set above the budget decides it, before any
     formulation, cover or solver is built."""
     import poet_compiler.solve.feasibility as feas
-    import poet_compiler.solve.milp as milp
-    import poet_compiler.solve.row_generation as row_generation
+    from poet_compiler.solve.pipeline.context import Steps
 
     def no_model(*args, **kwargs):  # noqa: ANN002, ANN003
         raise AssertionError("a model was built for a budget that one node already rules out")
 
-    for mod, name in ((feas, "build_fast"), (feas, "cover_min_budget"), (feas, "cover_bound"),
-                      (milp, "build"), (milp, "cover_bound"),
-                      (row_generation, "build_fast"), (row_generation, "solve_model")):
-        monkeypatch.setattr(mod, name, no_model)
-    problem = random_problem(3, SMALL_GRAPH_NODES + 20, "poet")
+    # The infeasibility analysis's models (its own module's names: it takes no Steps, being
+    # called with the problem alone), and every stage's.
+    for name in ("build_fast", "cover_min_budget", "cover_bound"):
+        monkeypatch.setattr(feas, name, no_model)
+    steps = Steps(cover_bound=no_model, guided_search=no_model, solve_by_rows=no_model, solve_full=no_model,
+                  solve_guided=no_model)
+    problem = random_problem(3, TUNING.small_graph_nodes + 20, "poet")
     ws, node = feas.working_set(problem)
     tight = dataclasses.replace(problem, ram_budget_bytes=ws - 1)
-    res = milp.solve_milp(tight, time_limit_s=30)
+    res = solve_milp(tight, SolveOptions(time_limit_s=30), steps=steps)
     assert res.status == "infeasible"
     assert f"at least {format_bytes(ws)}" in res.message and problem.graph.nodes[node].name in res.message
 
@@ -115,6 +117,7 @@ def test_the_deadline_side_note_of_a_ram_that_is_too_small_builds_no_model(monke
         built.append(objective)
         return real(problem, objective=objective, **kw)
 
+    # Counts the analysis's model builds (it takes no Steps: the problem alone).
     monkeypatch.setattr(feas, "build_fast", counted)
     short = dataclasses.replace(problem, ram_budget_bytes=need - 1)
     why = feas.explain_infeasible(short)

@@ -9,6 +9,7 @@ from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.problem import Problem
+from poet_compiler.solve.tuning import TUNING
 from tests.support.graphs import (
     cost_table_from_graph,
     forward_backward_chain,
@@ -72,26 +73,23 @@ def test_the_harder_plan_runs_only_where_the_exact_packing_does(monkeypatch, exa
     """A schedule whose first arena is over the budget (made so here) is planned again
     harder only if the planner's exact packing applies to it; beyond that, compaction
     lays it out without that plan (on gpt2_large_mini it took 103 s for nothing)."""
-    import dataclasses
-
     import poet_compiler.schedule.arena as arena
-    import poet_compiler.solve.finalize as fin
-    from tests.support.fragmentation import costlier_below_peak
+    from poet_compiler.solve.finalize import Layout, finalize_plan
+    from tests.support.fragmentation import costlier_below_peak, wasting
 
-    real = fin.plan_arena
     efforts: list[int] = []
+    waste = wasting(3)
 
     def wasteful(graph, program, **kw):  # noqa: ANN001, ANN003, ANN202
         efforts.append(kw.get("effort", 0))
-        out = real(graph, program, **kw)
-        return dataclasses.replace(out, arena_bytes=(out.arena_bytes or 0) + 3)
+        return waste(graph, program, **kw)
 
-    monkeypatch.setattr(fin, "plan_arena", wasteful)
-    monkeypatch.setattr(arena, "EXACT_MAX_BUFFERS", exact_max)
+    monkeypatch.setattr(arena, "EXACT_MAX_BUFFERS", exact_max)   # the schedule layer's, read by finalize
     problem, _, _ = next(costlier_below_peak(3))
     optimum = brute_force(problem)
     assert optimum is not None
-    res = finalize(problem, as_program(problem, optimum[1]), strategy="t", arena_time_s=30.0)
+    res = finalize_plan(problem, as_program(problem, optimum[1]), strategy="t", arena_time_s=30.0,
+                        layout=Layout(plan_arena=wasteful)).result(problem, strategy="t")
     assert res.ok and res.arena_bytes <= problem.activation_budget
     assert res.program.meta["arena_order"] == "compacted"
-    assert efforts == ([0, fin.ARENA_RETRY_EFFORT] if exact_max else [0])
+    assert efforts == ([0, TUNING.arena_retry_effort] if exact_max else [0])

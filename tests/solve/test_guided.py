@@ -6,7 +6,6 @@ import pytest
 
 from poet_compiler.schedule.linearize import check_schedule, linearize
 from poet_compiler.schedule.simulate import simulate
-from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.cover import CoverBound, cover_bound
 from poet_compiler.solve.formulation.fast import Restriction, build_fast
 from poet_compiler.solve.guided import (
@@ -15,10 +14,19 @@ from poet_compiler.solve.guided import (
     realize,
     restriction_for,
 )
+from poet_compiler.solve.options import SolveOptions
+from poet_compiler.solve.pipeline.context import STEPS, Context, Steps
 from poet_compiler.solve.presence import presence_bound
-from poet_compiler.solve.problem import feasible_energy
+from poet_compiler.solve.problem import Problem, feasible_energy
+from poet_compiler.solvers import BackendOptions, solve_model
 from tests.support.graphs import random_problem, training_problem
 from tests.support.oracle import brute_force
+
+
+def _ctx(problem: Problem, steps: Steps = STEPS) -> Context:
+    """A context for the guided search alone: CP-SAT on one thread, an effort that never
+    binds (the search's own ``time_limit_s`` does)."""
+    return Context.start(problem, SolveOptions(solver="cpsat", threads=1, effort=1e6), steps=steps)
 
 
 @pytest.mark.parametrize("mode", ["poet", "remat", "paging"])
@@ -48,7 +56,7 @@ def test_guided_search_never_beats_the_brute_force_optimum(seed: int) -> None:
     if cover.infeasible:
         assert exact is None
         return
-    out = guided_search(problem, cover, None, solver="cpsat", time_limit_s=10, threads=1, relative_gap=0.0)
+    out = guided_search(_ctx(problem), problem, cover, None, time_limit_s=10, relative_gap=0.0)
     if exact is None:
         assert out.schedule is None
         return
@@ -71,12 +79,11 @@ def test_restricted_model_only_has_the_allowed_decisions() -> None:
     assert not empty.R and not empty.M_in
 
 
-def test_the_sub_problem_is_not_built_past_the_stage_deadline(monkeypatch) -> None:
+def test_the_sub_problem_is_not_built_past_the_stage_deadline() -> None:
     """With no time left the guided stage returns what it has (the warm start) instead
     of building the sub-problem: its build is n^2 rows and took 28 s on 1,567 nodes."""
     import time
 
-    import poet_compiler.solve.guided as guided_mod
     from poet_compiler.solve.clock import step_until
     from poet_compiler.solve.formulation.common import BuildDeadline
     from poet_compiler.solve.warm_start import warm_start_candidates
@@ -89,37 +96,33 @@ def test_the_sub_problem_is_not_built_past_the_stage_deadline(monkeypatch) -> No
     def no_solve(*a, **kw):  # noqa: ANN002, ANN003, ANN202
         raise AssertionError("the sub-problem was solved past the deadline")
 
-    monkeypatch.setattr(guided_mod, "solve_model", no_solve)
     cover = cover_bound(problem)
     warm = warm_start_candidates(problem)[0]
-    out = guided_search(problem, cover, warm[2], solver="cpsat", time_limit_s=0.0, threads=1, relative_gap=0.0)
+    out = guided_search(_ctx(problem, Steps(solve_guided=no_solve)), problem, cover, warm.schedule, time_limit_s=0.0,
+                        relative_gap=0.0)
     assert out.energy_j is not None and out.energy_j <= warm[0]
 
 
-def test_no_second_cover_is_built_without_the_time_the_first_took(monkeypatch) -> None:
+def test_no_second_cover_is_built_without_the_time_the_first_took() -> None:
     """With ``until`` sooner than the cover's build took, the realization keeps to the
     cover in hand: it neither builds the closure variant nor re-solves at a lower budget."""
     import dataclasses
     import time
 
-    import poet_compiler.solve.guided as guided_mod
-
     built: list[bool] = []
-    real = guided_mod.cover_bound
 
     def spy(problem, **kw):  # noqa: ANN001, ANN003, ANN202
         built.append(kw.get("closure", False))
-        return real(problem, **kw)
+        return cover_bound(problem, **kw)
 
-    monkeypatch.setattr(guided_mod, "cover_bound", spy)
     problem = random_problem(3, 12, "poet", budget_fraction=0.5)
     cover = cover_bound(problem)
     assert cover.energy_j is not None and cover.build_s > 0.0
-    cover_schedule(problem, cover, until=time.perf_counter() + 60.0)
+    cover_schedule(problem, cover, until=time.perf_counter() + 60.0, solve_cover=spy)
     assert True in built                                   # with the time, the closure cover is built
     built.clear()
     slow = dataclasses.replace(cover, build_s=1e6)         # a cover that took longer than the time left
-    cover_schedule(problem, slow, until=time.perf_counter() + 60.0)
+    cover_schedule(problem, slow, until=time.perf_counter() + 60.0, solve_cover=spy)
     assert built == []
 
 
@@ -131,10 +134,10 @@ def test_the_sub_problem_at_the_hints_time_keeps_the_hint(stage_long: bool, seed
     the deadline), so the search is never worse than it."""
     import dataclasses
 
-    from poet_compiler.solve.backends import BackendOptions, solve_model
     from poet_compiler.solve.guided import build_guided, half_the_slack
     from poet_compiler.solve.problem import feasible_energy, simulate_schedule
     from poet_compiler.solve.warm_start import warm_start_candidates
+    from poet_compiler.solvers import BackendOptions, solve_model
 
     base = random_problem(seed, 14, "poet", deadline_prob=0.0, budget_fraction=0.4, dma=stage_long,
                           static_w=0.1 if stage_long else 0.0)
@@ -166,7 +169,7 @@ def test_the_sub_problem_at_the_hints_time_keeps_the_hint(stage_long: bool, seed
     assert simulate_schedule(loose, found).runtime_s <= tight.deadline_s * (1 + 1e-9)
 
 
-def test_a_sub_problem_that_closes_short_of_the_gap_is_widened(monkeypatch) -> None:
+def test_a_sub_problem_that_closes_short_of_the_gap_is_widened() -> None:
     """Gap 0 on 12-node problems whose first sub-problem closes above the cover bound: the
     wider sub-problems follow (deeper cascades; the widest searches to the floor only),
     each is hinted with the schedule so far, and the answer is never worse than the first
@@ -174,15 +177,13 @@ def test_a_sub_problem_that_closes_short_of_the_gap_is_widened(monkeypatch) -> N
     import poet_compiler.solve.guided as guided_mod
 
     solves: list[tuple[float | None, bool]] = []
-    real = guided_mod.solve_model
 
     def recording(model, solver, options):  # noqa: ANN001, ANN202
-        out = real(model, solver, options)
+        out = solve_model(model, solver, options)
         solves.append((out.objective, options.floor_only))
         assert options.full_subsolvers == guided_mod.GUIDED_SUBSOLVERS
         return out
 
-    monkeypatch.setattr(guided_mod, "solve_model", recording)
     widened = 0
     for seed in range(10):
         problem = random_problem(seed, 12, "poet", deadline_prob=0.3, budget_fraction=(0.05, 0.2)[seed % 2])
@@ -190,7 +191,8 @@ def test_a_sub_problem_that_closes_short_of_the_gap_is_widened(monkeypatch) -> N
         if cover.infeasible:
             continue
         solves.clear()
-        out = guided_search(problem, cover, None, solver="cpsat", time_limit_s=20, threads=1, relative_gap=0.0)
+        out = guided_search(_ctx(problem, Steps(solve_guided=recording)), problem, cover, None, time_limit_s=20,
+                            relative_gap=0.0)
         if len(solves) < 2:
             continue
         widened += 1
@@ -226,27 +228,23 @@ def test_the_presence_models_choice_opens_a_schedule_as_cheap_as_its_own() -> No
     assert checked >= 6 and with_recomputes >= 3, (checked, with_recomputes)
 
 
-def test_a_slow_realization_leaves_the_sub_problem_its_share(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_slow_realization_leaves_the_sub_problem_its_share() -> None:
     """The realization's cover solves stop at one cover solve's effort (cover_limit of the
     share), so a realization that would spend everything still leaves the sub-problem the
     rest (MobileNetV2 a72 50 %: uncapped, the sub-problem never ran)."""
-    import poet_compiler.solve.guided as guided_mod
     from poet_compiler import work
-    from poet_compiler.solve.cover import cover_limit
+    from poet_compiler.solve.tuning import TUNING
 
     def spends_all(problem, cover, *, until=None, **kw):  # type: ignore[no-untyped-def]
         work.charge(until - work.now())   # a realization that runs to its end and finds nothing
         return None
 
     limits: list[float] = []
-    real = guided_mod.solve_model
 
     def recording(model, solver, options):  # type: ignore[no-untyped-def]
         limits.append(options.time_limit_s)
-        return real(model, solver, options)
+        return solve_model(model, solver, options)
 
-    monkeypatch.setattr(guided_mod, "cover_schedule", spends_all)
-    monkeypatch.setattr(guided_mod, "solve_model", recording)
     share = 20.0
     for seed in range(10):
         problem = random_problem(seed, 12, "poet", deadline_prob=0.3, budget_fraction=0.2)
@@ -255,7 +253,9 @@ def test_a_slow_realization_leaves_the_sub_problem_its_share(monkeypatch: pytest
             continue
         limits.clear()
         with work.metered(work.Meter()):
-            guided_search(problem, cover, None, solver="cpsat", time_limit_s=share, threads=1, relative_gap=0.0)
-        assert limits and limits[0] > share - 2 * cover_limit(share), seed
+            # The realization as a whole (not only its cover solves) spends what it is given.
+            steps = Steps(solve_guided=recording, realize_cover=spends_all)
+            guided_search(_ctx(problem, steps), problem, cover, None, time_limit_s=share, relative_gap=0.0)
+        assert limits and limits[0] > share - 2 * TUNING.cover_limit(share), seed
         return
     pytest.fail("no seed with a cover bound")

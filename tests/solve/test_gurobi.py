@@ -11,10 +11,11 @@ import gurobipy as gp
 import pytest
 
 from poet_compiler.errors import SolverError
-from poet_compiler.solve.backends import BackendOptions, solve_model
-from poet_compiler.solve.backends.gurobi import SIZE_LIMIT, size_limit_message
 from poet_compiler.solve.formulation import build
 from poet_compiler.solve.milp import solve_milp
+from poet_compiler.solve.options import SolveOptions
+from poet_compiler.solvers import BackendOptions, solve_model
+from poet_compiler.solvers.gurobi import SIZE_LIMIT, size_limit_message
 from tests.support.graphs import random_problem
 from tests.support.oracle import brute_force
 
@@ -63,7 +64,7 @@ def test_small_model_solved_by_gurobi_agrees_with_cpsat(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(0, 4))
 def test_solve_milp_on_gurobi_matches_the_exhaustive_optimum(seed: int) -> None:
     problem = random_problem(seed, 6, "poet")
-    result = solve_milp(problem, solver="gurobi", formulation="dense", time_limit_s=30, threads=1)
+    result = solve_milp(problem, SolveOptions(solver="gurobi", formulation="dense", time_limit_s=30, threads=1))
     exact = brute_force(problem)
     if exact is None:
         assert result.status == "infeasible"
@@ -82,7 +83,7 @@ def test_model_above_the_pip_license_is_refused_in_one_line() -> None:
         solve_model(model, "gurobi", OPTS)
     assert str(info.value) == size_limit_message(model)
     with pytest.raises(SolverError, match="pip license is limited to 2000"):
-        solve_milp(problem, solver="gurobi", formulation="dense", time_limit_s=20)
+        solve_milp(problem, SolveOptions(solver="gurobi", formulation="dense", time_limit_s=20))
 
 
 def test_cli_refusal_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys) -> None:  # noqa: ANN001

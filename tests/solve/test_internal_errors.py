@@ -5,7 +5,6 @@ or a skipped candidate; a plan that only misses the budget stays an outcome."""
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import pytest
 
@@ -15,7 +14,7 @@ from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.program import Op, Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
-from poet_compiler.solve import guided, milp, warm_start
+from poet_compiler.solve import guided, warm_start
 from poet_compiler.solve.baselines._common import Figures, Trial
 from poet_compiler.solve.cover import cover_bound
 from poet_compiler.solve.finalize import finalize
@@ -85,17 +84,24 @@ def test_heuristic_finish_does_not_turn_a_bug_into_infeasible() -> None:
 
 
 def test_milp_fallback_does_not_skip_a_broken_candidate() -> None:
+    from poet_compiler import work
+    from poet_compiler.solve.options import SolveOptions
+    from poet_compiler.solve.pipeline.context import Context
+    from poet_compiler.solve.pipeline.incumbents import fallback
+    from poet_compiler.solve.warm_start import Candidate
+
     problem = _problem()
-    candidates = [(0.0, "broken", _broken_schedule(problem)),
-                  (1.0, "checkpoint_all", Schedule.checkpoint_all(problem.n))]
-    with pytest.raises(InternalError, match=r"R\[t,t\] must be 1"):
-        milp.fallback_result(problem, candidates, solver="cpsat", formulation="fast", started=time.perf_counter())
+    candidates = (Candidate(0.0, "broken", _broken_schedule(problem)),
+                  Candidate(1.0, "checkpoint_all", Schedule.checkpoint_all(problem.n)))
+    with work.metered(work.Meter()), pytest.raises(InternalError, match=r"R\[t,t\] must be 1"):
+        fallback(Context.start(problem, SolveOptions()), candidates, needed=True, finalize_s=0.0)
 
 
 def test_cover_realization_bug_is_not_no_schedule(monkeypatch: pytest.MonkeyPatch) -> None:
     problem = _problem()
     choice = cover_bound(problem, time_limit_s=5.0)
     assert choice.energy_j is not None
+    # A bug in the realization itself, which no input produces: it must raise, not find nothing.
     monkeypatch.setattr(guided, "realize", lambda p, c: _broken_schedule(p))
     with pytest.raises(InternalError, match="cover realization"):
         guided.realize_within(problem, choice, lambda budget: None)

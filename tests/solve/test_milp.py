@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from poet_compiler.solve.milp import solve_milp
+from poet_compiler.solve.options import SolveOptions
 from tests.support.graphs import random_problem, training_problem
 from tests.support.oracle import brute_force
 
@@ -40,7 +41,7 @@ def test_fast_and_dense_match_brute_force_cpsat(seed: int, mode: str) -> None:
     problem = random_problem(seed, 6, mode)
     oracle = brute_force(problem)
     for form in ("fast", "dense"):
-        _check(problem, solve_milp(problem, formulation=form, time_limit_s=60, gap_limit=0.0), oracle)
+        _check(problem, solve_milp(problem, SolveOptions(formulation=form, time_limit_s=60, gap_limit=0.0)), oracle)
 
 
 @pytest.mark.parametrize("dma", [False, True])
@@ -51,7 +52,7 @@ def test_deadline_dma_static_power(seed: int, mode: str, dma: bool) -> None:
     assert problem.deadline_s is not None
     oracle = brute_force(problem)
     for form in ("fast", "dense"):
-        _check(problem, solve_milp(problem, formulation=form, time_limit_s=60, gap_limit=0.0), oracle)
+        _check(problem, solve_milp(problem, SolveOptions(formulation=form, time_limit_s=60, gap_limit=0.0)), oracle)
 
 
 @pytest.mark.parametrize("mode", ["remat", "paging"])
@@ -59,7 +60,7 @@ def test_deadline_dma_static_power(seed: int, mode: str, dma: bool) -> None:
 def test_seven_nodes(seed: int, mode: str) -> None:
     problem = random_problem(seed, 7, mode)
     oracle = brute_force(problem)
-    _check(problem, solve_milp(problem, formulation="fast", time_limit_s=60, gap_limit=0.0), oracle)
+    _check(problem, solve_milp(problem, SolveOptions(formulation="fast", time_limit_s=60, gap_limit=0.0)), oracle)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -68,13 +69,13 @@ def test_highs_agrees(seed: int, mode: str) -> None:
     problem = random_problem(seed, 6, mode, deadline_prob=1.0)
     oracle = brute_force(problem)
     for form in ("fast", "dense"):
-        _check(problem, solve_milp(problem, solver="highs", formulation=form, time_limit_s=60), oracle)
+        _check(problem, solve_milp(problem, SolveOptions(solver="highs", formulation=form, time_limit_s=60)), oracle)
 
 
 def test_time_limited_result_is_consistent() -> None:
     """Whatever the time limit allows, the status, bound and gap tell the truth."""
     problem = random_problem(5, 30, "poet", deadline_prob=0.0)
-    res = solve_milp(problem, time_limit_s=0.05, threads=1)
+    res = solve_milp(problem, SolveOptions(time_limit_s=0.05, threads=1))
     assert res.status in ("optimal", "feasible", "timeout")
     if res.status == "timeout":
         assert res.energy_j is None and res.schedule is None
@@ -104,9 +105,9 @@ def test_unknown_solver_and_formulation() -> None:
 
     problem = random_problem(0, 4, "poet")
     with pytest.raises(SolverError, match="unknown solver"):
-        solve_milp(problem, solver="cplex")
+        solve_milp(problem, SolveOptions(solver="cplex"))
     with pytest.raises(PoetError, match="unknown formulation"):
-        solve_milp(problem, formulation="sparse")
+        solve_milp(problem, SolveOptions(formulation="sparse"))
 
 
 # --- the fast formulation's size, warm start and status rules -------------------------
@@ -174,7 +175,7 @@ def test_tight_deadline_leaves_no_recompute_or_paging_variables() -> None:
 def test_gap_limit_status_is_honest() -> None:
     """A stop within a relative gap limit is 'feasible' with that gap; 'optimal' means 0."""
     problem = random_problem(5, 24, "poet", deadline_prob=0.0)
-    res = solve_milp(problem, gap_limit=0.5, time_limit_s=30)
+    res = solve_milp(problem, SolveOptions(gap_limit=0.5, time_limit_s=30))
     assert res.ok
     assert res.lower_bound_j is not None and res.gap is not None
     if res.status == "optimal":
@@ -182,28 +183,22 @@ def test_gap_limit_status_is_honest() -> None:
     else:
         assert res.gap > 0
     assert res.lower_bound_j <= res.energy_j * (1 + 1e-9)
-    exact = solve_milp(problem, gap_limit=0.0, time_limit_s=60)
+    exact = solve_milp(problem, SolveOptions(gap_limit=0.0, time_limit_s=60))
     assert exact.status == "optimal"
     assert exact.energy_j <= res.energy_j * (1 + 1e-9)
     assert res.lower_bound_j <= exact.energy_j * (1 + 1e-9)
 
 
-def test_fragmentation_feedback_resolves_with_a_smaller_budget(monkeypatch) -> None:
+def test_fragmentation_feedback_resolves_with_a_smaller_budget() -> None:
     """When the arena overshoots (here: a planner that wastes a fixed 3 bytes), the MILP
     is re-solved with the budget lowered by the overshoot; the result's arena fits and its
     energy is the optimum at that lowered budget."""
-    import poet_compiler.solve.finalize as fin
+    from poet_compiler.solve.budgets import reference
+    from tests.support.fragmentation import laid_out, no_room, wasting
 
     waste = 3
-    real = fin.plan_arena
-
-    def wasteful(graph, program, **kw):
-        out = real(graph, program, **kw)
-        return dataclasses.replace(out, arena_bytes=(out.arena_bytes or 0) + waste)
-
-    monkeypatch.setattr(fin, "plan_arena", wasteful)
-    monkeypatch.setattr(fin, "compact_arena", lambda *a, **kw: None)  # nor compaction (as with buffers in flight)
-    from poet_compiler.solve.budgets import reference
+    # Nor compaction (as with buffers in flight).
+    steps = laid_out(plan_arena=wasting(waste), compact_arena=no_room)
 
     for seed in range(20):
         p = random_problem(seed, 6, "poet", deadline_prob=0.0)
@@ -215,7 +210,7 @@ def test_fragmentation_feedback_resolves_with_a_smaller_budget(monkeypatch) -> N
         oracle = brute_force(lowered)
         if first is None or oracle is None or oracle[0] <= first[0]:
             continue      # want a case where the first optimum's arena cannot fit
-        res = solve_milp(problem, gap_limit=0.0)
+        res = solve_milp(problem, SolveOptions(gap_limit=0.0), steps=steps)
         assert res.ok, res.message
         assert res.arena_bytes <= problem.activation_budget
         assert res.extra.fragmentation_retries >= 1
@@ -227,68 +222,70 @@ def test_fragmentation_feedback_resolves_with_a_smaller_budget(monkeypatch) -> N
 
 
 def test_the_guided_stage_keeps_the_fenced_schedule_only_when_cheaper(monkeypatch) -> None:
-    """``milp._cheaper_of_fenced``: the guided schedule fitted with FENCEs is kept over the
-    arena-fit fallback only when it costs less, and whenever no fallback fits."""
+    """``improvement.cheaper_of_fenced``: the guided schedule fitted with FENCEs is kept
+    over the arena-fit fallback only when it costs less, and whenever no fallback fits."""
     import dataclasses
 
     import poet_compiler.solve.finalize as finalize_mod
     from poet_compiler.schedule import compact
-    from poet_compiler.solve.finalize import finalize
-    from poet_compiler.solve.milp import _cheaper_of_fenced, _fenced
+    from poet_compiler.solve.finalize import Fenced, Layout, finalize_plan
+    from poet_compiler.solve.pipeline.answer import finalized
+    from poet_compiler.solve.pipeline.improvement import cheaper_of_fenced
     from poet_compiler.solve.problem import Problem
-    from poet_compiler.solve.result import ResultExtra
     from tests.schedule.test_compact import _in_flight_blocks_the_room, _layout_leaving_no_room
 
     graph, costs, program = _in_flight_blocks_the_room()
     static = _layout_leaving_no_room()
-    monkeypatch.setattr(finalize_mod, "plan_arena", lambda *a, **k: static)
+    layout = Layout(plan_arena=lambda *a, **k: static)
     monkeypatch.setattr(compact, "PLACEMENTS", compact.PLACEMENTS[:1])     # the static offsets kept: no room
     problem = Problem(graph=graph, costs=costs, ram_budget_bytes=40, mode="poet")
-    fenced = finalize(problem, program, strategy="t", arena_time_s=5.0, fence_last=True)
-    assert fenced.ok and _fenced(fenced) and fenced.energy_j is not None
-    plain = finalize(problem, program, strategy="t", arena_time_s=5.0)
-    assert not plain.ok and not _fenced(plain)
-    cheaper = dataclasses.replace(fenced, energy_j=fenced.energy_j * 0.99, program=static)
-    dearer = dataclasses.replace(fenced, energy_j=fenced.energy_j * 1.01, program=static)
-    extra = ResultExtra()
-    assert _cheaper_of_fenced(fenced, cheaper, extra, "guided") is cheaper
-    assert _cheaper_of_fenced(fenced, dearer, extra, "guided") is fenced
-    assert _cheaper_of_fenced(fenced, None, extra, "guided") is fenced
-    assert fenced.extra.solver_used == "guided"
-    assert _cheaper_of_fenced(plain, None, extra, "guided") is None          # nothing fits
-    assert _cheaper_of_fenced(plain, cheaper, extra, "guided") is cheaper
+    done = finalize_plan(problem, program, strategy="t", arena_time_s=5.0, fence_last=True, layout=layout)
+    assert done.ok and isinstance(done.verdict, Fenced)
+    fenced = finalized(done)
+    plain_done = finalize_plan(problem, program, strategy="t", arena_time_s=5.0, layout=layout)
+    assert not plain_done.ok and not isinstance(plain_done.verdict, Fenced)
+    plain = finalized(plain_done)
+
+    def costing(factor: float):  # the same plan, its energy scaled
+        sim = dataclasses.replace(done.sim, energy_j=done.sim.energy_j * factor)
+        return finalized(dataclasses.replace(done, sim=sim, verdict=finalize_mod.Fits()))
+
+    cheaper, dearer = costing(0.99), costing(1.01)
+    assert cheaper_of_fenced(fenced, cheaper) is cheaper
+    assert cheaper_of_fenced(fenced, dearer) is fenced
+    assert cheaper_of_fenced(fenced, None) is fenced
+    assert cheaper_of_fenced(plain, None) is None          # nothing fits
+    assert cheaper_of_fenced(plain, cheaper) is cheaper
 
 
-def test_a_full_model_bound_under_the_cover_does_not_lower_the_reported_bound(monkeypatch) -> None:
+def test_a_full_model_bound_under_the_cover_does_not_lower_the_reported_bound() -> None:
     """The full model stopped without a solution and reported its own bound, under the
     cover's (the ``auto`` portfolio's timeout: CP-SAT's bound without the floor; on
     ResNet-18-CIFAR a72 30 % 1.5x, 43.61 J under the cover's 44.19 J). The result keeps
     the schedule it had and the cover's bound, which is valid. Stage-long transfers (DMA,
     a deadline, static power: no presence stage) and one family, as on graphs of more
-    than ``SMALL_GRAPH_NODES`` nodes."""
-    import poet_compiler.solve.milp as milp_mod
-    import poet_compiler.solve.problem as problem_mod
-    from poet_compiler.solve.backends import BackendResult
+    than ``Tuning.small_graph_nodes`` nodes."""
     from poet_compiler.solve.cover import cover_bound
+    from poet_compiler.solve.pipeline.context import Steps
     from poet_compiler.solve.row_generation import solve_by_rows
+    from poet_compiler.solve.tuning import Tuning
+    from poet_compiler.solvers import BackendResult
 
-    def weak(problem, hint, *, floor, **kw):
-        rounds = solve_by_rows(problem, hint, floor=floor, **kw)
+    def weak(ctx, problem, hint, *, floor, **kw):  # noqa: ANN001, ANN003, ANN202
+        rounds = solve_by_rows(ctx, problem, hint, floor=floor, **kw)
         low = BackendResult("timeout", None, None, problem.costs.compute_only_j, 0.0, "cpsat", "no solution", {})
         return dataclasses.replace(rounds, out=low)
 
-    monkeypatch.setattr(milp_mod, "solve_by_rows", weak)
-    # One family, as on graphs that are not small; the closed gap and the full model of
-    # small graphs are kept (the other two things SMALL_GRAPH_NODES decides).
-    monkeypatch.setattr(problem_mod, "SMALL_GRAPH_NODES", 0)
-    monkeypatch.setattr(milp_mod, "MIN_FULL_SOLVE_S", 0.0)
-    # Without the deep cover: with its exposure term it proves the guided schedule on
-    # these small graphs, and the full model is never reached.
-    monkeypatch.setattr(milp_mod, "deeper_cover", lambda problem, cover, **kw: cover)
+    # One family, as on graphs that are not small (the closed gap of small graphs is kept:
+    # gap_limit 0), the full model whatever is left, and without the deep cover: with its
+    # exposure term it proves the guided schedule on these small graphs, and the full model
+    # is never reached.
+    tuning = Tuning(small_graph_nodes=0, min_full_solve_s=0.0, deep_cover=False)
     seen = 0
     for seed in range(8):
         problem = training_problem(seed, 4, "poet", dma=True, static_w=0.3, deadline=True)
-        res = solve_milp(problem, time_limit_s=5, threads=1, gap_limit=0.0)
+        res = solve_milp(problem, SolveOptions(time_limit_s=5, threads=1, gap_limit=0.0), tuning=tuning,
+                         steps=Steps(solve_by_rows=weak))
         if res.extra.backend_solve_s is None or not res.ok:
             continue   # proven before the full model, or nothing before it had a schedule
         seen += 1

@@ -10,7 +10,7 @@ import random
 import time
 from typing import Any
 
-from poet_compiler.solve.backends.native import NativeLimits, NativeRun, new_model, solve_native
+from poet_compiler.solvers.native import NativeLimits, NativeRun, new_model, solve_native
 
 
 def _model(n: int = 12) -> tuple[Any, list[Any], Any]:

@@ -22,6 +22,7 @@ import pytest
 from poet_compiler.schedule.arena import plan_arena
 from poet_compiler.solve.feasibility import ram_requirement
 from poet_compiler.solve.milp import solve_milp
+from poet_compiler.solve.options import SolveOptions
 from tests.support import oracle
 from tests.support.graphs import training_problem
 
@@ -60,13 +61,13 @@ def _agree(problem, res, best) -> None:
 def test_fast_formulation_equals_the_oracle_without_dma(seed, mode, n_fwd, static_w, deadline) -> None:
     problem = training_problem(seed, n_fwd, mode, static_w=static_w, deadline=deadline)
     best = oracle.search(problem)
-    _agree(problem, solve_milp(problem, formulation="fast", time_limit_s=60, gap_limit=0.0), best)
+    _agree(problem, solve_milp(problem, SolveOptions(formulation="fast", time_limit_s=60, gap_limit=0.0)), best)
 
 
 @pytest.mark.parametrize("seed, mode", list(itertools.product(range(8), MODES)))
 def test_dense_formulation_equals_the_oracle_without_dma(seed, mode) -> None:
     problem = training_problem(seed, 3, mode, static_w=0.1, deadline=seed % 2 == 1)
-    _agree(problem, solve_milp(problem, formulation="dense", time_limit_s=60, gap_limit=0.0),
+    _agree(problem, solve_milp(problem, SolveOptions(formulation="dense", time_limit_s=60, gap_limit=0.0)),
            oracle.search(problem))
 
 
@@ -76,7 +77,7 @@ def test_minimum_ram_is_the_oracles(seed, mode) -> None:
     problem = training_problem(seed, 3, mode, deadline=seed % 3 == 0, slack=0.0)
     exact = oracle.min_ram(problem)
     if exact is None:
-        assert solve_milp(problem, time_limit_s=30).status == "infeasible"
+        assert solve_milp(problem, SolveOptions(time_limit_s=30)).status == "infeasible"
         return
     req = ram_requirement(problem)
     assert req.exact and int(req.lower) == exact
@@ -85,14 +86,14 @@ def test_minimum_ram_is_the_oracles(seed, mode) -> None:
 @pytest.mark.parametrize("seed, mode", list(itertools.product(range(8), MODES)))
 def test_with_dma_when_time_is_free_poetc_equals_the_oracle(seed, mode) -> None:
     problem = training_problem(seed, 3, mode, dma=True)
-    _agree(problem, solve_milp(problem, time_limit_s=60, gap_limit=0.0), oracle.search(problem))
+    _agree(problem, solve_milp(problem, SolveOptions(time_limit_s=60, gap_limit=0.0)), oracle.search(problem))
 
 
 @pytest.mark.parametrize("seed, mode", list(itertools.product(range(6), MODES)))
 def test_with_dma_static_power_and_a_deadline_poetc_is_never_below_the_oracle(seed, mode) -> None:
     problem = training_problem(seed, 2, mode, dma=True, static_w=0.3, deadline=True)
     best = oracle.search(problem)
-    res = solve_milp(problem, time_limit_s=60, gap_limit=0.0)
+    res = solve_milp(problem, SolveOptions(time_limit_s=60, gap_limit=0.0))
     if best is None:
         assert res.status == "infeasible"
     elif res.energy_j is not None:
@@ -120,7 +121,7 @@ def test_with_dma_static_power_and_a_deadline_poetc_finds_the_stage_long_familys
         sim = simulate(problem.graph, problem.costs, oracle.as_program(problem, family),
                        ram_budget_bytes=problem.activation_budget, deadline_s=problem.deadline_s)
         assert sim.energy_j == pytest.approx(family.energy_j, rel=1e-9)
-        res = solve_milp(problem, time_limit_s=60, gap_limit=0.0)
+        res = solve_milp(problem, SolveOptions(time_limit_s=60, gap_limit=0.0))
         if res.status != "optimal" and "arena" in res.message:
             assert _oracle_program_needs_a_bigger_arena(problem, family), res.message
             continue
@@ -144,7 +145,7 @@ def test_the_oracle_sees_what_stage_semantics_miss() -> None:
         ops = [op for op, _ in best.program]
         if "PAGE_IN" in ops:
             found += 1
-            _agree(problem, solve_milp(problem, time_limit_s=30, gap_limit=0.0), best)
+            _agree(problem, solve_milp(problem, SolveOptions(time_limit_s=30, gap_limit=0.0)), best)
     assert found >= 3
 
 

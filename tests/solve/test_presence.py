@@ -105,16 +105,16 @@ def test_size_is_known_before_building() -> None:
     assert n <= pairs(problem) <= n * (n + 1) // 2
 
 
-def test_the_solve_is_proven_by_the_presence_bound_where_the_cover_is_loose(monkeypatch) -> None:
+def test_the_solve_is_proven_by_the_presence_bound_where_the_cover_is_loose() -> None:
     """Where the cover bound is below the optimum, solve_milp (with no full model to fall
     back on) still ends "optimal", at the oracle's optimum, with the presence bound."""
-    import poet_compiler.solve.row_generation as row_generation
     from poet_compiler.solve.milp import solve_milp
+    from poet_compiler.solve.options import SolveOptions
+    from poet_compiler.solve.pipeline.context import Steps
 
     def no_full_model(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         raise AssertionError("the full model was solved")
 
-    monkeypatch.setattr(row_generation, "solve_model", no_full_model)
     proven = 0
     for seed, mode in [(seed, mode) for seed in range(20) for mode in ("poet", "remat")]:
         problem = random_problem(seed, 7, mode, deadline_prob=0.3, budget_fraction=0.15)
@@ -122,7 +122,7 @@ def test_the_solve_is_proven_by_the_presence_bound_where_the_cover_is_loose(monk
         cover = cover_bound(problem)
         if exact is None or cover.energy_j is None or cover.energy_j >= exact[0] * (1 - 1e-6):
             continue
-        res = solve_milp(problem, time_limit_s=20)
+        res = solve_milp(problem, SolveOptions(time_limit_s=20), steps=Steps(solve_full=no_full_model))
         assert res.ok and res.energy_j is not None
         assert res.energy_j >= exact[0] * (1 - 1e-9)
         if res.status == "optimal":

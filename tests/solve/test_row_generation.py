@@ -11,11 +11,13 @@ import pytest
 from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.program import Op
 from poet_compiler.schedule.simulate import simulate
-from poet_compiler.solve.backends import BackendOptions, solve_model
 from poet_compiler.solve.clock import Clock
 from poet_compiler.solve.formulation.fast import build_fast
+from poet_compiler.solve.options import SolveOptions
+from poet_compiler.solve.pipeline.context import Context
 from poet_compiler.solve.problem import simulate_schedule
 from poet_compiler.solve.row_generation import solve_by_rows, stages_over
+from poet_compiler.solvers import BackendOptions, solve_model
 from tests.support import oracle
 from tests.support.graphs import training_problem
 
@@ -25,8 +27,8 @@ REL = 1e-6
 
 
 def _rounds(problem):  # noqa: ANN001, ANN202
-    return solve_by_rows(problem, None, budget=problem.activation_budget, floor=None, solver="cpsat",
-                         clock=Clock(60.0), finalize_s=0.0, threads=1, progress=False, gap=0.0)
+    ctx = Context(problem, SolveOptions(solver="cpsat", threads=1), Clock(60.0))
+    return solve_by_rows(ctx, problem, None, budget=problem.activation_budget, floor=None, finalize_s=0.0, gap=0.0)
 
 
 @pytest.mark.parametrize("seed, mode", CASES)

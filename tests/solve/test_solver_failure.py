@@ -1,6 +1,6 @@
 """A solver that dies is a status with a message, never the end of poetc.
 
-CP-SAT runs in a forked child (solve/backends/cpsat.py). These tests make the child
+CP-SAT runs in a forked child (solvers/cpsat.py). These tests make the child
 abort, as OR-Tools 9.15 did on POET's `linear` graph, and check what the parent makes
 of it.
 """
@@ -12,9 +12,10 @@ import time
 
 import pytest
 
-from poet_compiler.solve.backends import BackendOptions, cpsat, solve_model
 from poet_compiler.solve.formulation.fast import build_fast
 from poet_compiler.solve.milp import solve_milp
+from poet_compiler.solve.options import SolveOptions
+from poet_compiler.solvers import BackendOptions, cpsat, solve_model
 from tests.support.graphs import training_problem
 
 
@@ -33,7 +34,7 @@ def test_an_aborting_cpsat_is_a_timeout_status(monkeypatch) -> None:
 def test_an_aborting_cpsat_leaves_the_heuristics_answer(monkeypatch) -> None:
     problem = training_problem(1, 3, "remat", slack=0.3)
     monkeypatch.setattr(cpsat, "solve_cpsat_here", _abort)
-    res = solve_milp(problem, solver="cpsat", time_limit_s=20)
+    res = solve_milp(problem, SolveOptions(solver="cpsat", time_limit_s=20))
     # The process lives on and answers with the best heuristic schedule (which the
     # eviction-cover bound may still prove optimal: it does not need the MILP).
     assert res.ok and res.energy_j is not None

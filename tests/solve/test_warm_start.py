@@ -8,6 +8,7 @@ import pytest
 from poet_compiler.solve.baselines import BASELINES, HEURISTICS
 from poet_compiler.solve.baselines._common import plans_only
 from poet_compiler.solve.milp import solve_milp
+from poet_compiler.solve.options import SolveOptions
 from poet_compiler.solve.problem import feasible_energy
 from poet_compiler.solve.warm_start import warm_start_candidates
 from tests.support.graphs import random_problem
@@ -52,7 +53,7 @@ def test_every_baseline_that_fits_is_a_candidate_on_graphs_of_90_nodes(seed: int
 def test_the_milp_is_never_above_a_baseline(seed: int) -> None:
     problem = random_problem(seed, 90, "remat", deadline_prob=0.0, budget_fraction=0.2)
     energies = _baseline_energies(problem)
-    res = solve_milp(problem, time_limit_s=15)
+    res = solve_milp(problem, SolveOptions(time_limit_s=15))
     if not energies:
         return
     assert res.ok, res.message

@@ -70,7 +70,7 @@ def firmware_stack(schedule: Path) -> tuple[int, str]:
     (the firmware is a Cortex-M4 one), else :data:`DEFAULT_STACK`."""
     from poet_compiler.devices.profile import load_profile
     from poet_compiler.errors import ProfileError
-    from poet_compiler.reporting import read_sidecar
+    from poet_compiler.schemas import read_sidecar  # here: pydantic models built at import
 
     device = (read_sidecar(Path(schedule)) or {}).get("device")
     for name in dict.fromkeys([d for d in (device, "m4") if d and d != "explicit"]):
@@ -88,7 +88,7 @@ def load_traced(model: str, schedule: Path, optimizer: str | None = None, train:
     and trained subset from the sidecar ``.json`` when there is one, unless given); op
     granularity, which the kernels need."""
     from poet_compiler.frontends import load_model, training_options
-    from poet_compiler.reporting import read_sidecar
+    from poet_compiler.schemas import read_sidecar  # here: pydantic models built at import
 
     side = read_sidecar(Path(schedule)) or {}
     gran = side.get("granularity") or "op"

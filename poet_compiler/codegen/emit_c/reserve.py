@@ -32,6 +32,7 @@ import argparse
 import datetime
 import json
 import math
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -91,12 +92,15 @@ class Measured:
 
 def measure(fw: Firmware, work: Path) -> Measured:
     """Compile, emit, build and run ``fw`` in ``work``; its figures."""
-    import poet_compiler as pc
-
-    comp = pc.compile(fw.model, "m4", fw.ram, strategy=fw.strategy, activations_only=True, optimizer=fw.optimizer)
-    if comp.program is None:
-        raise RuntimeError(f"{fw.label}: no schedule at {fw.ram} with {fw.strategy}: {comp.result.message}")
-    schedule, _ = comp.save(work / "schedule.poet")
+    # The schedule comes from poetc's own command, as `make device-demo`'s do: codegen sits
+    # below the API (tests/test_imports.py, LAYERS).
+    schedule = work / "schedule.poet"
+    cmd = [sys.executable, "-m", "poet_compiler.cli", "compile", fw.model, "--device", "m4", "--ram", fw.ram,
+           "--strategy", fw.strategy, "--activations-only", "--quiet", "-o", str(schedule),
+           *(["--optimizer", fw.optimizer] if fw.optimizer else [])]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{fw.label}: no schedule at {fw.ram} with {fw.strategy}: {proc.stderr.strip()}")
     loop = TrainLoop(epochs=1, lr=0.02, momentum=0.9, log_every=1) if fw.loop else None
     emitted = emit_c(fw.model, schedule, work / "emit", loop, stack_bytes=MEASURE_STACK)
     if fw.loop:

@@ -110,6 +110,8 @@ def infeasible(problem: Problem, strategy: str, reason: str, *, started: float,
 
 
 #: Inside :func:`plans_only`, :meth:`Trial.finish` returns a fitting plan without finalizing it.
+#: Ambient, not an argument: a heuristic is Problem -> Result (the registry's one signature,
+#: also a --strategy), and only the warm starts (solve/warm_start.py) want its plan alone.
 _PLANS_ONLY: ContextVar[bool] = ContextVar("plans_only", default=False)
 
 
@@ -151,9 +153,9 @@ class Trial:
                            runtime_s=fig.runtime_s, peak_ram_bytes=fig.peak_bytes)
         # A plan that breaks a rule is a bug (finalize raises InternalError); one that misses
         # the budget, the deadline or (fragmentation) the arena comes back "infeasible".
-        result = finalize(problem, plan, strategy=strategy, status="feasible",
-                          solve_time_s=time.perf_counter() - self.started, message=note)
-        if not result.ok and not result.message.startswith(f"{strategy}: "):
+        result = finalize(problem, plan, strategy=strategy, status="feasible", message=note)
+        result.solve_time_s = time.perf_counter() - self.started
+        if not result.ok:
             result.message = f"{strategy}: {result.message}"   # e.g. arena fragmentation
         return result
 

@@ -9,7 +9,7 @@ what its eviction costs:
   an evicted reader that is still needed (its recompute reads it);
 - *cost*: DTR's evicted neighbourhood — its own compute time plus that of the evicted
   tensors its recompute needs first and of the evicted readers whose recompute now
-  needs it too (at most :data:`NEIGHBOURHOOD_CAP` nodes).
+  needs it too (at most ``Tuning.neighbourhood_cap`` nodes, solve/tuning.py).
 
 Both rules run and the cheaper Program that meets the budgets is kept: ``cost``, least
 ``cost / (bytes * stages to next use)``; ``net``, the same over the bytes freed net of the
@@ -31,11 +31,8 @@ from poet_compiler.solve.baselines._common import Trial, heuristic
 from poet_compiler.solve.baselines.dtr import EvictingRun, run_or_why
 from poet_compiler.solve.problem import feasible_energy
 from poet_compiler.solve.result import Result
+from poet_compiler.solve.tuning import TUNING
 
-#: At most this many nodes in a candidate's evicted neighbourhood are summed: a bound on
-#: one candidate's work (belady takes 0.55 s on gpt2_large's 1,567 nodes), not compared
-#: with other values.
-NEIGHBOURHOOD_CAP = 64
 RULES = ("cost", "net")
 
 
@@ -68,7 +65,7 @@ class _OfflineRun(EvictingRun):
         for edges, keep in ((lambda x: g.nodes[x].inputs, lambda j: True),
                             (lambda x: g.consumers[x], lambda j: j < self.stage and nxt[j] < math.inf)):
             stack = [i]
-            while stack and len(seen) < NEIGHBOURHOOD_CAP:
+            while stack and len(seen) < TUNING.neighbourhood_cap:
                 x = stack.pop()
                 for j in edges(x):
                     if j not in ram and j not in seen and keep(j):

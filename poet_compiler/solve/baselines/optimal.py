@@ -22,10 +22,11 @@ from poet_compiler.solve.result import Result
 
 def _solve_in_mode(problem: Problem, mode: Mode, strategy: str, options: SolveOptions | None) -> Result:
     o = options or SolveOptions()   # None: the MILP's defaults, which SolveOptions' are
-    # Every SolveOptions field solve_milp takes, --gap and progress included.
-    result = milp.solve_milp(dataclasses.replace(problem, mode=mode), solver=o.solver, formulation=o.formulation,
-                             time_limit_s=o.time_limit_s, threads=o.threads, progress=o.progress,
-                             gap_limit=o.gap_limit)
+    # The user's solver settings, --gap and progress included, but not --effort: these
+    # baselines' effort is EFFORT_PER_LIMIT_S per second of the wall cap (as before the
+    # effort rule of solve/options.py reached the other strategies).
+    result = milp.solve_milp(dataclasses.replace(problem, mode=mode),
+                             dataclasses.replace(o, effort=None, stated_limit_s=None))
     result.strategy = strategy
     return result
 

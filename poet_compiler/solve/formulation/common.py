@@ -27,8 +27,8 @@ import numpy as np
 
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.clock import past_step_deadline
-from poet_compiler.solve.formulation.model import LinearModel
 from poet_compiler.solve.problem import Problem
+from poet_compiler.solvers.model import LinearModel
 
 
 class BuildDeadline(Exception):

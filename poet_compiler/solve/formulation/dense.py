@@ -32,8 +32,8 @@ from poet_compiler.solve.formulation.common import (
     add_time_and_energy,
     neg,
 )
-from poet_compiler.solve.formulation.model import LinearModel
 from poet_compiler.solve.problem import Problem
+from poet_compiler.solvers.model import LinearModel
 
 
 def build_dense(problem: Problem, *, budget: int | None = None) -> Built:

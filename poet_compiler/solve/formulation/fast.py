@@ -65,8 +65,8 @@ from poet_compiler.solve.formulation.common import (
     check_build_deadline,
     neg,
 )
-from poet_compiler.solve.formulation.model import LinearModel
 from poet_compiler.solve.problem import Problem
+from poet_compiler.solvers.model import LinearModel
 
 #: Which stages get every memory row (row generation; the others get one, see _add_point_row).
 StageFilter = Callable[[int], bool]

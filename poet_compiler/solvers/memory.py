@@ -25,6 +25,10 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+# Ambient, not arguments (the module docstring): every solver child started inside
+# memory_limit() is watched and counted, wherever it is started (CP-SAT, HiGHS, a native
+# model of the cover, the presence bound or the arena's exact packing), so the limit need
+# not pass through every search; a thread that starts a solver runs in the caller's context.
 _LIMIT: ContextVar[int | None] = ContextVar("poetc_memory_limit", default=None)
 
 
@@ -38,7 +42,7 @@ class Watched:
     peak_bytes: int = 0
 
 
-_SEEN: ContextVar[Watched | None] = ContextVar("poetc_memory_seen", default=None)
+_SEEN: ContextVar[Watched | None] = ContextVar("poetc_memory_seen", default=None)   # (as _LIMIT)
 # Solver children being watched (the portfolio runs CP-SAT and HiGHS at once: each watch
 # counts them all, and stops its own).
 _WATCHED: set[int] = set()

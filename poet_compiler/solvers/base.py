@@ -9,11 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from poet_compiler import progress
-from poet_compiler.solve.formulation.model import LinearModel
-from poet_compiler.solve.gap import relative_gap, within_gap
+from poet_compiler.gap import relative_gap, within_gap
 
-__all__ = ["BackendOptions", "BackendResult", "BackendStatus", "LARGE_MODEL_BINARIES", "ProgressLine",
-           "exit_reason", "is_large", "relative_gap", "within_gap"]
+__all__ = ["BackendOptions", "BackendResult", "BackendStatus", "ProgressLine", "exit_reason", "relative_gap",
+           "within_gap"]
 
 BackendStatus = Literal["optimal", "feasible", "infeasible", "timeout"]
 
@@ -57,17 +56,6 @@ def exit_reason(code: int | None) -> str:
         except ValueError:
             return f"signal {-code}"
     return f"exit code {code}"
-
-# Models with more binaries than this get CP-SAT's cheaper presolve (backends/cpsat.py: on
-# ResNet-18-CIFAR's full model the default presolve loops took ~29 s). Every full model of
-# the zoo is above it (the README demo's has 13,005 binaries, ResNet-18-CIFAR m4 50 %'s
-# 62,371: bench/results/full_model_memory.jsonl); the tests' small graphs are below.
-LARGE_MODEL_BINARIES = 5000
-
-
-def is_large(model: LinearModel) -> bool:
-    """More than ``LARGE_MODEL_BINARIES`` binaries."""
-    return sum(1 for k in model.kind if k == "bin") > LARGE_MODEL_BINARIES
 
 
 @dataclass

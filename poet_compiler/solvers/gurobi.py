@@ -7,13 +7,13 @@ import math
 import time
 
 from poet_compiler.errors import SolverError
-from poet_compiler.solve.backends.base import (
+from poet_compiler.solvers.base import (
     BackendOptions,
     BackendResult,
     BackendStatus,
     ProgressLine,
 )
-from poet_compiler.solve.formulation.model import LinearModel
+from poet_compiler.solvers.model import LinearModel
 
 SIZE_LIMIT = 2000
 

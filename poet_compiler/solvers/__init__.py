@@ -14,11 +14,11 @@ search stops (:mod:`.native`).
 from __future__ import annotations
 
 from poet_compiler.errors import SolverError
-from poet_compiler.solve.backends.base import BackendOptions, BackendResult
-from poet_compiler.solve.backends.cpsat import solve_cpsat
-from poet_compiler.solve.backends.gurobi import solve_gurobi
-from poet_compiler.solve.backends.highs import solve_highs
-from poet_compiler.solve.formulation.model import LinearModel
+from poet_compiler.solvers.base import BackendOptions, BackendResult
+from poet_compiler.solvers.cpsat import solve_cpsat
+from poet_compiler.solvers.gurobi import solve_gurobi
+from poet_compiler.solvers.highs import solve_highs
+from poet_compiler.solvers.model import LinearModel
 
 SOLVERS = ("auto", "cpsat", "highs", "gurobi")
 

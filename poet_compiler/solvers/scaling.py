@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from poet_compiler.solve.formulation.model import LinearModel
+from poet_compiler.solvers.model import LinearModel
 
 _TIME_BITS = 40
 _ENERGY_BITS = 32

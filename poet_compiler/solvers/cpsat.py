@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 from poet_compiler import work
-from poet_compiler.solve.backends.base import (
+from poet_compiler.solvers.base import (
     BackendOptions,
     BackendResult,
     BackendStatus,
@@ -30,9 +30,9 @@ from poet_compiler.solve.backends.base import (
     exit_reason,
     within_gap,
 )
-from poet_compiler.solve.backends.memory import Watch
-from poet_compiler.solve.backends.scaling import scale_model
-from poet_compiler.solve.formulation.model import LinearModel
+from poet_compiler.solvers.memory import Watch
+from poet_compiler.solvers.model import LinearModel
+from poet_compiler.solvers.scaling import scale_model
 
 
 def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,

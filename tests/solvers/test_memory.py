@@ -1,4 +1,4 @@
-"""poetc's memory limit on its solver processes (solve/backends/memory.py).
+"""poetc's memory limit on its solver processes (solvers/memory.py).
 
 The children here really allocate (a filled ``bytes`` object is resident, unlike a
 zeroed one), and the parent really measures them in /proc: a watch that measured nothing
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from poet_compiler.solve.backends import BackendOptions, cpsat, native, solve_model
-from poet_compiler.solve.backends.memory import Watch, memory_limit, peak_rss, private_bytes, self_rss
 from poet_compiler.solve.formulation.fast import build_fast
+from poet_compiler.solvers import BackendOptions, cpsat, native, solve_model
+from poet_compiler.solvers.memory import Watch, memory_limit, peak_rss, private_bytes, self_rss
 from tests.support.graphs import training_problem
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the figures come from /proc")
@@ -71,7 +71,7 @@ def test_a_cpsat_child_past_the_limit_is_stopped(monkeypatch) -> None:
 def test_a_native_child_past_the_limit_keeps_its_latest_solution(monkeypatch) -> None:
     """A forked native solve (here: isolated) that sent a solution and then grows past
     the limit is stopped, and that solution is the answer."""
-    from poet_compiler.solve.backends.native import NativeLimits, new_model, solve_native
+    from poet_compiler.solvers.native import NativeLimits, new_model, solve_native
 
     m = new_model()
     x = m.new_int_var(0, 10, "x")
@@ -103,7 +103,7 @@ def test_compile_reports_its_memory_and_answers_under_a_tiny_limit(tmp_path: Pat
     its peak memory and the limit."""
     from tests.commands.test_usage_errors import run_poetc
 
-    model = Path(__file__).resolve().parents[3] / "models" / "kws_dscnn.onnx"
+    model = Path(__file__).resolve().parents[2] / "models" / "kws_dscnn.onnx"
     proc = run_poetc("compile", str(model), "--device", "m4", "--ram", "256k", "--time-limit", "20",
                      "--memory-limit", "64M", "--json", "-o", str(tmp_path / "s.poet"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -118,7 +118,7 @@ def test_a_growing_child_is_stopped_before_it_passes_the_limit(monkeypatch) -> N
     """The watch stops a child whose next measurement would pass the limit at the pace
     it grew since the last one, so what it measured stays within the limit (the /proc
     figures are given here, so that the pace is exact)."""
-    from poet_compiler.solve.backends import memory
+    from poet_compiler.solvers import memory
 
     mib = 2**20
     figures = iter([100 * mib, 150 * mib, 200 * mib, 250 * mib])
@@ -139,7 +139,7 @@ def test_a_child_that_does_not_grow_is_stopped_within_the_margin(monkeypatch, sh
                                                                  stopped: bool) -> None:
     """CP-SAT allocates in bursts: a child is stopped once poetc is within MARGIN of the
     limit even when the last two measurements were equal."""
-    from poet_compiler.solve.backends import memory
+    from poet_compiler.solvers import memory
 
     limit = 1000 * 2**20
     monkeypatch.setattr(memory, "EVERY_S", 0.0)

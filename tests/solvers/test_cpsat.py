@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from poet_compiler.solve.backends import BackendOptions
-from poet_compiler.solve.backends.base import LARGE_MODEL_BINARIES
-from poet_compiler.solve.backends.cpsat import solve_cpsat_here
-from poet_compiler.solve.formulation.model import LinearModel
+from poet_compiler.solve.tuning import TUNING
+from poet_compiler.solvers import BackendOptions
+from poet_compiler.solvers.cpsat import solve_cpsat_here
+from poet_compiler.solvers.model import LinearModel
 
 
 def _pairs_model(n_binaries: int) -> LinearModel:
@@ -21,7 +21,7 @@ def _pairs_model(n_binaries: int) -> LinearModel:
     return m
 
 
-@pytest.mark.parametrize(("n", "large", "batch"), [(20, False, 0), (LARGE_MODEL_BINARIES + 2, True, 2)])
+@pytest.mark.parametrize(("n", "large", "batch"), [(20, False, 0), (TUNING.large_model_binaries + 2, True, 2)])
 def test_a_large_model_synchronizes_its_interleaved_search_per_worker(n: int, large: bool, batch: int) -> None:
     seen = {}
     res = solve_cpsat_here(_pairs_model(n), BackendOptions(time_limit_s=20.0, threads=2, large=large),
@@ -32,7 +32,7 @@ def test_a_large_model_synchronizes_its_interleaved_search_per_worker(n: int, la
     assert res.objective == pytest.approx(n / 2)
 
 
-@pytest.mark.parametrize("n", [20, LARGE_MODEL_BINARIES + 2])
+@pytest.mark.parametrize("n", [20, TUNING.large_model_binaries + 2])
 def test_named_full_subsolvers_replace_the_portfolio_and_still_prove(n: int) -> None:
     """``full_subsolvers`` keeps only the named full-problem subsolvers (the LNS workers run
     beside them); max_lp alone still closes the gap, small or large."""
@@ -50,7 +50,7 @@ def test_a_wall_allowance_spent_on_building_the_model_leaves_no_search() -> None
     used it up, the call returns without a search (a 250-node DAG's guided sub-problem
     once took 1.7 s to build of a 1.0 s allowance and ended a compile 1.5 s past its
     --time-limit), and what is left of it is CP-SAT's own wall limit."""
-    model = _pairs_model(4 * LARGE_MODEL_BINARIES)
+    model = _pairs_model(4 * TUNING.large_model_binaries)
     spent = solve_cpsat_here(model, BackendOptions(time_limit_s=0.0, threads=2, large=True),
                              on_solver=lambda s: pytest.fail("no search once the allowance is spent"))
     assert spent.status == "timeout" and spent.values is None

@@ -23,13 +23,13 @@ from multiprocessing.connection import Connection
 
 from poet_compiler import progress
 from poet_compiler.errors import InternalError, SolverError
-from poet_compiler.solve.backends.base import (
+from poet_compiler.solvers.base import (
     BackendOptions,
     BackendResult,
     exit_reason,
 )
-from poet_compiler.solve.backends.memory import Watch
-from poet_compiler.solve.formulation.model import LinearModel
+from poet_compiler.solvers.memory import Watch
+from poet_compiler.solvers.model import LinearModel
 
 
 class HighsJob:
@@ -49,7 +49,7 @@ class HighsJob:
         read_fd, write_fd = os.pipe()
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "poet_compiler.solve.backends.highs_worker", str(write_fd)],
+                [sys.executable, "-m", "poet_compiler.solvers.highs_worker", str(write_fd)],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=(write_fd,),
                 stderr=subprocess.PIPE if (options.progress_pipe or not options.progress) else None,
             )

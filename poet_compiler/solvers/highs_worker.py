@@ -17,14 +17,14 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from poet_compiler.solve.backends.base import (
+from poet_compiler.solvers.base import (
     BackendOptions,
     BackendResult,
     BackendStatus,
     ProgressLine,
     within_gap,
 )
-from poet_compiler.solve.formulation.model import LinearModel
+from poet_compiler.solvers.model import LinearModel
 
 
 def run(model: LinearModel, options: BackendOptions, send: Connection | None = None) -> BackendResult:

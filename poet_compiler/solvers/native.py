@@ -4,7 +4,7 @@ Some of poetc's models use what only CP-SAT has — intervals and ``NoOverlap2D`
 arena's exact packing, :mod:`poet_compiler.schedule.arena`), implications and at-most-one
 over literals (the eviction cover, :mod:`poet_compiler.solve.cover`) — so they are built
 as a ``cp_model.CpModel`` (:func:`new_model`) rather than as the solver-neutral
-``LinearModel``, and solved by :func:`solve_native`. Only ``solve/backends/`` imports
+``LinearModel``, and solved by :func:`solve_native`. Only ``solvers/`` imports
 OR-Tools: a caller builds the model and reads the result's values without naming it.
 
 The stopping rule (:class:`NativeLimits`), the same for every native model: the search
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from poet_compiler import work
-from poet_compiler.solve.backends.cpsat import next_message
-from poet_compiler.solve.backends.memory import Watch
+from poet_compiler.solvers.cpsat import next_message
+from poet_compiler.solvers.memory import Watch
 
 NativeStatus = Literal["optimal", "feasible", "infeasible", "unknown"]
 
