@@ -38,9 +38,7 @@
 #define TILE static inline
 #define NOINLINE
 #endif
-#if defined(__clang__)
-#define UNROLL _Pragma("unroll")
-#elif defined(__GNUC__)
+#if defined(__GNUC__) && !defined(__clang__) /* clang unrolls these itself, and warns where it cannot */
 #define UNROLL _Pragma("GCC unroll 8")
 #else
 #define UNROLL
