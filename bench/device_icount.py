@@ -54,7 +54,8 @@ import poet_compiler as pc  # noqa: E402
 from poet_compiler.codegen.emit_c import emit_c  # noqa: E402
 from poet_compiler.codegen.emit_c import run as runner  # noqa: E402
 from poet_compiler.devices.cost_model import costs_for, traffic_bytes  # noqa: E402
-from poet_compiler.devices.profile import load_profile  # noqa: E402
+from poet_compiler.devices.profile import load_profile, profile_from_dict  # noqa: E402
+from poet_compiler.devices.profile import write_profile as write_profile_file  # noqa: E402
 
 
 def ranks(x: np.ndarray) -> np.ndarray:
@@ -139,11 +140,11 @@ def write_profile(path: Path, fitted: dict, rows: list[dict], argv: list[str]) -
     doc = json.loads(path.read_text())
     clock = doc["clock_hz"]
     when = datetime.date.today().isoformat()
+    models = sorted({r["model"] for r in rows})
     how = (f"`python bench/device_icount.py {' '.join(argv)}` ({when}): QEMU 7.2 -M mps2-an386 -icount shift=6 "
            "instruction counts of the runtime/c/kernels firmware (arm-none-eabi-gcc 12.2 -O2 -mcpu=cortex-m4 "
-           f"-mfpu=fpv4-sp-d16 -mfloat-abi=hard) over checkpoint-all steps of {', '.join(sorted({r['model'] for r in rows}))} "
+           f"-mfpu=fpv4-sp-d16 -mfloat-abi=hard) over checkpoint-all steps of {', '.join(models)} "
            f"({len(rows)} nodes), one instruction per cycle at clock_hz (a lower bound on a board's cycles)")
-    models = sorted({r["model"] for r in rows})
     src = doc["sources"]
     for key in [k for k in src if k.startswith("compute") or k.startswith("memory") or k == "op_overhead_s"]:
         del src[key]
@@ -169,8 +170,9 @@ def write_profile(path: Path, fitted: dict, rows: list[dict], argv: list[str]) -
     doc["compute"]["other"] = dict(other)
     src["compute.other"] = {"kind": "estimate", "ref": "no node of this class in the measured steps: the "
                                                        "elementwise figures"}
-    doc["compute"]["data"] = {"throughput_flops": other["throughput_flops"], "energy_j_per_flop":
-                              other["energy_j_per_flop"], "op_overhead_s": float(f"{fitted['data_overhead'] / clock:.6g}")}
+    doc["compute"]["data"] = {"throughput_flops": other["throughput_flops"],
+                              "energy_j_per_flop": other["energy_j_per_flop"],
+                              "op_overhead_s": float(f"{fitted['data_overhead'] / clock:.6g}")}
     src["compute.data"] = {"kind": "measurement", "ref": (
         f"{sum(r['class'] == 'data' for r in rows)} nodes (select copies, ones_like): {fitted['data_overhead']:,.0f} "
         "instructions per node (the straight-line fit of memory.bandwidth_bps); they have next to no FLOPs: the "
@@ -184,9 +186,7 @@ def write_profile(path: Path, fitted: dict, rows: list[dict], argv: list[str]) -
     doc["op_overhead_s"] = float(f"{fitted['data_overhead'] / clock:.6g}")
     src["op_overhead_s"] = {"kind": "measurement", "ref": "the data class's fixed instructions per node (select "
                                                           "copies: the call and loop set-up); see compute.data"}
-    from poet_compiler.devices.profile import profile_from_dict, write_profile as write
-
-    write(profile_from_dict(doc, str(path)), path)
+    write_profile_file(profile_from_dict(doc, str(path)), path)
 
 
 def report(rows: list[dict], argv: list[str]) -> str:
@@ -215,7 +215,8 @@ def report(rows: list[dict], argv: list[str]) -> str:
             total = sum(r["instructions"] for r in rows if r["model"] == model)
             m = sum(r["instructions"] for r in sub)
             p = sum(r["pred_cycles"] for r in sub)
-            out.append(f"| {cls} | {model} | {len(sub)} | {m / total * 100:.2f} % | {m:,.0f} | {p:,.0f} | {m / p:.2f} |")
+            out.append(f"| {cls} | {model} | {len(sub)} | {m / total * 100:.2f} % | {m:,.0f} | {p:,.0f} "
+                       f"| {m / p:.2f} |")
     out += ["", "Per op (sums over the nodes of that op; ratio = measured instructions / predicted cycles):", "",
             "| op | class | nodes | FLOPs | predicted cycles | measured instructions | ratio | instr/FLOP |",
             "|---|---|---|---|---|---|---|---|"]
