@@ -5,22 +5,26 @@
  * what costs is reloading an accumulator or an operand, not the arithmetic.
  *
  *   - Forward and input gradient (stride 1) are one correlation (`corr`): R = 4 output
- *     channels x C = 4 output columns of one row in 16 s-registers, summed over
- *     channels, kernel rows and taps; each step loads 4 weights and 4 inputs for 16
- *     multiply-adds. Columns where every tap falls inside the input take that tile;
- *     the border columns take an R x 1 tile over their own taps only, so no inner loop
- *     ever tests a bound. The input gradient is the forward's correlation of dy with
- *     the weights transposed and flipped (taps run backwards through the input).
+ *     channels x C = 4 outputs in 16 s-registers, summed over channels, kernel rows and
+ *     taps; each step loads 4 weights and 4 inputs for 16 multiply-adds. Blocks run
+ *     along a row over the columns where every tap is inside the input (clipping the
+ *     kernel rows), or, on narrow planes (kws_dscnn's 25 x 5), down a column over the
+ *     rows where every kernel row is inside (clipping the taps); what is left takes an
+ *     R x 1 tile over its own taps. So no inner loop ever tests a bound. A 1x1
+ *     convolution is one loop over channels; a 3x3 row reads one 6-input segment for its
+ *     3 taps. The input gradient is the forward's correlation of dy with the weights
+ *     transposed and flipped (taps run backwards through the input).
  *   - Weight gradient: for each tap, 4 output channels x 4 input channels summed over
  *     the positions where the tap is inside the input (one rectangle per tap).
  *     Channels left over (fewer than 4 inputs per group, as in a first layer) take
  *     4 output channels x 3 or 4 neighbouring taps of one kernel row instead.
- *   - Depthwise 3x3 (stride 1): the 9 weights stay in registers; 4 outputs of a row
- *     are summed from one 6-wide segment per input row, and the weight gradient keeps
- *     9 accumulators over 4 positions at a time.
+ *   - Depthwise 3x3 (stride 1): the 9 weights stay in registers and blocks of 4 (or 2)
+ *     outputs run down a column, each input row read once for all its taps; the edge
+ *     columns are compile-time variants without the outside tap. The weight gradient
+ *     keeps its 9 sums in registers the same way.
  *   - Anything else (output channels per group not a multiple of 4, input gradient of a
  *     strided convolution, dilated taps in the weight gradient) runs the plain loops of
- *     the definition, the reference these tiles are tested against.
+ *     the definition.
  *
  * Multiplies and adds stay separate (VMUL + VADD: 2 cycles; a fused VFMA/VMLA is one
  * instruction but 3 cycles). Every output element is written exactly once (no zeroing
