@@ -70,9 +70,11 @@ def register(app: typer.Typer) -> None:
         console = Console()
         if name is None:
             table = Table(title="device profiles (poetc devices NAME for details)")
-            for col in ("name", "RAM", "conv roof", "conv J/FLOP", "mem BW", "page-in", "page-out", "static", "DMA"):
+            names = list_profiles()
+            table.add_column("name", min_width=max(len(n) for n in names), no_wrap=True)  # never cut a name
+            for col in ("RAM", "conv roof", "conv J/FLOP", "mem BW", "page-in", "page-out", "static", "DMA"):
                 table.add_column(col)
-            for n in list_profiles():
+            for n in names:
                 table.add_row(*summary_row(load_profile(n)))
             console.print(table)
             return

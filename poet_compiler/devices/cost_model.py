@@ -4,9 +4,10 @@ Per node, with ``fig = profile.compute[node.op_class]`` and ``B`` the node's byt
 memory traffic (``bytes_accessed``; when a graph leaves it 0, the bytes of its inputs'
 outputs plus its own output — what it must at least read and write):
 
-- compute time   = ``op_overhead_s + max(flops / fig.throughput_flops, B / memory.bandwidth_bps)``
-  (a roofline; the overhead is the per-node call/dispatch cost, so no node is free and
-  a zero-FLOP data-movement node still costs its traffic);
+- compute time   = ``overhead + max(flops / fig.throughput_flops, B / memory.bandwidth_bps)``
+  (a roofline; the overhead is the per-node call/dispatch cost, ``fig.op_overhead_s`` when
+  the class has its own, else the profile's ``op_overhead_s``, so no node is free and a
+  zero-FLOP data-movement node still costs its traffic);
 - compute energy = ``flops * fig.energy_j_per_flop + B * memory.energy_j_per_byte``
   (dynamic energy of the work; static power is *not* folded in here — it is the
   CostTable's ``static_w``, charged over the schedule's total time, so time spent
@@ -41,7 +42,8 @@ def analytic_compute(graph: TrainingGraph, node: Node, profile: DeviceProfile) -
     """(seconds, joules) of one node from the roofline model of the profile."""
     fig = getattr(profile.compute, node.op_class)
     traffic = traffic_bytes(graph, node)
-    time_s = profile.op_overhead_s + max(node.flops / fig.throughput_flops, traffic / profile.memory.bandwidth_bps)
+    overhead = fig.op_overhead_s if fig.op_overhead_s is not None else profile.op_overhead_s
+    time_s = overhead + max(node.flops / fig.throughput_flops, traffic / profile.memory.bandwidth_bps)
     energy_j = node.flops * fig.energy_j_per_flop + traffic * profile.memory.energy_j_per_byte
     return time_s, energy_j
 

@@ -54,10 +54,15 @@ class Citation(_Strict):
 
 
 class OpClassFigures(_Strict):
-    """Compute roof and dynamic energy of one op class."""
+    """Compute roof, dynamic energy and (optionally) fixed time of one op class."""
 
     throughput_flops: float = Field(gt=0, description="sustained FLOP per second (the compute roof)")
     energy_j_per_flop: float = Field(ge=0, description="dynamic energy per FLOP, J (above static power)")
+    op_overhead_s: float | None = Field(
+        default=None, ge=0,
+        description="fixed time of one node of this class (call, set-up, a kernel's own fixed work); "
+        "the profile's op_overhead_s when absent",
+    )
 
 
 class ComputeFigures(_Strict):

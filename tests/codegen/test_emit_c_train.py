@@ -41,7 +41,9 @@ N_TRAIN, N_TEST = 48, 20  # 3 steps a pass, a partial last evaluation batch
 
 
 def _compile(tmp_path_factory: pytest.TempPathFactory, name: str, ram: str, deadline: str, **kw: str) -> Path:
-    comp = pc.compile("digits_cnn", "m4", ram, deadline=deadline, time_limit_s=30, **kw)
+    # m4_poet: on POET's published (slower) compute figures paging still pays at these budgets;
+    # the kernels' own m4 profile recomputes instead (BENCHMARKS.md "Device training")
+    comp = pc.compile("digits_cnn", "m4_poet", ram, deadline=deadline, time_limit_s=30, **kw)
     program = comp.program
     assert program is not None
     assert program.count(Op.PAGE_OUT) > 0 and program.count(Op.COMPUTE) > comp.graph.n

@@ -62,7 +62,38 @@ CONV_CASES = [  # n, c_in, h, w, c_out, k, stride, pad, dil, groups, bias
     (2, 6, 7, 5, 6, (3, 3), (1, 1), (1, 1), (1, 1), 6, False),      # depthwise
     (2, 5, 4, 6, 7, (1, 1), (1, 1), (0, 0), (1, 1), 1, True),       # pointwise
     (1, 4, 8, 8, 6, (3, 2), (2, 1), (0, 1), (2, 1), 2, True),       # grouped, dilated, uneven
+    (2, 24, 25, 5, 24, (3, 3), (1, 1), (1, 1), (1, 1), 24, True),   # kws depthwise: down the columns
+    (2, 8, 6, 16, 8, (3, 3), (1, 1), (1, 1), (1, 1), 8, False),     # depthwise along rows
+    (2, 7, 25, 5, 9, (1, 1), (1, 1), (0, 0), (1, 1), 1, True),      # kws pointwise, channel tails
+    (2, 1, 49, 10, 8, (10, 4), (2, 2), (5, 1), (1, 1), 1, True),    # kws stem: columns of 4 outputs
+    (2, 3, 12, 13, 8, (3, 3), (1, 1), (1, 1), (1, 1), 1, True),     # cifar stem: 3 input channels
+    (1, 9, 5, 6, 10, (3, 3), (1, 1), (2, 0), (1, 1), 1, False),     # padding wider than the taps
 ]
+
+
+def _random_conv_cases(count: int, seed: int) -> list[tuple]:
+    """Shapes that reach every tile of conv.c: channel tails, strides 1-3, dilation,
+    groups, depthwise 3x3 with every padding, planes narrower than a tile."""
+    import random
+
+    rng = random.Random(seed)
+    cases = []
+    while len(cases) < count:
+        dw = rng.random() < 0.3
+        groups = rng.randint(1, 5) if dw else rng.choice([1, 1, 2, 3])
+        cin_g, cout_g = (1, rng.choice([1, 1, 2])) if dw else (rng.randint(1, 9), rng.randint(1, 10))
+        kh, kw = (3, 3) if rng.random() < 0.4 else (rng.randint(1, 5), rng.randint(1, 5))
+        st = (rng.choice([1, 1, 2, 3]), rng.choice([1, 1, 2, 3]))
+        dil = (rng.choice([1, 1, 2]), rng.choice([1, 1, 2]))
+        pad = (rng.randint(0, kh), rng.randint(0, kw))
+        n, h, w = rng.randint(1, 3), rng.randint(1, 12), rng.randint(1, 12)
+        if (h + 2 * pad[0] - dil[0] * (kh - 1) - 1) < 0 or (w + 2 * pad[1] - dil[1] * (kw - 1) - 1) < 0:
+            continue
+        cases.append((n, cin_g * groups, h, w, cout_g * groups, (kh, kw), st, pad, dil, groups, rng.random() < 0.5))
+    return cases
+
+
+CONV_CASES += _random_conv_cases(40, seed=53)
 
 
 @pytest.mark.parametrize("case", CONV_CASES)

@@ -110,9 +110,9 @@ def generate(tm: TracedModel, res: Resolved, schedule: bytes, *, arena_bytes: in
         body: list[str] = []
         if node.op == "getitem":
             for src, dst in res.select_copies[node.id]:
-                nbytes = src.numel * 4  # float32, or int32 max-pool indices (in the int64 slot's first half)
-                body.append(f"poet_copy_bytes(AT({dst.node}, {dst.byte_offset}), AT({src.node}, {src.byte_offset}), "
-                            f"{nbytes});")
+                # float32, or int32 max-pool indices (in the int64 slot's first half): words, 4-byte aligned
+                body.append(f"poet_copy_words({src.numel}, AT({dst.node}, {dst.byte_offset}), "
+                            f"AT({src.node}, {src.byte_offset}));")
         else:
             op = by_name[names[0]]
             outs = [res.element_refs.get((op.name, e)) if t is not None else None
@@ -148,8 +148,6 @@ def generate(tm: TracedModel, res: Resolved, schedule: bytes, *, arena_bytes: in
         '#include "model.h"\n#include "poet_kernels.h"\n#include "poet_runtime.h"\n\n'
         "/* The buffer of node `node` in the arena, plus a byte offset (where[] is kept by the runtime). */\n"
         "#define AT(node, off) (arena + POET_WHERE_OFFSET(where[node]) + (off))\n\n"
-        "static void poet_copy_bytes(uint8_t *dst, const uint8_t *src, uint32_t n)\n"
-        "{\n    for (uint32_t k = 0; k < n; k++) dst[k] = src[k];\n}\n\n"
         + "\n".join(decls) + "\n\n"
         "/* The planned arena, exactly the schedule's arena_bytes, and the runtime's where table. */\n"
         "uint8_t model_arena[MODEL_ARENA_BYTES] POET_ALIGN8;\npoet_where_t model_where[MODEL_N_NODES];\n\n"

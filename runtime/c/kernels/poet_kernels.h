@@ -104,6 +104,8 @@ enum poet_ewise_op {
 
 void poet_ewise(int op, int32_t ndim, const int32_t *size, float *y,
                 const float *a, const int32_t *a_stride, const float *b, const int32_t *b_stride, float scalar);
+/* dst[0..n) = src[0..n), n 32-bit words (float32 or int32; 4-byte aligned, no overlap). */
+void poet_copy_words(int32_t n, void *dst, const void *src);
 /* y = (sum over the dims whose bit is set in reduce_mask of x) / divisor, y contiguous
  * over the kept dims (aten.sum.dim_IntList with divisor 1, aten.mean.dim with the count). */
 void poet_reduce_sum(int32_t ndim, const int32_t *size, const float *x, const int32_t *x_stride,
