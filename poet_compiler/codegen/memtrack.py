@@ -1,0 +1,112 @@
+"""Peak memory of a training step, measured from the CPU allocator.
+
+:func:`measure` runs a callable under ``torch.profiler`` with ``profile_memory=True``: the
+c10 CPU allocator then reports every allocation and free, eager ops, the autograd
+engine's buffers and ``torch.compile``'s generated code alike (Inductor allocates through
+the same allocator). The figure is the peak of the bytes allocated since the call began
+and still live: the step's own memory, with the parameters, buffers and the batch, which
+existed before, left out. Storages that end up as a parameter's ``.grad`` are left out
+too: they are the gradients, not activations (``count_fixed`` counts them elsewhere).
+
+:func:`kernel_slack` is the allowance the figure needs over the simulator's peak: the
+most bytes any single op allocates beyond what it leaves behind (oneDNN reorders, im2col
+and reduction buffers inside a convolution or its backward). The simulator models a
+node's outputs and its transient outputs, not the kernel's private scratch; ops run one
+at a time, so at any instant the measured bytes exceed the modelled ones by at most one
+op's scratch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class Measured:
+    peak_bytes: int           # most step bytes live at once (gradients left out)
+    end_bytes: int            # step bytes still live when the callable returned
+    slack_bytes: int          # the most any single op allocated beyond what it left behind
+    n_events: int
+
+
+def _events(prof: Any) -> list[tuple[int, int, int, int]]:
+    """(time ns, +/- bytes, address, index of the top-level op it happened in or -1)."""
+    from torch._C._profiler import _EventType
+
+    out: list[tuple[int, int, int, int]] = []
+    tops = 0
+
+    def walk(node: Any, top: int) -> None:
+        nonlocal tops
+        if node.tag == _EventType.Allocation:
+            a = node.extra_fields
+            out.append((node.start_time_ns, int(a.alloc_size), int(a.ptr), top))
+            return
+        here = top
+        if top < 0 and node.tag == _EventType.TorchOp:
+            here = tops
+            tops += 1
+        for child in node.children:
+            walk(child, here)
+
+    for root in prof.profiler.kineto_results.experimental_event_tree():
+        walk(root, -1)
+    out.sort(key=lambda e: e[0])
+    return out
+
+
+def measure(fn: Callable[[], Any], exclude: Callable[[], Iterable[torch.Tensor]] = tuple) -> tuple[Any, Measured]:
+    """Run ``fn()`` once under the profiler; return its result and the measurement.
+    ``exclude()`` (called after ``fn``) names tensors whose storages are not step memory
+    (the ``.grad`` of the parameters)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
+        result = fn()
+    skip = {t.untyped_storage().data_ptr() for t in exclude() if t is not None}
+    events = _events(prof)
+    live: dict[int, int] = {}
+    cur = peak = 0
+    for _, size, ptr, _top in events:
+        if size > 0:
+            if ptr in skip:
+                continue
+            live[ptr] = size
+            cur += size
+        else:
+            got = live.pop(ptr, None)
+            if got is None:
+                continue           # allocated before the step (or a gradient): not counted
+            cur -= got
+        peak = max(peak, cur)
+    # Per top-level op: the high-water of what it allocated itself, above what of that it
+    # leaves allocated (its frees of older tensors do not count).
+    slack = 0
+    per_op: dict[int, list[tuple[int, int]]] = {}
+    for _, size, ptr, top in events:
+        if top >= 0:
+            per_op.setdefault(top, []).append((size, ptr))
+    for allocs in per_op.values():
+        mine: dict[int, int] = {}
+        run = high = 0
+        for size, ptr in allocs:
+            if size > 0:
+                mine[ptr] = size
+                run += size
+                high = max(high, run)
+            elif ptr in mine:
+                run -= mine.pop(ptr)
+        slack = max(slack, high - run)
+    return result, Measured(peak_bytes=peak, end_bytes=cur, slack_bytes=slack, n_events=len(events))
+
+
+def kernel_slack(step: Callable[[], Any]) -> int:
+    """:attr:`Measured.slack_bytes` of one run of ``step`` (a plain training step)."""
+    return measure(step)[1].slack_bytes
+
+
+__all__ = ["Measured", "kernel_slack", "measure"]
