@@ -290,13 +290,20 @@ class _Raw:
 
 
 def _paged_value(an: Analysis, node: int, op_name: str) -> str:
-    """The expression of paged node ``node``'s output right after its op ``op_name``: the
-    op's value, or for a multi-output op the element the node holds."""
+    """The tuple of tensors paged node ``node`` holds, right after its op ``op_name``: the
+    op's value, or for a multi-output op the elements the node keeps (codegen/plan.py)."""
     val = an.fx[op_name].meta.get("val")
-    if isinstance(val, (list, tuple)):
-        k = dict(an.step_plan.nodes[node].trim).get(op_name, (0,))[0]
-        return f"{op_name}[{k}]"
-    return op_name
+    if not isinstance(val, (list, tuple)):
+        return f"({op_name},)"
+    npl = an.step_plan.nodes[node]
+    trim = dict(npl.trim)
+    elements: list[int] = []
+    for name in npl.kept:
+        if name == op_name:
+            elements += trim.get(name, ())
+        elif (gi := getitem_of(an.fx[name])) is not None and gi[0] == op_name:
+            elements.append(gi[1])
+    return "(" + "".join(f"{op_name}[{k}], " for k in sorted(set(elements))) + ")"
 
 
 def _describe(t: torch.Tensor) -> str:

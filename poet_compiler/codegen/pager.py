@@ -230,12 +230,14 @@ class PageFile:
 
 
 class _Handle:
-    """What autograd holds for a paged saved tensor: the node and the view's layout."""
+    """What autograd holds for a paged saved tensor: the node, which of its storages, and
+    the view's layout."""
 
-    __slots__ = ("dtype", "node", "offset", "size", "stride")
+    __slots__ = ("dtype", "index", "node", "offset", "size", "stride")
 
-    def __init__(self, node: int, t: torch.Tensor) -> None:
+    def __init__(self, node: int, index: int, t: torch.Tensor) -> None:
         self.node = node
+        self.index = index
         self.dtype = t.dtype
         self.size = tuple(t.shape)
         self.stride = tuple(t.stride())
@@ -274,10 +276,10 @@ class SavedTensorPager:
     def reset(self) -> None:
         """Forget the previous step (called at the start of every forward)."""
         self.generation = getattr(self, "generation", 0) + 1
-        self.node_of: dict[int, int] = {}          # storage data_ptr -> paged node (while it lives)
+        self.node_of: dict[int, tuple[int, int]] = {}   # storage data_ptr -> (paged node, storage index)
         self.window: list[_Pending] | None = None
         self.handles: dict[int, int] = {}          # node -> handles not unpacked yet
-        self.loaded: dict[int, Any] = {}           # node -> storage read back (or a Future of it)
+        self.loaded: dict[int, Any] = {}           # node -> its storages read back (or a Future of them)
         self.writing: Future | None = None
         self.n_out = self.n_in = 0
 
@@ -286,38 +288,43 @@ class SavedTensorPager:
         if self.active:
             self.window = []
 
-    def end(self, node: int, value: torch.Tensor) -> None:
-        """``value`` is paged node ``node``'s output: write its storage, turn the handles
-        packed during its op into paged ones."""
+    def end(self, node: int, values: tuple[torch.Tensor, ...]) -> None:
+        """``values`` are the tensors paged node ``node`` holds: write their storages, turn
+        the handles packed during its op into paged ones."""
         if not self.active:
             return
-        storage = value.untyped_storage()
-        ptr = storage.data_ptr()
-        self.node_of[ptr] = node
-        # The address may serve another tensor once this storage is freed: forget it then.
-        weakref.finalize(storage, self._forget, ptr, node, self.generation)
-        self._write(node, value)
+        bases: dict[str, torch.Tensor] = {}
+        for index, value in enumerate(values):
+            storage = value.untyped_storage()
+            ptr = storage.data_ptr()
+            self.node_of[ptr] = (node, index)
+            # The address may serve another tensor once this storage is freed: forget it then.
+            weakref.finalize(storage, self._forget, ptr, node, self.generation)
+            bases[f"s{index}"] = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (storage.nbytes(),), (1,))
+        self._write(node, bases)
         window, self.window = self.window or [], None
         for p in window:
             t = p.tensor
-            if t is not None and t.untyped_storage().data_ptr() == ptr:
-                p.handle = _Handle(node, t)
+            if t is None:
+                continue
+            where = self.node_of.get(t.untyped_storage().data_ptr())
+            if where is not None and where[0] == node:
+                p.handle = _Handle(node, where[1], t)
                 p.tensor = None
                 self.handles[node] = self.handles.get(node, 0) + 1
 
     def _forget(self, ptr: int, node: int, generation: int) -> None:
-        if generation == self.generation and self.node_of.get(ptr) == node:
+        got = self.node_of.get(ptr)
+        if generation == self.generation and got is not None and got[0] == node:
             del self.node_of[ptr]
 
-    def _write(self, node: int, value: torch.Tensor) -> None:
-        storage = value.untyped_storage()
-        base = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (storage.nbytes(),), (1,))
+    def _write(self, node: int, bases: dict[str, torch.Tensor]) -> None:
         self.n_out += 1
         if self._pool is None:
-            self.pages.page_out(node, {"s": base})
+            self.pages.page_out(node, bases)
             return
         self.fence()                                  # one page-out in flight
-        self.writing = self._pool.submit(self.pages.page_out, node, {"s": base})
+        self.writing = self._pool.submit(self.pages.page_out, node, bases)
 
     def fence(self) -> None:
         """Wait for the page-out in flight (the forward's end calls it too)."""
@@ -326,10 +333,11 @@ class SavedTensorPager:
             w.result()
 
     def pack(self, t: torch.Tensor) -> Any:
-        node = self.node_of.get(t.untyped_storage().data_ptr())
-        if node is not None:
+        where = self.node_of.get(t.untyped_storage().data_ptr())
+        if where is not None:
+            node = where[0]
             self.handles[node] = self.handles.get(node, 0) + 1
-            return _Handle(node, t)
+            return _Handle(node, where[1], t)
         if self.window is not None:
             p = _Pending(t)
             self.window.append(p)
@@ -344,8 +352,9 @@ class SavedTensorPager:
                 self.n_in += 1
                 self.loaded[node] = self._pool.submit(self._read, node)
 
-    def _read(self, node: int) -> torch.UntypedStorage:
-        return self.pages.page_in(node)["s"].untyped_storage()
+    def _read(self, node: int) -> list[torch.UntypedStorage]:
+        values = self.pages.page_in(node)
+        return [values[f"s{k}"].untyped_storage() for k in range(len(values))]
 
     def unpack(self, h: Any) -> torch.Tensor:
         if isinstance(h, torch.Tensor):
@@ -356,20 +365,20 @@ class SavedTensorPager:
                 return h.tensor
             h = h.handle
         node = h.node
-        storage = self.loaded.get(node)
-        if storage is None:
+        storages = self.loaded.get(node)
+        if storages is None:
             self.n_in += 1
-            storage = self._read(node)
-        elif isinstance(storage, Future):
-            storage = storage.result()            # the FENCE of a prefetch
+            storages = self._read(node)
+        elif isinstance(storages, Future):
+            storages = storages.result()            # the FENCE of a prefetch
         left = self.handles.get(node, 1) - 1
         if left > 0:
             self.handles[node] = left
-            self.loaded[node] = storage
+            self.loaded[node] = storages
         else:
             self.handles.pop(node, None)
             self.loaded.pop(node, None)
-        return torch.empty(0, dtype=h.dtype).set_(storage, h.offset, h.size, h.stride)
+        return torch.empty(0, dtype=h.dtype).set_(storages[h.index], h.offset, h.size, h.stride)
 
     def close(self) -> None:
         if self._pool is not None:
