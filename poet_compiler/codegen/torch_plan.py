@@ -15,6 +15,11 @@ any region is kept until that node has run. This module
   (``schedule/simulate.py``) gives the plan's peak, time and energy: the plan that runs is
   the one whose figures are reported, not the schedule it came from.
 
+This is a post-processing step outside the optimizer, by choice (docs/pytorch.md, "What
+PyTorch can run"): the optimizer's stages stay as they are, and what is reported for the
+PyTorch run is the simulator's replay of the plan that runs. The schedule's lower bound
+stays a lower bound on the plan's energy (a plan is a Program).
+
 Everything is at op granularity: a scheduling node is one ATen op (with the views and
 ``getitem``s that fold into it). The autograd node that ran each backward op is read from
 the traced graph (``poet_grad_of`` / ``poet_grad_fn``, frontends/torch/tracing.py).
