@@ -152,10 +152,10 @@ class Compilation:
         if plan.peak_bytes > budget:
             import warnings
 
-            warnings.warn(f"{self.model}: the plan PyTorch's checkpointing can run needs {plan.peak_bytes} activation "
-                          f"bytes, above the budget {budget} (the schedule needs {self.result.peak_ram_bytes}: a region "
-                          "recomputes its values once, together); m.plan has its figures (docs/pytorch.md)",
-                          stacklevel=2)
+            warnings.warn(f"{self.model}: the plan PyTorch's checkpointing can run needs {plan.peak_bytes} "
+                          f"activation bytes, above the budget {budget} (the schedule needs "
+                          f"{self.result.peak_ram_bytes}: a region recomputes its values once, together); m.plan has "
+                          "its figures (docs/pytorch.md)", stacklevel=2)
         return CheckpointedModule(traced, plan, analysis, page_file=page_file, page_dir=page_dir)
 
     def torch_plan(self) -> tuple[TorchPlan, Analysis]:

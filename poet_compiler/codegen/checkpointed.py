@@ -14,9 +14,10 @@ straight-line Python generated once (:func:`forward_source`), with the plan of
   accumulate into ``.grad``, BatchNorm's running statistics are updated in place.
 
 Under ``torch.compile`` (``torch.compiler.is_compiling()``) the forward is one region
-holding every op with the plan's policy, so the partitioner keeps what the plan keeps and
-recomputes what it recomputes; paging has no compiled equivalent on the CPU: the pages
-are kept in RAM there (docs/pytorch.md).
+holding every op, tagged with the schedule's own decisions (``MUST_RECOMPUTE`` where it
+recomputes, ``MUST_SAVE`` elsewhere): the partitioner recomputes each value where the
+backward graph needs it, so the regions' once-at-the-trigger rule does not bind there.
+Paging has no compiled equivalent on the CPU: the pages are kept in RAM (docs/pytorch.md).
 """
 
 from __future__ import annotations
@@ -134,7 +135,9 @@ def forward_source(an: Analysis, plan: TorchPlan, *, compiled: bool, filename: s
     consts = [n.name for n in tm.gm.graph.nodes if n.op == "get_attr"]
     if compiled:
         ops = tuple(an.fwd_ops)
-        recompute = frozenset(name for r in plan.regions for name in r.recompute)
+        # The schedule's own decisions: the partitioner recomputes each value where backward
+        # needs it, so the compiled step is not bound to the eager plan's regions.
+        recompute = plan.schedule_recompute
         regions: tuple[Region, ...] = (
             Region(ops=ops, recompute=recompute | {o for o in ops if is_view(fx[o])},
                    rng=any(an.is_random(o) for o in ops)),) if ops else ()

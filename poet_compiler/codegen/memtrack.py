@@ -29,27 +29,28 @@ import torch
 class Measured:
     peak_bytes: int           # most step bytes live at once (gradients left out)
     end_bytes: int            # step bytes still live when the callable returned
-    slack_bytes: int          # the most any single op allocated beyond what it left behind
+    slack_bytes: int          # the most any single ATen op allocated beyond what it left behind
     n_events: int
 
 
 def _events(prof: Any) -> list[tuple[int, int, int, int]]:
-    """(time ns, +/- bytes, address, index of the top-level op it happened in or -1)."""
+    """(time ns, +/- bytes, address, index of the ATen op it happened in or -1): the
+    outermost ``aten::`` event above it (a backward node's kernel, a recomputed op)."""
     from torch._C._profiler import _EventType
 
     out: list[tuple[int, int, int, int]] = []
-    tops = 0
+    ops = 0
 
-    def walk(node: Any, top: int) -> None:
-        nonlocal tops
+    def walk(node: Any, op: int) -> None:
+        nonlocal ops
         if node.tag == _EventType.Allocation:
             a = node.extra_fields
-            out.append((node.start_time_ns, int(a.alloc_size), int(a.ptr), top))
+            out.append((node.start_time_ns, int(a.alloc_size), int(a.ptr), op))
             return
-        here = top
-        if top < 0 and node.tag == _EventType.TorchOp:
-            here = tops
-            tops += 1
+        here = op
+        if op < 0 and node.tag == _EventType.TorchOp and node.name.startswith("aten::"):
+            here = ops
+            ops += 1
         for child in node.children:
             walk(child, here)
 
@@ -83,8 +84,8 @@ def measure(fn: Callable[[], Any], exclude: Callable[[], Iterable[torch.Tensor]]
                 continue           # allocated before the step (or a gradient): not counted
             cur -= got
         peak = max(peak, cur)
-    # Per top-level op: the high-water of what it allocated itself, above what of that it
-    # leaves allocated (its frees of older tensors do not count).
+    # Per ATen op: the high-water of what it allocated itself, above what of that it leaves
+    # allocated (its frees of older tensors do not count).
     slack = 0
     per_op: dict[int, list[tuple[int, int]]] = {}
     for _, size, ptr, top in events:

@@ -94,6 +94,10 @@ class TorchPlan:
     program: Program | None = None
     simulation: Simulation | None = None
     source_recomputes: int = 0     # recomputations in the schedule the plan came from
+    # FX ops the schedule itself recomputes (its forward nodes computed again): under
+    # torch.compile the partitioner places each recomputation where backward needs it, so
+    # the compiled forward can follow the schedule rather than the eager plan.
+    schedule_recompute: frozenset[str] = frozenset()
     notes: tuple[str, ...] = ()    # what the plan could not follow, one phrase each
 
     @property
@@ -769,6 +773,7 @@ def derive_plan(an: Analysis, program: Program, costs: CostTable, budget: int | 
             chosen = d
     plan = plan_from(an, set(chosen), paged - chosen, costs, page_in_stage)
     plan.source_recomputes = program.n_recompute
+    plan.schedule_recompute = frozenset(an.op_of[i] for i in seed)
     return simulate_plan(an, plan, costs)
 
 
