@@ -78,7 +78,7 @@ class _Source:
     def __init__(self, an: Analysis, filename: str) -> None:
         self.an = an
         self.filename = filename
-        self.ns: dict[str, Any] = {"torch": torch, "_ckpt": checkpoint}
+        self.ns: dict[str, Any] = {"torch": torch, "_ckpt": checkpoint, "inf": float("inf"), "nan": float("nan")}
         self.ops: dict[Any, str] = {}
         self.lines: list[str] = []
         self.where: dict[int, str] = {}    # line number -> FX op name

@@ -233,7 +233,7 @@ class _Handle:
     """What autograd holds for a paged saved tensor: the node, which of its storages, and
     the view's layout."""
 
-    __slots__ = ("dtype", "index", "node", "offset", "size", "stride")
+    __slots__ = ("__weakref__", "dtype", "index", "node", "offset", "size", "stride")
 
     def __init__(self, node: int, index: int, t: torch.Tensor) -> None:
         self.node = node
@@ -248,7 +248,7 @@ class _Pending:
     """A tensor packed while a paged node's op runs, before the pager knows whether it is
     that node's output (an op that saves its own result packs it before it returns)."""
 
-    __slots__ = ("handle", "tensor")
+    __slots__ = ("__weakref__", "handle", "tensor")
 
     def __init__(self, t: torch.Tensor) -> None:
         self.tensor: torch.Tensor | None = t
@@ -274,7 +274,13 @@ class SavedTensorPager:
         self.reset()
 
     def reset(self) -> None:
-        """Forget the previous step (called at the start of every forward)."""
+        """Forget the previous step (called at the start of every forward). Refused while the
+        previous forward's graph still holds paged handles: its pages would be overwritten."""
+        alive = getattr(self, "alive", None)
+        if alive is not None and len(alive):
+            raise PoetError("checkpointed(): the previous forward's graph still holds tensors paged to "
+                            f"{self.pages.path}; call backward() on it (or drop its outputs) before the next forward")
+        self.alive: weakref.WeakSet[Any] = weakref.WeakSet()
         self.generation = getattr(self, "generation", 0) + 1
         self.node_of: dict[int, tuple[int, int]] = {}   # storage data_ptr -> (paged node, storage index)
         self.window: list[_Pending] | None = None
@@ -310,6 +316,7 @@ class SavedTensorPager:
             where = self.node_of.get(t.untyped_storage().data_ptr())
             if where is not None and where[0] == node:
                 p.handle = _Handle(node, where[1], t)
+                self.alive.add(p.handle)
                 p.tensor = None
                 self.handles[node] = self.handles.get(node, 0) + 1
 
@@ -337,7 +344,9 @@ class SavedTensorPager:
         if where is not None:
             node = where[0]
             self.handles[node] = self.handles.get(node, 0) + 1
-            return _Handle(node, where[1], t)
+            h = _Handle(node, where[1], t)
+            self.alive.add(h)
+            return h
         if self.window is not None:
             p = _Pending(t)
             self.window.append(p)

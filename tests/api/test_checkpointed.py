@@ -84,6 +84,13 @@ def test_paging_goes_through_a_real_file(tmp_path, device: str) -> None:
     assert pager is not None and pager.n_out == len(m.plan.paged) and pager.n_in == len(m.plan.paged)
     assert path.stat().st_size >= sum(c.graph.nodes[i].output_bytes for i in m.plan.paged)
     assert m._pages.bytes_read == m._pages.bytes_written > 0      # every page read back
+    # A second forward while the first one's graph still holds pages would overwrite them.
+    x, y = batch(7)
+    loss = F.cross_entropy(m(x), y)
+    with pytest.raises(PoetError, match="backward"):
+        m(x)
+    loss.backward()
+    m(x)
     m.close()
     assert path.exists()   # a file the user named is closed, not deleted
 
