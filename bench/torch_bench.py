@@ -106,7 +106,7 @@ def load(name: str, quick: bool) -> Model:
         y = torch.randint(0, 4, (n, size, size), generator=g)
         return Model("unet (bench)", TinyUNet().train(), (x,), y, F.cross_entropy,
                      ["enc1", "enc2", "mid", "dec2", "dec1"])
-    batch = {"resnet18_cifar": 4, "gpt2_tiny": 16}[name]
+    batch = {"resnet18_cifar": 8, "gpt2_tiny": 16}[name]
     tm = trace_zoo(name, batch=batch)
     module = tm.module.train()
     if name == "resnet18_cifar":
@@ -189,7 +189,7 @@ def compare(run: Run, ref: dict[str, torch.Tensor], seed: int = 0) -> None:
 def measure_peak(run: Run) -> None:
     zero(run.module)
     torch.manual_seed(1)
-    _, got = measure(run.fn, lambda: grads_of(run.module))
+    _, got = measure(run.fn, lambda: grads_of(run.module), params=list(run.module.parameters()))
     zero(run.module)
     run.peak = got.peak_bytes
 
@@ -246,7 +246,7 @@ def bench_model(name: str, *, device: str, budgets: list[str], repeats: int, qui
     auto.fn()
     zero(auto_mod)
     ref = first_grads(auto)
-    _, plain = measure(auto.fn, lambda: grads_of(auto_mod))
+    _, plain = measure(auto.fn, lambda: grads_of(auto_mod), params=list(auto_mod.parameters()))
     zero(auto_mod)
     slack = plain.slack_bytes
     blocks_mod = with_block_checkpoints(base, model.blocks)

@@ -5,8 +5,11 @@ c10 CPU allocator then reports every allocation and free, eager ops, the autogra
 engine's buffers and ``torch.compile``'s generated code alike (Inductor allocates through
 the same allocator). The figure is the peak of the bytes allocated since the call began
 and still live: the step's own memory, with the parameters, buffers and the batch, which
-existed before, left out. Storages that end up as a parameter's ``.grad`` are left out
-too: they are the gradients, not activations (``count_fixed`` counts them elsewhere).
+existed before, left out. The parameters' gradients are left out too (they are not
+activations): the buffer each gradient arrives in (a hook on every parameter marks it in
+the profile, so a compiled backward that returns them all at once is handled as eager's
+one by one), and the ``.grad`` storages live at the end. Only those allocations are left
+out, not others that reused their addresses.
 
 :func:`kernel_slack` is the allowance the figure needs over the simulator's peak: the
 most bytes any single op allocates beyond what it leaves behind (oneDNN reorders, im2col
@@ -33,9 +36,14 @@ class Measured:
     n_events: int
 
 
+_MARK = "poetc.grad "
+
+
 def _events(prof: Any) -> list[tuple[int, int, int, int]]:
-    """(time ns, +/- bytes, address, index of the ATen op it happened in or -1): the
-    outermost ``aten::`` event above it (a backward node's kernel, a recomputed op)."""
+    """(time ns, +/- bytes, address, index of the ATen op it happened in or -1), in time
+    order; a gradient mark (:data:`_MARK`) is ``(time, 0, address, -2)``. The op is the
+    outermost ``aten::`` event above the allocation (a backward node's kernel, a
+    recomputed op)."""
     from torch._C._profiler import _EventType
 
     out: list[tuple[int, int, int, int]] = []
@@ -47,6 +55,9 @@ def _events(prof: Any) -> list[tuple[int, int, int, int]]:
             a = node.extra_fields
             out.append((node.start_time_ns, int(a.alloc_size), int(a.ptr), op))
             return
+        if node.name.startswith(_MARK):
+            out.append((node.start_time_ns, 0, int(node.name[len(_MARK):]), -2))
+            return
         here = op
         if op < 0 and node.tag == _EventType.TorchOp and node.name.startswith("aten::"):
             here = ops
@@ -56,41 +67,68 @@ def _events(prof: Any) -> list[tuple[int, int, int, int]]:
 
     for root in prof.profiler.kineto_results.experimental_event_tree():
         walk(root, -1)
-    out.sort(key=lambda e: e[0])
+    out.sort(key=lambda e: (e[0], e[3] == -2))
     return out
 
 
-def measure(fn: Callable[[], Any], exclude: Callable[[], Iterable[torch.Tensor]] = tuple) -> tuple[Any, Measured]:
+def _mark(grad: torch.Tensor) -> None:
+    with torch.profiler.record_function(f"{_MARK}{grad.untyped_storage().data_ptr()}"):
+        pass
+
+
+def measure(fn: Callable[[], Any], exclude: Callable[[], Iterable[torch.Tensor]] = tuple,
+            params: Iterable[torch.Tensor] = ()) -> tuple[Any, Measured]:
     """Run ``fn()`` once under the profiler; return its result and the measurement.
-    ``exclude()`` (called after ``fn``) names tensors whose storages are not step memory
-    (the ``.grad`` of the parameters)."""
+    ``params``: the parameters whose gradients are left out; ``exclude()`` (called after
+    ``fn``) names further tensors whose storages, live at the end, are not step memory
+    (the parameters' ``.grad``)."""
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
-        result = fn()
-    skip = {t.untyped_storage().data_ptr() for t in exclude() if t is not None}
+    hooks = [p.register_hook(_mark) for p in params if p.requires_grad]
+    try:
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
+            result = fn()
+    finally:
+        for h in hooks:
+            h.remove()
+    at_end = {t.untyped_storage().data_ptr() for t in exclude() if t is not None}
     events = _events(prof)
-    live: dict[int, int] = {}
+    # First pass: which allocation (by its event index) each gradient is.
+    live: dict[int, int] = {}          # address -> index of the allocation live there
+    gradient: set[int] = set()
+    for k, (_, size, ptr, op) in enumerate(events):
+        if op == -2:
+            if ptr in live:
+                gradient.add(live[ptr])
+        elif size > 0:
+            live[ptr] = k
+        else:
+            live.pop(ptr, None)
+    gradient |= {k for ptr, k in live.items() if ptr in at_end}
+    # Second pass: the peak of the rest.
+    sizes: dict[int, int] = {}
     cur = peak = 0
-    for _, size, ptr, _top in events:
+    for k, (_, size, ptr, op) in enumerate(events):
+        if op == -2:
+            continue
         if size > 0:
-            if ptr in skip:
+            if k in gradient:
                 continue
-            live[ptr] = size
+            sizes[ptr] = size
             cur += size
         else:
-            got = live.pop(ptr, None)
+            got = sizes.pop(ptr, None)
             if got is None:
-                continue           # allocated before the step (or a gradient): not counted
+                continue           # allocated before the step, or a gradient: not counted
             cur -= got
         peak = max(peak, cur)
     # Per ATen op: the high-water of what it allocated itself, above what of that it leaves
     # allocated (its frees of older tensors do not count).
     slack = 0
     per_op: dict[int, list[tuple[int, int]]] = {}
-    for _, size, ptr, top in events:
-        if top >= 0:
-            per_op.setdefault(top, []).append((size, ptr))
+    for _, size, ptr, op in events:
+        if op >= 0:
+            per_op.setdefault(op, []).append((size, ptr))
     for allocs in per_op.values():
         mine: dict[int, int] = {}
         run = high = 0
