@@ -246,6 +246,19 @@ class Analysis:
             raise InternalError(f"{graph.name}: forward node {missing[0]} {graph.nodes[missing[0]].name!r} "
                                 "is not run by the module's forward")
 
+    def rerun_until(self, nodes: list[int]) -> int:
+        """Forward position of the last op a region of ``nodes`` runs again when recomputed
+        (-1: none). Non-reentrant checkpointing stops at the last pack: an autograd node
+        saves its op's inputs before the kernel runs and its outputs after, so the last
+        packing op runs again only when it saves an output of its own."""
+        packing = [i for i in nodes if i in self.has_saves]
+        if not packing:
+            return -1
+        last = packing[-1]
+        pos = self.fwd_pos[self.op_of[last]]
+        own = any(self.op_of[v] == self.op_of[last] for v in self.saves.get(last, ()))
+        return pos if own else pos - 1
+
     @functools.cached_property
     def step_plan(self) -> Any:
         """The executor's plan (what each node keeps): codegen/plan.py."""
@@ -344,17 +357,14 @@ class _Builder:
                 self.region_of[i] = r
                 if an.op_of[i] not in region.recompute:
                     self.policy_save.add(i)
-        # Per region: its nodes, inputs, the node of its last packing op (early stop), the
-        # autograd nodes whose saved tensors are its holders.
+        # Per region: its nodes, inputs, the autograd nodes whose saved tensors are its holders.
         self.r_nodes = [an.region_nodes(region) for region in regions]
         self.r_inputs: list[set[int]] = []
-        self.r_stop: list[int] = []
         self.r_holders: list[set[int]] = []
         for nodes in self.r_nodes:
             inside = set(nodes)
             self.r_inputs.append({v for i in nodes for v in an.graph.nodes[i].inputs if v not in inside})
             packing = [i for i in nodes if i in an.has_saves]
-            self.r_stop.append(packing[-1] if packing else -1)
             self.r_holders.append({g for g in packing if an.bnodes.get(g)})
         paged = plan.paged
         # The first forward op that packs each paged node (it or a reader saving it).
@@ -419,9 +429,8 @@ class _Builder:
     def _recompute(self, r: int) -> None:
         an = self.an
         nodes = self.r_nodes[r]
-        stop = self.r_stop[r]
-        # Every op up to the last one that packs (a select node with its op) runs again.
-        last = an.fwd_pos[an.op_of[stop]] if stop >= 0 else -1
+        # Every op up to the early stop runs again (a select node with its op).
+        last = an.rerun_until(nodes)
         run = [i for i in nodes if an.fwd_pos[an.op_of[i]] <= last]
         runset = set(run)
         last_use: dict[int, int] = {}
@@ -439,7 +448,7 @@ class _Builder:
                 self.hold(i, ("rloc", r))
                 self.release(i, ("cache", r))
             for g in an.saved_by.get(i, ()):
-                if g in holders and g in runset:
+                if g in holders:       # every holder is packed again (the stop is at the last pack)
                     self.hold(i, ("G", g))
             for v in set(an.graph.nodes[i].inputs):
                 if last_use.get(v) == i and v in runset:
@@ -573,8 +582,7 @@ def _regions_for(an: Analysis, dropped: set[int]) -> tuple[list[Region], list[st
     for r, ops in enumerate(slices):
         inside = region_sets[r]
         nodes = sorted(inside)
-        packing = [i for i in nodes if i in an.has_saves]
-        stop = packing[-1] if packing else -1
+        last = an.rerun_until(nodes)         # forward position of the last op run again
         recompute: set[str] = set()
         by_op: dict[str, list[int]] = defaultdict(list)      # an op and its select nodes
         for i in nodes:
@@ -592,10 +600,11 @@ def _regions_for(an: Analysis, dropped: set[int]) -> tuple[list[Region], list[st
                 continue
             if i in dropped:
                 notes.append(f"node {i} is alive at its region's recomputation: kept")
-            if i > stop:
+            if an.fwd_pos[op] > last:
                 recompute.add(op)   # never run again (after the early stop), never cached
                 continue
-            needed = any(k in inside and k <= stop and an.op_of[k] in recompute for s_ in sel for k in an.readers[s_]) \
+            needed = any(k in inside and an.fwd_pos[an.op_of[k]] <= last and an.op_of[k] in recompute
+                         for s_ in sel for k in an.readers[s_]) \
                 or any(g in inside for s_ in sel for g in an.saved_by.get(s_, ()))
             if needed or alive_anyway:
                 continue      # MUST_SAVE
