@@ -366,13 +366,6 @@ class _Builder:
             self.r_inputs.append({v for i in nodes for v in an.graph.nodes[i].inputs if v not in inside})
             packing = [i for i in nodes if i in an.has_saves]
             self.r_holders.append({g for g in packing if an.bnodes.get(g)})
-        paged = plan.paged
-        # The first forward op that packs each paged node (it or a reader saving it).
-        self.first_pack: dict[int, int] = {}
-        for v in paged:
-            savers = sorted(g for g in an.saved_by[v] if g not in self.region_of)
-            if savers:
-                self.first_pack[v] = savers[0]
         self._forward()
         self._backward()
         for i in sorted(self.live):
@@ -401,13 +394,10 @@ class _Builder:
             pairs = [(i, v) for v in an.saves.get(i, ()) if v < i] + \
                 [(g, i) for g in an.saved_by.get(i, ()) if g <= i]
             for g, v in pairs:
-                if g in self.region_of:
-                    continue
-                if v in self.plan.paged:
-                    if self.first_pack.get(v) == g:
-                        self.page_out(v)
-                else:
+                if g not in self.region_of and v not in self.plan.paged:
                     self.hold(v, ("G", g))
+            if i in self.plan.paged:
+                self.page_out(i)      # the pager writes a paged node as soon as its op returns
             for v in set(an.graph.nodes[i].inputs):
                 self.release(v, ("rd", i))
             self.settle(i)
