@@ -131,7 +131,7 @@ LIMIT_CELLS := dag250_80@10 dag1000_80@10 op_vgg16_cifar_a72_30_2.0@10 op_resnet
 	mobilenetv2_a72_50@10 bert_base_a72_70@20 gpt2_large_a72_50_20
 cells = $(subst $(space),$(comma),$(strip $(1)))
 BENCH_TARGETS := bench-optimizer bench-scale bench-dags bench-peers-poet bench-peers-moccasin bench-exactness bench-baselines \
-	bench-bytecode bench-runtime-size bench-device bench-device-training bench-executor bench-sweep-cache \
+	bench-bytecode bench-runtime-size bench-device bench-device-training bench-torch bench-sweep-cache \
 	bench-reproducibility bench-time-limits
 
 bench: $(BENCH_TARGETS)
@@ -191,9 +191,9 @@ bench-device: setup
 bench-device-training: setup
 	$(BENCH) bench/device_training.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/device_training.md
 
-bench-executor: setup
-	$(BENCH) bench/executor_bench.py $(QUICK_FLAG) --models kws_dscnn cifar_cnn_tiny gpt2_tiny vgg16_cifar resnet18_cifar \
-		--ram 50% --repeats 3 -o $(BENCH_RESULTS)/executor.md
+# Compiles with Inductor (C++): about an hour on 2 cores. QUICK=1: the U-Net at 50 %, aot_eager.
+bench-torch: setup
+	$(BENCH) bench/torch_bench.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/torch.md
 
 bench-sweep-cache: setup
 	$(BENCH) bench/sweep_cache_bench.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/sweep_cache.md

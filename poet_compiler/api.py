@@ -46,6 +46,8 @@ from poet_compiler.versions import versions
 if TYPE_CHECKING:
     from torch import nn
 
+    from poet_compiler.codegen.checkpointed import CheckpointedModule
+    from poet_compiler.codegen.torch_plan import Analysis, TorchPlan
     from poet_compiler.devices.profile import DeviceProfile
     from poet_compiler.frontends.torch.optimizer import OptimizerSpec
     from poet_compiler.frontends.torch.traced import TracedModel
@@ -88,6 +90,7 @@ class Compilation:
     activations_only: bool = False
     _traced: TracedModel | None = field(default=None, repr=False)
     _retrace: Callable[[], TracedModel] | None = field(default=None, repr=False)
+    _plans: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     @property
     def traced(self) -> TracedModel | None:
@@ -125,6 +128,57 @@ class Compilation:
         if self.result.program is None:
             raise PoetError(f"no schedule to run: {self.result.status}: {self.result.message}")
         return TrainingStep(self.traced, self.result.program, page_file=page_file, page_dir=page_dir)
+
+    def checkpointed(self, *, page_file: str | Path | None = None,
+                     page_dir: str | Path | None = None) -> CheckpointedModule:
+        """The compiled module as an ``nn.Module`` whose forward runs under the schedule's
+        decisions through PyTorch's own machinery: ``torch.utils.checkpoint`` regions with
+        selective-checkpoint policies, and saved-tensor hooks that page to ``page_file``
+        (default: a temporary file in ``page_dir``). Train it in an ordinary loop::
+
+            m = c.checkpointed()
+            loss_fn(m(x), y).backward()
+            opt.step()
+
+        It shares the module's parameters and buffers; gradients and BatchNorm statistics
+        are autograd's (bitwise in eager mode); ``torch.compile(m)`` works. ``m.plan`` is
+        the plan PyTorch runs, derived from the schedule and fitted to the budget, with the
+        simulator's figures of it (docs/pytorch.md): where PyTorch cannot run the schedule
+        as it is, the plan that runs is what is reported.
+        """
+        from poet_compiler.codegen.checkpointed import CheckpointedModule
+
+        traced = self.traced
+        if traced is None:
+            raise PoetError(f"{self.model}: checkpointed() needs the model's weights; compile an nn.Module "
+                            "or a zoo model (a graph file or ONNX graph has no module to train)")
+        if self.result.program is None:
+            raise PoetError(f"no schedule to run: {self.result.status}: {self.result.message}")
+        plan, analysis = self.torch_plan()
+        budget = self.problem.activation_budget
+        if plan.peak_bytes > budget:
+            import warnings
+
+            warnings.warn(f"{self.model}: the plan PyTorch's checkpointing can run needs {plan.peak_bytes} "
+                          f"activation bytes, above the budget {budget} (the schedule needs "
+                          f"{self.result.peak_ram_bytes}: a region recomputes its values once, together); m.plan has "
+                          "its figures (docs/pytorch.md)", stacklevel=2)
+        return CheckpointedModule(traced, plan, analysis, page_file=page_file, page_dir=page_dir)
+
+    def torch_plan(self) -> tuple[TorchPlan, Analysis]:
+        """The plan ``checkpointed()`` runs (codegen/torch_plan.py: derived from the
+        schedule, searched to fit the activation budget) and the analysis behind it."""
+        from poet_compiler.codegen.torch_plan import Analysis, derive_plan
+
+        traced = self.traced
+        if traced is None or self.result.program is None:
+            raise PoetError(f"{self.model}: no schedule and module to plan for ({self.result.status})")
+        cached = self._plans.get("plan")
+        if cached is None:
+            analysis = Analysis(traced)
+            plan = derive_plan(analysis, self.result.program, self.costs, self.problem.activation_budget)
+            cached = self._plans["plan"] = (plan, analysis)
+        return cached
 
     def report(self) -> dict[str, Any]:
         """The sidecar JSON object: the Result's report plus model/device/reference figures."""

@@ -12,12 +12,21 @@ are untouched: they stay usable until the program FREEs them.
 I/O is synchronous, so a FENCE has nothing to wait for; with ``fsync=True`` a FENCE
 that closes a window with page-outs calls ``os.fsync`` (durability point, as a device
 would wait for its SD card to acknowledge the writes).
+
+:class:`SavedTensorPager` pages the tensors autograd saves (``checkpointed()``, through
+``torch.autograd.graph.saved_tensors_hooks``) to a :class:`PageFile`. On a device with DMA
+its transfers run on a background thread (``os.pwrite``/``os.preadv`` release the GIL):
+a page-out overlaps the forward until the next page-out or the forward's end, a page-in
+starts when backward reaches the stage the schedule issues it at and is waited for when
+the tensor is unpacked, its FENCE.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -220,4 +229,171 @@ class PageFile:
             pass
 
 
-__all__ = ["PageFile", "_tensors"]
+class _Handle:
+    """What autograd holds for a paged saved tensor: the node, which of its storages, and
+    the view's layout."""
+
+    __slots__ = ("__weakref__", "dtype", "index", "node", "offset", "size", "stride")
+
+    def __init__(self, node: int, index: int, t: torch.Tensor) -> None:
+        self.node = node
+        self.index = index
+        self.dtype = t.dtype
+        self.size = tuple(t.shape)
+        self.stride = tuple(t.stride())
+        self.offset = int(t.storage_offset())
+
+
+class _Pending:
+    """A tensor packed while a paged node's op runs, before the pager knows whether it is
+    that node's output (an op that saves its own result packs it before it returns)."""
+
+    __slots__ = ("__weakref__", "handle", "tensor")
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.tensor: torch.Tensor | None = t
+        self.handle: _Handle | None = None
+
+
+class SavedTensorPager:
+    """Saved-tensor hooks that page the storages of chosen nodes to ``pages``.
+
+    The forward marks a paged node's output with :meth:`begin` / :meth:`end` around its op;
+    :meth:`pack` turns every tensor autograd saves on such a storage into a handle (the
+    storage is written once, at :meth:`end`), :meth:`unpack` reads the storage back (once
+    per step; it is shared by the node's handles until the last one is unpacked).
+    ``dma``: transfers run on a background thread (see the module docstring);
+    :meth:`prefetch` starts a read ahead of its unpack.
+    """
+
+    def __init__(self, pages: PageFile, *, dma: bool) -> None:
+        self.pages = pages
+        self.dma = dma
+        self._pool: ThreadPoolExecutor | None = ThreadPoolExecutor(1, thread_name_prefix="poet-pager") if dma else None
+        self.active = False
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the previous step (called at the start of every forward). Refused while the
+        previous forward's graph still holds paged handles: its pages would be overwritten."""
+        alive = getattr(self, "alive", None)
+        if alive is not None and len(alive):
+            raise PoetError("checkpointed(): the previous forward's graph still holds tensors paged to "
+                            f"{self.pages.path}; call backward() on it (or drop its outputs) before the next forward")
+        self.alive: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.generation = getattr(self, "generation", 0) + 1
+        self.node_of: dict[int, tuple[int, int]] = {}   # storage data_ptr -> (paged node, storage index)
+        self.window: list[_Pending] | None = None
+        self.handles: dict[int, int] = {}          # node -> handles not unpacked yet
+        self.loaded: dict[int, Any] = {}           # node -> its storages read back (or a Future of them)
+        self.writing: Future | None = None
+        self.n_out = self.n_in = 0
+
+    # -- forward ------------------------------------------------------------------------
+    def begin(self) -> None:
+        if self.active:
+            self.window = []
+
+    def end(self, node: int, values: tuple[torch.Tensor, ...]) -> None:
+        """``values`` are the tensors paged node ``node`` holds: write their storages, turn
+        the handles packed during its op into paged ones."""
+        if not self.active:
+            return
+        bases: dict[str, torch.Tensor] = {}
+        for index, value in enumerate(values):
+            storage = value.untyped_storage()
+            ptr = storage.data_ptr()
+            self.node_of[ptr] = (node, index)
+            # The address may serve another tensor once this storage is freed: forget it then.
+            weakref.finalize(storage, self._forget, ptr, node, self.generation)
+            bases[f"s{index}"] = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (storage.nbytes(),), (1,))
+        self._write(node, bases)
+        window, self.window = self.window or [], None
+        for p in window:
+            t = p.tensor
+            if t is None:
+                continue
+            where = self.node_of.get(t.untyped_storage().data_ptr())
+            if where is not None and where[0] == node:
+                p.handle = _Handle(node, where[1], t)
+                self.alive.add(p.handle)
+                p.tensor = None
+                self.handles[node] = self.handles.get(node, 0) + 1
+
+    def _forget(self, ptr: int, node: int, generation: int) -> None:
+        got = self.node_of.get(ptr)
+        if generation == self.generation and got is not None and got[0] == node:
+            del self.node_of[ptr]
+
+    def _write(self, node: int, bases: dict[str, torch.Tensor]) -> None:
+        self.n_out += 1
+        if self._pool is None:
+            self.pages.page_out(node, bases)
+            return
+        self.fence()                                  # one page-out in flight
+        self.writing = self._pool.submit(self.pages.page_out, node, bases)
+
+    def fence(self) -> None:
+        """Wait for the page-out in flight (the forward's end calls it too)."""
+        w, self.writing = self.writing, None
+        if w is not None:
+            w.result()
+
+    def pack(self, t: torch.Tensor) -> Any:
+        where = self.node_of.get(t.untyped_storage().data_ptr())
+        if where is not None:
+            node = where[0]
+            self.handles[node] = self.handles.get(node, 0) + 1
+            h = _Handle(node, where[1], t)
+            self.alive.add(h)
+            return h
+        if self.window is not None:
+            p = _Pending(t)
+            self.window.append(p)
+            return p
+        return t
+
+    # -- backward -----------------------------------------------------------------------
+    def prefetch(self, nodes: tuple[int, ...]) -> None:
+        """Start reading ``nodes`` back (a pre-hook of the autograd node at their stage)."""
+        for node in nodes:
+            if node not in self.loaded and self.handles.get(node) and self._pool is not None:
+                self.n_in += 1
+                self.loaded[node] = self._pool.submit(self._read, node)
+
+    def _read(self, node: int) -> list[torch.UntypedStorage]:
+        values = self.pages.page_in(node)
+        return [values[f"s{k}"].untyped_storage() for k in range(len(values))]
+
+    def unpack(self, h: Any) -> torch.Tensor:
+        if isinstance(h, torch.Tensor):
+            return h
+        if isinstance(h, _Pending):
+            if h.handle is None:
+                assert h.tensor is not None
+                return h.tensor
+            h = h.handle
+        node = h.node
+        storages = self.loaded.get(node)
+        if storages is None:
+            self.n_in += 1
+            storages = self._read(node)
+        elif isinstance(storages, Future):
+            storages = storages.result()            # the FENCE of a prefetch
+        left = self.handles.get(node, 1) - 1
+        if left > 0:
+            self.handles[node] = left
+            self.loaded[node] = storages
+        else:
+            self.handles.pop(node, None)
+            self.loaded.pop(node, None)
+        return torch.empty(0, dtype=h.dtype).set_(storages[h.index], h.offset, h.size, h.stride)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self.fence()
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+__all__ = ["PageFile", "SavedTensorPager", "_tensors"]

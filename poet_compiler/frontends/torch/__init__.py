@@ -54,6 +54,7 @@ def trace_module(
         param_names=joint.param_names, buffer_names=joint.buffer_names, n_inputs=joint.n_inputs,
         grad_names=joint.grad_names, update_names=joint.update_names, node_fx=low.node_fx,
         prelude_fx=low.prelude_fx, fx_owner=low.fx_owner, state_names=joint.state_names, optimizer=optimizer,
+        out_spec=joint.out_spec, out_leaves=joint.out_leaves, out_is_fx=joint.out_is_fx,
     )
     if granularity != "op":
         from poet_compiler.graph.coarsen import coarsen_traced

@@ -63,6 +63,12 @@ class TracedModel:
     state_names: tuple[str, ...] = ()
     optimizer: OptimizerSpec | None = None
     opt_state: dict[str, torch.Tensor] = field(default_factory=dict)
+    # What the module returns (JointTrace.out_spec/out_leaves/out_is_fx): its output's
+    # pytree spec and per leaf the FX name of a tensor (None: the loss does not read it)
+    # or a non-tensor value. ``Compilation.checkpointed()`` rebuilds the output from them.
+    out_spec: Any = None
+    out_leaves: tuple[Any, ...] = ()
+    out_is_fx: tuple[bool, ...] = ()
 
     def __post_init__(self) -> None:
         if self.optimizer is not None and not self.opt_state:

@@ -13,6 +13,11 @@ Two passes, both with fake tensors (no real compute):
    running statistics) become explicit graph outputs.
 
 The result is a GraphModule whose outputs are ``(loss, *grads, *buffer_updates)``.
+:class:`JointTrace` also records what ``checkpointed()`` (docs/pytorch.md) needs to run
+the forward under autograd again: which FX values the module returned (``out_leaves``,
+``out_spec``), and which forward op's autograd node ran each backward op (custom meta
+``poet_grad_fn`` on the forward op that created autograd node ``s``, ``poet_grad_of`` on
+the backward ops that node ran).
 With an optimizer (docs/training.md) the gradients stay inside: each one feeds its
 parameter's ``poet.*`` update op (placed right after the last op that reads the
 parameter's old value), and the outputs are ``(loss, *new params and optimizer state,
@@ -41,6 +46,8 @@ aten = torch.ops.aten
 
 PHASE = "poet_phase"
 MODULE = "poet_module"
+GRAD_FN = "poet_grad_fn"      # on a forward/loss op: the sequence number of the autograd node it created
+GRAD_OF = "poet_grad_of"      # on a backward op: the sequence number of the autograd node that ran it
 _SEQ = "poet_seq"
 
 
@@ -55,6 +62,12 @@ class JointTrace:
     grad_names: tuple[str, ...]     # outputs[1 : 1+G] are the gradients of these params
     update_names: tuple[str, ...]   # outputs[1+G :] are the new values of these params/state/buffers
     state_names: tuple[str, ...] = ()  # the optimizer state among buffer_names (their tail)
+    # What the module returned: its pytree spec and, per leaf, the FX node name of a tensor
+    # leaf (None when the loss does not read it, so the graph does not compute it) or the
+    # value of a non-tensor leaf; out_is_fx[k] says which.
+    out_spec: Any = None
+    out_leaves: tuple[Any, ...] = ()
+    out_is_fx: tuple[bool, ...] = ()
 
 
 def _bn_functional(input, weight, bias, running_mean, running_var, training, momentum, eps):
@@ -118,6 +131,7 @@ def trace_joint(
     phase = ["forward"]
     grad_names: list[str] = []
     out_names: list[str] = []
+    model_out: list[Any] = []   # [treespec, leaves] of the module's output, set by step()
 
     def pre_hook(mod: nn.Module, args: Any) -> None:
         if id(mod) in paths:
@@ -134,6 +148,8 @@ def trace_joint(
         phase[0] = "forward"
         _set_meta("forward", "")
         out = functional_call(module, state, flat[P + B:P + B + I])
+        leaves, spec = torch.utils._pytree.tree_flatten(out)
+        model_out[:] = [spec, leaves]
         phase[0] = "loss"
         _set_meta("loss", "")
         loss = loss_fn(out, flat[-1])
@@ -152,9 +168,12 @@ def trace_joint(
         grads = torch.autograd.grad(loss, list(flat[:P]), allow_unused=True)
         grad_names.clear()
         out_names.clear()
+        # The module's tensor outputs ride along as extra graph outputs, so that the
+        # functionalized graph names them; trace_joint strips them again.
+        tail = tuple(t for t in model_out[1] if isinstance(t, torch.Tensor))
         if optimizer is None:
             grad_names.extend(n for n, g in zip(pnames, grads) if g is not None)
-            return (loss.reshape(()), *(g for g in grads if g is not None))
+            return (loss.reshape(()), *(g for g in grads if g is not None), *tail)
         new: list[torch.Tensor] = []
         first_state = P + B - len(opt_state)
         for k, (pname, g) in enumerate(zip(pnames, grads)):
@@ -164,7 +183,7 @@ def trace_joint(
             st = list(flat[first_state + k * n_state:first_state + (k + 1) * n_state])
             new.extend(optimizer.apply(flat[k], g, st))
             out_names.extend([pname, *(f"{pname}@{s}" for s in optimizer.state_names)])
-        return (loss.reshape(()), *new)
+        return (loss.reshape(()), *new, *tail)
 
     flat_args = [p.detach().requires_grad_() for _, p in params] + [b.detach() for _, b in buffers]
     flat_args += [t.detach() for t in inputs] + [target.detach()]
@@ -192,12 +211,36 @@ def trace_joint(
         raise FrontendError(
             f"{type(module).__name__}: functionalization failed ({type(exc).__name__}: {_first_line(exc)})"
         ) from None
+    spec, leaves = model_out
+    out_fx = _strip_model_outputs(gm2, sum(isinstance(t, torch.Tensor) for t in leaves))
     update_names = _mutations_to_outputs(gm2, bnames, P)
     if optimizer is not None:
         _place_updates(gm2)
+    alive = {n.name for n in gm2.graph.nodes}
+    names = iter(out_fx)
+    out_leaves: list[Any] = []
+    for t in leaves:
+        if isinstance(t, torch.Tensor):
+            name = next(names)
+            out_leaves.append(name if name in alive else None)
+        else:
+            out_leaves.append(t)
     return JointTrace(gm=gm2, param_names=pnames, buffer_names=bnames, n_inputs=I,
                       grad_names=tuple(grad_names), update_names=tuple(out_names) + update_names,
-                      state_names=tuple(n for n, _ in opt_state))
+                      state_names=tuple(n for n, _ in opt_state), out_spec=spec, out_leaves=tuple(out_leaves),
+                      out_is_fx=tuple(isinstance(t, torch.Tensor) for t in leaves))
+
+
+def _strip_model_outputs(gm: torch.fx.GraphModule, n: int) -> list[str]:
+    """Remove the last ``n`` graph outputs (the module's tensor outputs, see ``step``);
+    return their FX node names. What only they kept alive dies in the next dead-code pass."""
+    if n == 0:
+        return []
+    output = next(node for node in gm.graph.nodes if node.op == "output")
+    outs = list(output.args[0])
+    tail = outs[len(outs) - n:]
+    output.args = (tuple(outs[:len(outs) - n]),)
+    return [a.name if isinstance(a, torch.fx.Node) else "" for a in tail]
 
 
 def _place_updates(gm: torch.fx.GraphModule) -> None:
@@ -252,15 +295,25 @@ def _resolve_backward_provenance(gm: torch.fx.GraphModule) -> None:
     backward op that produced their first input, falling back to the empty path.
     """
     by_seq: dict[int, str] = {}
+    creators: set[int] = set()
     for n in gm.graph.nodes:
         c = n.meta.get("custom") or {}
         if c.get(PHASE) in ("forward", "loss") and "seq_nr" in n.meta and c.get(MODULE):
             by_seq.setdefault(n.meta["seq_nr"], c[MODULE])
+        # The op that created autograd node s is the first forward op whose seq_nr is s
+        # (make_fx gives an op the number of the last node created when it ran).
+        if (c.get(PHASE) in ("forward", "loss") and n.op == "call_function" and n.target is not operator.getitem
+                and "seq_nr" in n.meta and n.meta["seq_nr"] not in creators):
+            creators.add(n.meta["seq_nr"])
+            n.meta["custom"] = {**c, GRAD_FN: n.meta["seq_nr"]}
     for n in gm.graph.nodes:
         c = dict(n.meta.get("custom") or {})
         if n.op != "call_function" or c.get(PHASE) != "backward":
             continue
-        path = by_seq.get(c.pop(_SEQ, -1), "")
+        seq = c.pop(_SEQ, -1)
+        if seq != -1:
+            c[GRAD_OF] = seq
+        path = by_seq.get(seq, "")
         if not path:
             for a in n.all_input_nodes:
                 ac = a.meta.get("custom") or {}

@@ -1,0 +1,480 @@
+"""``Compilation.checkpointed()``: the schedule run by PyTorch's own machinery.
+
+:class:`CheckpointedModule` is an ``nn.Module`` around the compiled module (its
+parameters and buffers are that module's). Its forward runs the traced forward ops, as
+straight-line Python generated once (:func:`forward_source`), with the plan of
+:mod:`poet_compiler.codegen.torch_plan`:
+
+* each region is one ``torch.utils.checkpoint.checkpoint(fn, ..., use_reentrant=False,
+  context_fn=...)`` whose ``context_fn`` is ``create_selective_checkpoint_contexts`` with a
+  policy giving every ATen call of the region ``MUST_RECOMPUTE`` or ``MUST_SAVE``;
+* a paged node's saved tensors go through ``torch.autograd.graph.saved_tensors_hooks`` to
+  a real page file (:class:`~poet_compiler.codegen.pager.SavedTensorPager`);
+* everything else is plain autograd: the backward is ``loss.backward()``, gradients
+  accumulate into ``.grad``, BatchNorm's running statistics are updated in place.
+
+Under ``torch.compile`` (``torch.compiler.is_compiling()``) the forward is one region
+holding every op, tagged with the schedule's own decisions (``MUST_RECOMPUTE`` where it
+recomputes, ``MUST_SAVE`` elsewhere): the partitioner recomputes each value where the
+backward graph needs it, so the regions' once-at-the-trigger rule does not bind there.
+Paging has no compiled equivalent on the CPU: the pages are kept in RAM (docs/pytorch.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import linecache
+import operator
+import weakref
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx
+from torch import nn
+from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+
+from poet_compiler.codegen.pager import PageFile, SavedTensorPager
+from poet_compiler.codegen.pygen import _literal
+from poet_compiler.codegen.torch_plan import Analysis, Region, TorchPlan, getitem_of
+from poet_compiler.frontends.torch.opinfo import is_view
+from poet_compiler.frontends.torch.tracing import MODULE
+
+if TYPE_CHECKING:
+    from poet_compiler.frontends.torch.traced import TracedModel
+
+aten = torch.ops.aten
+_BN_FUNCTIONAL = aten._native_batch_norm_legit_functional.default
+
+
+class _Policy:
+    """The policy of one region call: the k-th call of ``func`` gets ``table[func][k]``."""
+
+    __slots__ = ("count", "table")
+
+    def __init__(self, table: dict[Any, tuple[CheckpointPolicy, ...]]) -> None:
+        self.table = table
+        self.count: dict[Any, int] = defaultdict(int)
+
+    def __call__(self, ctx: Any, func: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
+        k = self.count[func]
+        self.count[func] = k + 1
+        policies = self.table.get(func)
+        if policies is None or k >= len(policies):
+            return CheckpointPolicy.PREFER_RECOMPUTE     # not an op of the trace (nothing to keep)
+        return policies[k]
+
+
+def _context_fn(table: dict[Any, tuple[CheckpointPolicy, ...]]) -> Any:
+    def context_fn() -> Any:
+        return create_selective_checkpoint_contexts(_Policy(table))
+    return context_fn
+
+
+class _Source:
+    """Builds the text of the forward: one line per FX op, ops bound as globals."""
+
+    def __init__(self, an: Analysis, filename: str) -> None:
+        self.an = an
+        self.filename = filename
+        self.ns: dict[str, Any] = {"torch": torch, "_ckpt": checkpoint, "inf": float("inf"), "nan": float("nan")}
+        self.ops: dict[Any, str] = {}
+        self.lines: list[str] = []
+        self.where: dict[int, str] = {}    # line number -> FX op name
+
+    def bind(self, value: Any, prefix: str = "_op") -> str:
+        key = value if isinstance(value, torch._ops.OpOverload) else id(value)
+        if key not in self.ops:
+            name = f"{prefix}{len(self.ops)}"
+            self.ops[key] = name
+            self.ns[name] = value
+        return self.ops[key]
+
+    def emit(self, text: str, fx_name: str | None = None) -> None:
+        self.lines.append(text)
+        if fx_name is not None:
+            self.where[len(self.lines)] = fx_name
+
+    def call(self, n: torch.fx.Node, args: tuple | None = None) -> str:
+        if n.target is operator.getitem:
+            return f"{_literal(n.args[0])}[{_literal(n.args[1])}]"
+        a = [x.text if isinstance(x, _Raw) else _literal(x) for x in (n.args if args is None else args)]
+        a += [f"{k}={_literal(v)}" for k, v in n.kwargs.items()]
+        return f"{self.bind(n.target)}({', '.join(a)})"
+
+
+def _bn_stats(n: torch.fx.Node) -> tuple[str, str] | None:
+    """The running-statistics placeholders of a functional BatchNorm op (None otherwise)."""
+    if n.target is not _BN_FUNCTIONAL:
+        return None
+    mean, var = n.args[3], n.args[4]
+    if isinstance(mean, torch.fx.Node) and isinstance(var, torch.fx.Node):
+        return mean.name, var.name
+    return None
+
+
+def _reads(n: torch.fx.Node) -> list[str]:
+    """The FX values an op reads (a region's BatchNorm reads clones of its statistics)."""
+    stats = _bn_stats(n)
+    return [a.name for a in n.all_input_nodes if stats is None or a.name not in stats]
+
+
+def forward_source(an: Analysis, plan: TorchPlan, *, compiled: bool, filename: str,
+                   pager: bool) -> tuple[str, dict[str, Any], dict[int, str]]:
+    """The forward's source, its globals and its line -> FX op map.
+
+    ``compiled``: the variant ``torch.compile`` traces (one region, every op tagged, no
+    hooks). ``pager``: the plan pages; the paged nodes' ops are wrapped for the hooks.
+    """
+    tm = an.tm
+    fx = an.fx
+    src = _Source(an, filename)
+    placeholders = [n.name for n in tm.gm.graph.nodes if n.op == "placeholder"]
+    params = placeholders[:len(tm.param_names) + len(tm.buffer_names) + tm.n_inputs]
+    consts = [n.name for n in tm.gm.graph.nodes if n.op == "get_attr"]
+    if compiled:
+        ops = tuple(an.fwd_ops)
+        # The schedule's own decisions: the partitioner recomputes each value where backward
+        # needs it, so the compiled step is not bound to the eager plan's regions.
+        recompute = plan.schedule_recompute
+        regions: tuple[Region, ...] = (
+            Region(ops=ops, recompute=recompute | {o for o in ops if is_view(fx[o])},
+                   rng=any(an.is_random(o) for o in ops)),) if ops else ()
+        paged: frozenset[int] = frozenset()
+    else:
+        regions, paged = plan.regions, plan.paged
+    region_at = {r.ops[0]: k for k, r in enumerate(regions)}
+    in_region = {name for r in regions for name in r.ops}
+    placeholder_of = dict(zip([*tm.param_names, *tm.buffer_names], placeholders))
+    # BatchNorm outside regions runs in place on the module's buffers, as eager does (its
+    # new-statistics outputs then need no copy); inside a region it runs on clones (its
+    # recomputation must not update them twice) and the statistics are copied after.
+    inplace_bn = {name for name in an.fwd_ops if name not in in_region and _bn_stats(fx[name]) is not None}
+    skipped = {name for name in an.fwd_ops
+               if (gi := getitem_of(fx[name])) is not None and gi[0] in inplace_bn and gi[1] >= 3}
+    copies = [(placeholder_of[target], value) for value, target in zip(an.update_fx, tm.update_names)
+              if value not in skipped]
+    out_names = [x for x, is_fx in zip(tm.out_leaves, tm.out_is_fx) if is_fx and x is not None]
+    # The outer function's items: single ops and region calls, with what each reads.
+    items: list[tuple[str, Any]] = []
+    k = 0
+    while k < len(an.fwd_ops):
+        name = an.fwd_ops[k]
+        if name in region_at:
+            r = region_at[name]
+            items.append(("region", r))
+            k += len(regions[r].ops)
+        else:
+            items.append(("op", name))
+            k += 1
+    item_reads: list[set[str]] = []
+    for kind, v in items:
+        if kind == "op":
+            item_reads.append(set(_reads(fx[v])) if v not in inplace_bn else {a.name for a in fx[v].all_input_nodes})
+        else:
+            inside = set(regions[v].ops)
+            item_reads.append({a for name in regions[v].ops for a in _reads(fx[name]) if a not in inside})
+    # What each item's successors (and the return) still read.
+    later: set[str] = {value for _, value in copies} | set(out_names)
+    reads_after: list[set[str]] = [set() for _ in items]
+    for idx in range(len(items) - 1, -1, -1):
+        reads_after[idx] = set(later)
+        later |= item_reads[idx]
+    keep_always = set(params) | set(consts) | set(an.prelude_fwd)
+    # -- region functions --
+    region_inputs: list[list[str]] = []
+    region_outputs: list[list[str]] = []
+    region_clones: list[list[str]] = []
+    item_of_region = {v: idx for idx, (kind, v) in enumerate(items) if kind == "region"}
+    for r, region in enumerate(regions):
+        inside = set(region.ops)
+        ins: list[str] = []
+        clones: list[str] = []
+        for name in region.ops:
+            stats = _bn_stats(fx[name])
+            if stats is not None:
+                clones += [f"{s_}_c" for s_ in stats if f"{s_}_c" not in clones]
+            ins += [a for a in _reads(fx[name]) if a not in inside and a not in ins]
+        outs = [name for name in region.ops if name in reads_after[item_of_region[r]]]
+        region_inputs.append(ins)
+        region_clones.append(clones)
+        region_outputs.append(outs)
+        last: dict[str, str] = {}
+        for name in region.ops:
+            for a in _reads(fx[name]):
+                last[a] = name
+        src.emit(f"def _region{r}({', '.join(ins + clones)}):")
+        src.emit("    try:")
+        policies: dict[Any, list[CheckpointPolicy]] = defaultdict(list)
+        for name in region.ops:
+            n = fx[name]
+            stats = _bn_stats(n)
+            if stats is not None:
+                args = (*n.args[:3], _Raw(f"{stats[0]}_c"), _Raw(f"{stats[1]}_c"), *n.args[5:])
+                src.emit(f"        {name} = {src.call(n, args)}", name)
+            else:
+                src.emit(f"        {name} = {src.call(n)}", name)
+            if n.target is not operator.getitem and isinstance(n.target, torch._ops.OpOverload):
+                save = name not in region.recompute
+                policies[n.target].append(CheckpointPolicy.MUST_SAVE if save else CheckpointPolicy.MUST_RECOMPUTE)
+            dead = [a for a in dict.fromkeys(_reads(n)) if last.get(a) == name and a not in outs]
+            if dead:
+                src.emit(f"        del {', '.join(dead)}")
+        src.emit(f"        return ({''.join(o + ', ' for o in outs)})")
+        src.emit("    except Exception as _e:")
+        src.emit("        _annotate(_e)")
+        src.emit("        raise")
+        src.emit("")
+        src.ns[f"_ctx{r}"] = _context_fn({f: tuple(p) for f, p in policies.items()})
+    # -- the forward --
+    src.emit(f"def forward({', '.join([*params, *consts])}):")
+    src.emit("    try:")
+    ind = "        "
+    for name in an.prelude_fwd:
+        src.emit(f"{ind}{name} = {src.call(fx[name])}", name)
+    paged_op = {an.op_of[v]: v for v in paged}
+    prefetch_at: dict[str, list[int]] = defaultdict(list)
+    if not compiled:
+        for v, op in plan.prefetch.items():
+            if v in paged:
+                prefetch_at[op].append(v)
+    for idx, (kind, v) in enumerate(items):
+        if kind == "op":
+            name = v
+            if name in skipped:
+                continue
+            n = fx[name]
+            if name in paged_op:
+                src.emit(f"{ind}_pg.begin()")
+            if name in inplace_bn:
+                src.emit(f"{ind}{name} = {src.bind(aten.native_batch_norm.default)}"
+                         f"({', '.join(_literal(x) for x in n.args)})", name)
+            else:
+                src.emit(f"{ind}{name} = {src.call(n)}", name)
+            if name in paged_op:
+                src.emit(f"{ind}_pg.end({paged_op[name]}, {_paged_value(an, paged_op[name], name)})")
+            if name in prefetch_at:
+                src.emit(f"{ind}_prefetch_at({name}, {tuple(sorted(prefetch_at[name]))!r})")
+        else:
+            r = v
+            region = regions[r]
+            for c in region_clones[r]:
+                src.emit(f"{ind}{c} = {c[:-2]}.clone()")
+            outs = region_outputs[r]
+            lhs = f"({''.join(o + ', ' for o in outs)})" if outs else "_"
+            call_args = ", ".join(region_inputs[r] + region_clones[r])
+            src.emit(f"{ind}{lhs} = _ckpt(_region{r}, {call_args}, use_reentrant=False, context_fn=_ctx{r}, "
+                     f"preserve_rng_state={region.rng}, determinism_check='none')", region.ops[0])
+            if region_clones[r]:
+                src.emit(f"{ind}del {', '.join(region_clones[r])}")
+        dead = sorted(a for a in item_reads[idx] if a not in reads_after[idx] and a not in keep_always)
+        if dead:
+            src.emit(f"{ind}del {', '.join(dead)}")
+    if pager and not compiled:
+        src.emit(f"{ind}_pg.fence()")
+    if copies:
+        src.emit(f"{ind}with torch.no_grad():")
+        for target, value in copies:
+            src.emit(f"{ind}    {target}.copy_({value})")
+    exprs = [x if is_fx and x is not None else "None" for x, is_fx in zip(tm.out_leaves, tm.out_is_fx)]
+    src.emit(f"{ind}return ({''.join(e + ', ' for e in exprs)})")
+    src.emit("    except Exception as _e:")
+    src.emit("        _annotate(_e)")
+    src.emit("        raise")
+    return "\n".join(src.lines) + "\n", src.ns, src.where
+
+
+class _Raw:
+    """An argument written as-is (a generated name)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _paged_value(an: Analysis, node: int, op_name: str) -> str:
+    """The tuple of tensors paged node ``node`` holds, right after its op ``op_name``: the
+    op's value, or for a multi-output op the elements the node keeps (codegen/plan.py)."""
+    val = an.fx[op_name].meta.get("val")
+    if not isinstance(val, (list, tuple)):
+        return f"({op_name},)"
+    npl = an.step_plan.nodes[node]
+    trim = dict(npl.trim)
+    elements: list[int] = []
+    for name in npl.kept:
+        if name == op_name:
+            elements += trim.get(name, ())
+        elif (gi := getitem_of(an.fx[name])) is not None and gi[0] == op_name:
+            elements.append(gi[1])
+    return "(" + "".join(f"{op_name}[{k}], " for k in sorted(set(elements))) + ")"
+
+
+def _describe(t: torch.Tensor) -> str:
+    return f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')} on {t.device}"
+
+
+class CheckpointedModule(nn.Module):
+    """The compiled module trained by PyTorch's checkpointing under a poetc plan.
+
+    ``m(*inputs)`` returns what the module returns; ``loss_fn(m(x), y).backward()`` then
+    computes the gradients autograd computes (bitwise, in eager mode) with the plan's
+    recomputations and paging. ``m.module`` is the compiled module itself: its parameters
+    (``m.parameters()``) and buffers are shared. ``m.plan`` holds the plan and the
+    simulator's figures of what PyTorch does with it (``m.plan.peak_bytes``).
+    """
+
+    def __init__(self, traced: TracedModel, plan: TorchPlan, analysis: Analysis, *,
+                 page_file: str | Path | None = None, page_dir: str | Path | None = None) -> None:
+        super().__init__()
+        self.module = traced.module
+        self.plan = plan
+        self._traced = traced
+        self._inputs = tuple(traced.example_inputs)
+        self._flags = tuple(m.training for m in traced.module.modules())
+        self._trainable = tuple(n for n, p in traced.module.named_parameters() if p.requires_grad)
+        self._param_names = tuple(traced.param_names)
+        self._buffer_names = tuple(traced.buffer_names)
+        self._consts = [v for v in _constants(traced)]
+        self._spec = traced.out_spec
+        self._out_is_fx = traced.out_is_fx
+        self._out_const = tuple(None if f else x for x, f in zip(traced.out_leaves, traced.out_is_fx))
+        self._missing = [k for k, (x, f) in enumerate(zip(traced.out_leaves, traced.out_is_fx)) if f and x is None]
+        pages = bool(plan.paged)
+        self._pager: SavedTensorPager | None = None
+        if pages:
+            self._pages = PageFile(page_file, directory=page_dir)
+            self._pager = SavedTensorPager(self._pages, dma=plan.dma)
+            self._finalizer = weakref.finalize(self, _close, self._pager, self._pages)
+        name = traced.graph.name
+        self._eager, self._eager_src = self._build(analysis, compiled=False, filename=f"<poetc checkpointed {name}>")
+        self._compiled, self._compiled_src = self._build(analysis, compiled=True,
+                                                         filename=f"<poetc checkpointed {name} compiled>")
+
+    def _build(self, an: Analysis, *, compiled: bool, filename: str) -> tuple[Any, str]:
+        source, ns, where = forward_source(an, self.plan, compiled=compiled, filename=filename,
+                                           pager=self._pager is not None)
+        ns["_annotate"] = functools.partial(_annotate, filename=filename, where=where, an=an)
+        if self._pager is not None and not compiled:
+            ns["_pg"] = self._pager
+            ns["_prefetch_at"] = self._pager_prefetch_at
+        # Keep the text for tracebacks and for torch.compile (dynamo reads the source).
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), ns)  # noqa: S102 - our own generated code
+        return ns["forward"], source
+
+    def _pager_prefetch_at(self, value: Any, nodes: tuple[int, ...]) -> None:
+        t = value[0] if isinstance(value, (tuple, list)) else value
+        fn = getattr(t, "grad_fn", None)
+        pager = self._pager
+        if fn is None or pager is None or not pager.active:
+            return
+        fn.register_prehook(lambda grad_outputs: pager.prefetch(nodes))
+
+    @property
+    def source(self) -> str:
+        """The generated forward (eager variant), for reading."""
+        return self._eager_src
+
+    def check_batch(self, inputs: tuple[Any, ...]) -> None:
+        """Raise BatchError unless ``inputs`` and the module's mode are what the plan was made for."""
+        from poet_compiler.errors import BatchError
+
+        want = self._inputs
+        if len(inputs) != len(want):
+            raise BatchError(f"the module takes {len(want)} input tensor(s), got {len(inputs)}")
+        for k, (got, ref) in enumerate(zip(inputs, want)):
+            if not isinstance(got, torch.Tensor):
+                raise BatchError(f"input {k}: expected a tensor, got {type(got).__name__}")
+            if (got.shape, got.dtype, got.device) != (ref.shape, ref.dtype, ref.device):
+                raise BatchError(f"input {k} is {_describe(got)} but the plan was compiled for {_describe(ref)}; "
+                                 "compile again with an example batch like this one")
+        if tuple(m.training for m in self.module.modules()) != self._flags:
+            raise BatchError("the module was switched between train() and eval() since it was compiled; "
+                             "the plan is for the mode it was traced in (use the module itself for evaluation)")
+        trainable = tuple(n for n, p in self.module.named_parameters() if p.requires_grad)
+        if trainable != self._trainable:
+            changed = sorted(set(trainable) ^ set(self._trainable))
+            raise BatchError(f"requires_grad changed since the module was compiled (e.g. {changed[0]!r}); "
+                             "the plan saves what the gradients of the traced parameters need")
+        if self._missing:
+            raise BatchError(f"output leaf {self._missing[0]} of the module is not used by the loss, so the "
+                             "compiled graph does not compute it; return only what the loss reads")
+
+    def forward(self, *inputs: Any) -> Any:
+        module = self.module
+        params = dict(module.named_parameters())
+        buffers = {**dict(module.named_buffers()), **params}
+        args = [params[n] for n in self._param_names] + [buffers[n] for n in self._buffer_names]
+        args += list(inputs)
+        args += self._consts
+        _check(self, inputs)
+        if torch.compiler.is_compiling():
+            leaves = self._compiled(*args)
+        else:
+            pager = self._pager
+            if pager is None:
+                leaves = self._eager(*args)
+            else:
+                pager.reset()
+                pager.active = torch.is_grad_enabled()
+                try:
+                    with torch.autograd.graph.saved_tensors_hooks(pager.pack, pager.unpack):
+                        leaves = self._eager(*args)
+                finally:
+                    pager.active = False
+        flat = [v if f else c for v, f, c in zip(leaves, self._out_is_fx, self._out_const)]
+        return torch.utils._pytree.tree_unflatten(flat, self._spec)
+
+    @property
+    def page_file(self) -> Path | None:
+        """The page file (None when the plan pages nothing)."""
+        return self._pages.path if self._pager is not None else None
+
+    def close(self) -> None:
+        """Stop the pager's thread; close (and, if temporary, delete) the page file."""
+        if self._pager is not None:
+            self._finalizer()
+
+
+@torch.compiler.disable
+def _check(m: CheckpointedModule, inputs: tuple[Any, ...]) -> None:
+    """``m.check_batch`` outside any compiled graph (under ``torch.compile`` a graph break
+    before the forward), so a bad batch is refused there too rather than recompiled for."""
+    m.check_batch(inputs)
+
+
+def _close(pager: SavedTensorPager, pages: PageFile) -> None:
+    pager.close()
+    pages.close()
+
+
+def _constants(tm: TracedModel) -> list[Any]:
+    from poet_compiler.codegen.plan import constants
+
+    return list(constants(tm).values())
+
+
+def _annotate(exc: BaseException, *, filename: str, where: dict[int, str], an: Analysis) -> None:
+    """Name the module and op of the generated line that raised ``exc`` (a note on it)."""
+    if getattr(exc, "_poetc_noted", False) or type(exc).__name__ == "_StopRecomputationError":
+        return
+    tb = exc.__traceback__
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    name = where.get(line) if line is not None else None
+    if name is None:
+        return
+    n = an.fx[name]
+    module = (n.meta.get("custom") or {}).get(MODULE) or "(top level)"
+    target = getattr(n.target, "__name__", str(n.target))
+    try:
+        exc.add_note(f"poetc checkpointed(): raised by op {target} ({name}) of module {module!r}")
+        exc._poetc_noted = True  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - a note is a courtesy
+        pass
+
+
+__all__ = ["CheckpointedModule", "forward_source"]
