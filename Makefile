@@ -132,7 +132,7 @@ LIMIT_CELLS := dag250_80@10 dag1000_80@10 op_vgg16_cifar_a72_30_2.0@10 op_resnet
 cells = $(subst $(space),$(comma),$(strip $(1)))
 BENCH_TARGETS := bench-optimizer bench-scale bench-dags bench-peers-poet bench-peers-moccasin bench-exactness bench-baselines \
 	bench-bytecode bench-runtime-size bench-device bench-device-training bench-torch bench-sweep-cache \
-	bench-reproducibility bench-time-limits
+	bench-reproducibility bench-time-limits bench-time-limit-rule
 
 bench: $(BENCH_TARGETS)
 
@@ -160,6 +160,18 @@ bench-time-limits: setup
 	rm -f $(BENCH_RESULTS)/time_limits.jsonl
 	for busy in 0 $(if $(QUICK),,2); do $(BENCH) bench/time_limit_bench.py --busy $$busy \
 	  --cells $(call cells,$(if $(QUICK),dag250_80@10,$(LIMIT_CELLS))) -o $(BENCH_RESULTS)/time_limits.jsonl || exit 1; done
+
+# An explicit --time-limit sets the effort (0.3 units per second): the README demo, ResNet-18-CIFAR
+# m4 50 % 1.5x and Moccasin's DAG 100 at 0.8 and DAG 250 at 0.9 at 10-300 s, idle and beside two
+# busy loops (needs MOCCASIN and MOCCASIN_PYTHON, as bench-peers-moccasin).
+LIMIT_RULE_CELLS := kws_m4_256k,resnet18_m4_50$(if $(MOCCASIN),$(comma)mdag100_80$(comma)mdag250_90)
+bench-time-limit-rule: setup
+	rm -f $(BENCH_RESULTS)/time_limit_rule.jsonl
+	for busy in 0 2; do $(BENCH) bench/time_limit_bench.py --busy $$busy --cells $(LIMIT_RULE_CELLS) \
+	  --limits $(if $(QUICK),10$(comma)30,10$(comma)30$(comma)60$(comma)120$(comma)300) \
+	  $(if $(MOCCASIN),--moccasin $(MOCCASIN) --moccasin-python $(MOCCASIN_PYTHON)) \
+	  -o $(BENCH_RESULTS)/time_limit_rule.jsonl || exit 1; done
+	$(BENCH) bench/time_limit_bench.py --table $(BENCH_RESULTS)/time_limit_rule.jsonl
 
 bench-peers-poet: setup
 	$(BENCH) bench/peers_poet.py $(QUICK_FLAG) $(if $(POET),--poet $(POET) --poet-python $(POET_PYTHON)) \

@@ -196,6 +196,25 @@ def moccasin_graphs(checkout: Path, python: str, tmp: Path) -> dict[str, str | P
     return out
 
 
+def limit_table(rows: list[dict]) -> str:
+    """cell x limit -> energy (gap), stopped_by, effort used of the effort, wall idle and busy,
+    and whether idle and busy wrote the same .poet bytes (BENCHMARKS.md, "Time limits")."""
+    def key(r: dict) -> tuple[str, float]:
+        return r["cell"].partition("@")[0], float(r["limit_s"])
+
+    idle = {key(r): r for r in rows if not r.get("busy") and not r.get("uncapped")}
+    busy = {key(r): r for r in rows if r.get("busy") and not r.get("uncapped")}
+    out = ["| cell | limit s | energy (gap) | stopped_by idle / busy | effort used / set | wall s idle / busy "
+           "| same bytes idle, busy |", "|---|---|---|---|---|---|---|"]
+    for k in sorted(idle, key=lambda k: (list(CELLS).index(k[0]) if k[0] in CELLS else 0, k[1])):
+        a, b = idle[k], busy.get(k, {})
+        energy = f"{a['energy_j']:.6g} ({a['gap']:.2%})" if a.get("energy_j") is not None else a.get("status")
+        same = "-" if not b else "yes" if a.get("poet_sha256") == b.get("poet_sha256") else "no"
+        out.append(f"| {k[0]} | {k[1]:g} | {energy} | {a.get('stopped_by')} / {b.get('stopped_by', '-')} | "
+                   f"{a.get('effort_used')} / {a.get('effort')} | {a['wall_s']} / {b.get('wall_s', '-')} | {same} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", default=",".join(CELLS))
@@ -212,8 +231,13 @@ def main() -> None:
     ap.add_argument("--limits", default="", help="S,S,...: run every cell at each of these --time-limit values")
     ap.add_argument("--moccasin", type=Path, help="a checkout of Moccasin's repository (the mdag cells)")
     ap.add_argument("--moccasin-python", default="python3", help="a Python with networkx and ortools 9.6")
+    ap.add_argument("--table", nargs="+", type=Path, metavar="JSONL",
+                    help="print the Markdown table of --limits rows (idle and --busy rows, side by side) and exit")
     ap.add_argument("-o", "--out", type=Path)
     args = ap.parse_args()
+    if args.table:
+        print(limit_table([json.loads(ln) for path in args.table for ln in path.read_text().splitlines() if ln]))
+        return
     with busy_loops(args.busy):
         _run(args)
 
