@@ -208,8 +208,11 @@ def limit_table(rows: list[dict]) -> str:
            "| same bytes idle, busy |", "|---|---|---|---|---|---|---|"]
     for k in sorted(idle, key=lambda k: (list(CELLS).index(k[0]) if k[0] in CELLS else 0, k[1])):
         a, b = idle[k], busy.get(k, {})
-        energy = f"{a['energy_j']:.6g} ({a['gap']:.2%})" if a.get("energy_j") is not None else a.get("status")
-        same = "-" if not b else "yes" if a.get("poet_sha256") == b.get("poet_sha256") else "no"
+        energy = f"{a['energy_j']:.7g} ({a['gap']:.2%})" if a.get("energy_j") is not None else a.get("status")
+        # Only a wall-cap stop may make two runs differ: say so where one did.
+        capped = "time" in (a.get("stopped_by"), b.get("stopped_by"))
+        same = "-" if not b else "yes" if a.get("poet_sha256") == b.get("poet_sha256") else \
+            "no (time)" if capped else "**no**"
         out.append(f"| {k[0]} | {k[1]:g} | {energy} | {a.get('stopped_by')} / {b.get('stopped_by', '-')} | "
                    f"{a.get('effort_used')} / {a.get('effort')} | {a['wall_s']} / {b.get('wall_s', '-')} | {same} |")
     return "\n".join(out)
