@@ -144,17 +144,20 @@ def realize(problem: Problem, cover: CoverBound) -> Schedule:
 def realize_within(problem: Problem, choice: CoverBound | None,
                    resolve: Callable[[int], CoverBound | None], *, tries: int = 6,
                    arena_fit: bool = False, until: float | None = None,
-                   finalize: Callable[..., Finalized] = finalize_plan) -> tuple[Simulation, Schedule] | None:
-    """``choice`` realized (:func:`realize`) within the budget and deadline, or None. Over
-    the budget (or, with ``arena_fit``, its static arena, laid out by ``finalize``, over
-    it), ``resolve`` gives a new choice at the budget lowered by the overshoot, up to
-    ``tries`` times, none after the ``work.now()`` instant ``until``."""
+                   finalize: Callable[..., Finalized] = finalize_plan,
+                   realization: Callable[[Problem, CoverBound], Schedule] | None = None,
+                   ) -> tuple[Simulation, Schedule] | None:
+    """``choice`` realized (``realization``, by default :func:`realize`) within the budget
+    and deadline, or None. Over the budget (or, with ``arena_fit``, its static arena, laid
+    out by ``finalize``, over it), ``resolve`` gives a new choice at the budget lowered by
+    the overshoot, up to ``tries`` times, none after the ``work.now()`` instant ``until``."""
+    realization = realization or realize
     budget = problem.activation_budget
     for attempt in range(tries):
         if choice is None or choice.energy_j is None or (attempt and until is not None and work.now() >= until):
             return None
         try:
-            schedule = realize(problem, choice)
+            schedule = realization(problem, choice)
             sim = simulate_schedule(problem, schedule)
         except UpdateOrderError:  # a cascade recomputes a parameter's reader after its update
             return None

@@ -97,14 +97,13 @@ def test_milp_fallback_does_not_skip_a_broken_candidate() -> None:
         fallback(Context.start(problem, SolveOptions()), candidates, needed=True, finalize_s=0.0)
 
 
-def test_cover_realization_bug_is_not_no_schedule(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cover_realization_bug_is_not_no_schedule() -> None:
     problem = _problem()
     choice = cover_bound(problem, time_limit_s=5.0)
     assert choice.energy_j is not None
     # A bug in the realization itself, which no input produces: it must raise, not find nothing.
-    monkeypatch.setattr(guided, "realize", lambda p, c: _broken_schedule(p))
     with pytest.raises(InternalError, match="cover realization"):
-        guided.realize_within(problem, choice, lambda budget: None)
+        guided.realize_within(problem, choice, lambda budget: None, realization=lambda p, c: _broken_schedule(p))
 
 
 def test_warm_start_heuristic_bug_is_not_no_heuristic(monkeypatch: pytest.MonkeyPatch) -> None:
