@@ -82,9 +82,10 @@ class ResultExtra:
     """Set where effort ended the solve well inside the time limit: how long it took of the
     limit, and what searches further (solve/options.py, effort_note)."""
     stopped_by: str | None = None
-    """What ended the optimal solve: ``proof``, ``gap``, ``effort`` or ``time``; a
-    heuristic strategy's only when the wall cap stopped it (``time``). Only ``time`` (the
-    --time-limit wall cap decided) may make two runs' output differ."""
+    """What ended the optimal solve: ``proof``, ``gap``, ``effort``, ``memory`` (the full
+    model was not built under --memory-limit, so more effort would not search further) or
+    ``time``; a heuristic strategy's only when the wall cap stopped it (``time``). Only
+    ``time`` (the --time-limit wall cap decided) may make two runs' output differ."""
     startup_s: float | None = field(default=None, metadata=MEASURED)
     trace_s: float | None = field(default=None, metadata=MEASURED)
     costing_s: float | None = field(default=None, metadata=MEASURED)

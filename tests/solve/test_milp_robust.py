@@ -178,6 +178,8 @@ def test_full_model_not_built_over_its_share_of_the_memory_limit() -> None:
         assert res.lower_bound_j == pytest.approx(_bound_before_full_model(res))
         assert "the full model is not built: its forecast memory" in res.message
         assert "--memory-limit" in res.message
+        # Not effort: more of it would not build the full model (and no effort_note says so).
+        assert res.extra.stopped_by == ("proof" if res.status == "optimal" else "memory"), res.extra.stopped_by
         unlimited = solve_milp(problem, options, tuning=tuning)
         assert not unlimited.extra.full_model_skipped
         assert unlimited.energy_j <= res.energy_j * (1 + 1e-9)
@@ -206,5 +208,6 @@ def test_full_model_skipped_when_too_little_time_is_left() -> None:
         assert res.lower_bound_j == pytest.approx(_bound_before_full_model(res))
         assert res.gap is not None and (res.status == "optimal") == (res.gap == 0)
         assert "before the full model" in res.message
+        assert res.extra.stopped_by == ("proof" if res.status == "optimal" else "effort"), res.extra.stopped_by
         seen += 1
     assert seen, "no seed reached the full model with an unproven guided schedule"

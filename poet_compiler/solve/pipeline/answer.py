@@ -99,7 +99,10 @@ class Answer:
     schedule in hand (:class:`Fenced`), or it is over budget. ``proven``: infeasibility is
     proven (the eviction cover or the solver; :func:`union` reads it). ``retries``: the
     fragmentation re-solves behind it. ``finalize_s``: the work one finalize of the
-    attempt's guided schedule took (what a fallback expects one to take)."""
+    attempt's guided schedule took (what a fallback expects one to take).
+    ``over_memory``: the answer is the guided stage's because the full model's forecast
+    memory was over its share of ``--memory-limit`` (the report's ``stopped_by`` is then
+    ``memory``: more effort or time would not search further)."""
 
     status: Status
     message: Message = ()
@@ -111,6 +114,7 @@ class Answer:
     miss: Verdict | None = None
     retries: int = 0
     finalize_s: float = 0.0
+    over_memory: bool = False
 
     @property
     def ok(self) -> bool:

@@ -88,6 +88,7 @@ def _full_or_kept(ctx: Context, tight: Problem, reserve: int, found: Bounds, gui
             why = f"{over_memory}; bound: the eviction cover"
         else:
             why = f"{ctx.stopped_text()} before the full model"
+        kept = dataclasses.replace(kept, over_memory=bool(over_memory))
         return kept.saying(says(f"the {kept.notes.get('solver_used')} schedule; {why}"))
     if too_big or full_limit < tuning.min_stage_s:
         # No full model: above full_model_max_nodes (10.8 GB for a 500-node DAG, which

@@ -43,14 +43,15 @@ def closing(ctx: Context, answer: Answer, meter: work.Meter) -> Answer:
 def stopped_by(res: Answer, meter: work.Meter, gap: float) -> str:
     """What ended the solve: ``time`` (the wall cap decided something: the only case in
     which two runs may differ), ``proof`` (optimal, or proven infeasible), ``gap`` (within
-    the gap limit), else ``effort``."""
+    the gap limit), ``memory`` (the full model was not built under ``--memory-limit``: the
+    guided stage's schedule, with effort left that nothing could use), else ``effort``."""
     if meter.time_hit:
         return "time"
     if res.status in ("optimal", "infeasible"):   # the pipeline reports "infeasible" only when proven
         return "proof"
     if res.gap is not None and res.gap <= max(gap, BOUND_NOISE):
         return "gap"
-    return "effort"
+    return "memory" if res.over_memory else "effort"
 
 
 def result_of(ctx: Context, answer: Answer, timing: Timing) -> Result:
