@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 import poet_compiler
 from poet_compiler.errors import BatchError, PoetError
-from tests.api.usermodel import TinyResNet, batch
+from tests.api.usermodel import TinyResNet, batch, refusal
 
 
 def _compile(ram: str, *, device: str = "m4", mode: str = "poet"):
@@ -102,17 +102,7 @@ def test_another_batch_is_refused_in_one_line(remat, which: str) -> None:
     x, _ = batch(1)
     args = {"shape": (batch(1, n=8)[0],), "dtype": (x.double(),), "arity": (x, x), "mode": (x,),
             "frozen": (x,)}[which]
-    try:
-        if which == "mode":
-            model.eval()
-        if which == "frozen":
-            model.head.bias.requires_grad_(False)
-        with pytest.raises(BatchError) as info:
-            m(*args)
-    finally:
-        model.train()
-        model.head.bias.requires_grad_(True)
-    msg = str(info.value)
+    msg = refusal(model, which, m, *args)
     assert "\n" not in msg
     expect = {"shape": "(8, 3, 12, 12)", "dtype": "float64", "arity": "takes 1 input", "mode": "eval()",
               "frozen": "'head.bias'"}[which]

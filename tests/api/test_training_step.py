@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 
 import poet_compiler
-from poet_compiler.errors import BatchError, PoetError
-from tests.api.usermodel import TinyResNet, batch
+from poet_compiler.errors import PoetError
+from tests.api.usermodel import TinyResNet, batch, refusal
 
 
 @pytest.fixture(scope="module")
@@ -86,17 +86,9 @@ def test_another_batch_is_refused_in_one_line(compiled, which: str) -> None:
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     step = c.training_step()
     try:
-        if which == "mode":
-            model.eval()
-        if which == "frozen":
-            model.head.bias.requires_grad_(False)
-        with pytest.raises(BatchError) as info:
-            step(*args)
+        msg = refusal(model, which, step, *args)
     finally:
-        model.train()
-        model.head.bias.requires_grad_(True)
         step.close()
-    msg = str(info.value)
     assert "\n" not in msg
     expect = {"shape": "(8, 3, 12, 12)", "dtype": "float64", "target": "target is (2,)",
               "arity": "step(*inputs, target)", "mode": "eval()", "frozen": "'head.bias'"}[which]

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pytest
 import torch
 from torch import nn
+
+from poet_compiler.errors import BatchError
 
 
 class Block(nn.Module):
@@ -38,3 +43,20 @@ class TinyResNet(nn.Module):
 def batch(seed: int, n: int = 4, size: int = 12) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     return torch.randn(n, 3, size, size, generator=g), torch.randint(0, 10, (n,), generator=g)
+
+
+def refusal(model: TinyResNet, which: str, call: Callable[..., object], *args: object) -> str:
+    """The ``BatchError`` message ``call(*args)`` raises, with ``model`` in eval mode
+    (``which == "mode"``) or its head's bias frozen (``"frozen"``) meanwhile; the model is
+    trained and unfrozen again after."""
+    try:
+        if which == "mode":
+            model.eval()
+        if which == "frozen":
+            model.head.bias.requires_grad_(False)
+        with pytest.raises(BatchError) as info:
+            call(*args)
+    finally:
+        model.train()
+        model.head.bias.requires_grad_(True)
+    return str(info.value)
