@@ -7,7 +7,9 @@ straight-line Python generated once (:func:`forward_source`), with the plan of
 
 * each region is one ``torch.utils.checkpoint.checkpoint(fn, ..., use_reentrant=False,
   context_fn=...)`` whose ``context_fn`` is ``create_selective_checkpoint_contexts`` with a
-  policy giving every ATen call of the region ``MUST_RECOMPUTE`` or ``MUST_SAVE``;
+  policy giving every ATen call of the region ``MUST_RECOMPUTE`` or ``MUST_SAVE`` (a region
+  that saves no call is plain non-reentrant checkpointing, which recomputes the same ops
+  without the policy's per-call dispatch);
 * a paged node's saved tensors go through ``torch.autograd.graph.saved_tensors_hooks`` to
   a real page file (:class:`~poet_compiler.codegen.pager.SavedTensorPager`);
 * everything else is plain autograd: the backward is ``loss.backward()``, gradients
@@ -187,6 +189,7 @@ def forward_source(an: Analysis, plan: TorchPlan, *, compiled: bool, filename: s
     region_outputs: list[list[str]] = []
     region_clones: list[list[str]] = []
     item_of_region = {v: idx for idx, (kind, v) in enumerate(items) if kind == "region"}
+    plain_regions: list[bool] = []
     for r, region in enumerate(regions):
         inside = set(region.ops)
         ins: list[str] = []
@@ -226,7 +229,13 @@ def forward_source(an: Analysis, plan: TorchPlan, *, compiled: bool, filename: s
         src.emit("        _annotate(_e)")
         src.emit("        raise")
         src.emit("")
-        src.ns[f"_ctx{r}"] = _context_fn({f: tuple(p) for f, p in policies.items()})
+        # A region that saves no call is plain checkpointing: the selective policy's dispatch
+        # mode would cost ~18 us per call for nothing (bench/results/sac_overhead.md). Under
+        # torch.compile the tags are the partitioner's input, so the policy stays there.
+        selective = compiled or any(p_ is CheckpointPolicy.MUST_SAVE for ps in policies.values() for p_ in ps)
+        plain_regions.append(not selective)
+        if selective:
+            src.ns[f"_ctx{r}"] = _context_fn({f: tuple(p) for f, p in policies.items()})
     # -- the forward --
     src.emit(f"def forward({', '.join([*params, *consts])}):")
     src.emit("    try:")
@@ -264,7 +273,8 @@ def forward_source(an: Analysis, plan: TorchPlan, *, compiled: bool, filename: s
             outs = region_outputs[r]
             lhs = f"({''.join(o + ', ' for o in outs)})" if outs else "_"
             call_args = ", ".join(region_inputs[r] + region_clones[r])
-            src.emit(f"{ind}{lhs} = _ckpt(_region{r}, {call_args}, use_reentrant=False, context_fn=_ctx{r}, "
+            context = "" if plain_regions[r] else f"context_fn=_ctx{r}, "
+            src.emit(f"{ind}{lhs} = _ckpt(_region{r}, {call_args}, use_reentrant=False, {context}"
                      f"preserve_rng_state={region.rng}, determinism_check='none')", region.ops[0])
             if region_clones[r]:
                 src.emit(f"{ind}del {', '.join(region_clones[r])}")

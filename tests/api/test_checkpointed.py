@@ -10,6 +10,7 @@ simulator replays: the measured peak stays within it plus one op's kernel scratc
 from __future__ import annotations
 
 import copy
+import operator
 
 import pytest
 import torch
@@ -66,9 +67,47 @@ def test_regions_train_bitwise_like_autograd(remat) -> None:
     # 50 % of checkpoint-all: the plan recomputes, in regions, and fits.
     assert plan.regions and any(r.recompute for r in plan.regions)
     assert plan.peak_bytes <= c.problem.activation_budget < c.reference.peak_bytes
-    assert "_ckpt(_region0" in m.source and "context_fn=_ctx0" in m.source
+    assert "_ckpt(_region0" in m.source
+    _assert_policies_where_saved(m)
     _train_both(m, model, reference)
     assert int(dict(model.named_buffers())["bn.num_batches_tracked"]) == 3
+
+
+def _saved_calls(m, region) -> list[str]:
+    fx = {n.name: n for n in m._traced.gm.graph.nodes}
+    return [o for o in region.ops if o not in region.recompute and fx[o].target is not operator.getitem]
+
+
+def _assert_policies_where_saved(m) -> None:
+    """A region with a MUST_SAVE call has a selective policy; one without is plain checkpointing."""
+    lines = [line for line in m.source.splitlines() if "_ckpt(_region" in line]
+    assert len(lines) == len(m.plan.regions)
+    for r, region in enumerate(m.plan.regions):
+        line = next(line for line in lines if f"_ckpt(_region{r}," in line)
+        assert (f"context_fn=_ctx{r}," in line) == bool(_saved_calls(m, region)), line
+
+
+def test_a_region_that_saves_a_call_runs_its_policy_bitwise(remat) -> None:
+    """Dropping the second convolution's output puts the BatchNorm that reads it in its
+    region, saved (MUST_SAVE) while the convolution is recomputed: the selective path."""
+    from poet_compiler.codegen.checkpointed import CheckpointedModule
+    from poet_compiler.codegen.torch_plan import plan_from, simulate_plan
+
+    model, reference, c = remat
+    _, an = c.torch_plan()
+    conv = next(i for i in an.forward if an.graph.nodes[i].name == "blocks.0.conv2/convolution_2")
+    plan = simulate_plan(an, plan_from(an, {conv}, set(), c.costs), c.costs)
+    m = CheckpointedModule(c.traced, plan, an)
+    assert [len(_saved_calls(m, r)) for r in plan.regions] == [1]
+    _assert_policies_where_saved(m)
+    model_state = copy.deepcopy(model.state_dict())
+    reference_state = copy.deepcopy(reference.state_dict())
+    try:
+        _train_both(m, model, reference)
+        _assert_peak_within_plan(m, model)
+    finally:
+        model.load_state_dict(model_state)
+        reference.load_state_dict(reference_state)
 
 
 @pytest.mark.parametrize("device", ["m4", "a72"])
@@ -144,10 +183,16 @@ def test_compiled_path_runs(remat) -> None:
 
 
 def test_measured_peak_is_within_the_plan_and_one_kernels_scratch(remat) -> None:
+    model, _, c = remat
+    measured, plain = _assert_peak_within_plan(c.checkpointed(), model)
+    assert measured < plain
+
+
+def _assert_peak_within_plan(m, model) -> tuple[int, int]:
+    """(measured peak, plain autograd's) of one step of ``m``; asserts the first is within
+    the plan's peak plus one kernel's scratch."""
     from poet_compiler.codegen.memtrack import measure
 
-    model, _, c = remat
-    m = c.checkpointed()
     x, y = batch(2)
 
     def step(mod):
@@ -162,7 +207,7 @@ def test_measured_peak_is_within_the_plan_and_one_kernels_scratch(remat) -> None
     _, got = measure(lambda: step(m), lambda: [p.grad for p in model.parameters()], params=list(model.parameters()))
     model.zero_grad(set_to_none=True)
     assert got.peak_bytes <= m.plan.peak_bytes + plain.slack_bytes
-    assert got.peak_bytes < plain.peak_bytes
+    return got.peak_bytes, plain.peak_bytes
 
 
 def test_graph_without_module_and_optimizer_steps_are_refused() -> None:
