@@ -12,10 +12,9 @@ one training step (``loss_fn(model(x), y).backward()``), on one machine in one p
                     set (from a grid) to the least measured peak at or above poetc's compiled one;
 * ``training_step`` poetc's interpreter (``Compilation.training_step()``);
 * ``checkpointed``  ``Compilation.checkpointed()`` in eager mode;
-* ``checkpointed, policy everywhere``  the same plan with every call of every region
-                    through a selective policy, as before ``checkpointed()`` ran regions
-                    that save no call as plain checkpointing and recomputed calls below the
-                    policy: what the policy's dispatch costs;
+* ``checkpointed, policy everywhere``  the same plan with a selective policy in every
+                    region, also those that save no call (which ``checkpointed()`` runs as
+                    plain checkpointing): what the policy's dispatch costs;
 * ``compiled``      ``torch.compile(checkpointed())``.
 
 Columns: step ms (median of 5 interleaved runs after a warm-up), measured peak (the CPU
@@ -31,7 +30,6 @@ measured on the autograd step.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import functools
 import os
@@ -144,33 +142,19 @@ def budget_backend(budget: float, quick: bool) -> Callable[..., Any]:
 
 
 def with_policy_everywhere(m: Any) -> Any:
-    """``m`` (a fresh ``checkpointed()``) with every ATen call of every region through a
-    selective policy: also the regions that save no call (which ``checkpointed()`` runs as
-    plain checkpointing) and the recomputed calls it runs below the policy's dispatch mode.
-    The same plan and recomputation: what the policy's dispatch costs."""
-    from collections import defaultdict
+    """``m`` (a fresh ``checkpointed()``) with a selective policy, recomputing every call, in
+    the regions it runs as plain checkpointing: the same recomputation through the policy's
+    dispatch mode."""
+    from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
-    from torch.utils.checkpoint import CheckpointPolicy, checkpoint
-
-    from poet_compiler.codegen.checkpointed import _context_fn, _is_call
-
-    fx = {n.name: n for n in m._traced.gm.graph.nodes}
-    contexts = []
-    for region in m.plan.regions:
-        table: dict[Any, list[CheckpointPolicy]] = defaultdict(list)
-        for name in region.ops:
-            if _is_call(fx[name]):
-                table[fx[name].target].append(CheckpointPolicy.MUST_RECOMPUTE if name in region.recompute
-                                              else CheckpointPolicy.MUST_SAVE)
-        contexts.append(_context_fn({f: tuple(p) for f, p in table.items()}))
+    def recompute(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
+        return CheckpointPolicy.MUST_RECOMPUTE
 
     def ckpt(fn: Any, *args: Any, **kwargs: Any) -> Any:
-        kwargs["context_fn"] = contexts[int(fn.__name__.removeprefix("_region"))]
+        kwargs.setdefault("context_fn", functools.partial(create_selective_checkpoint_contexts, recompute))
         return checkpoint(fn, *args, **kwargs)
 
-    ns = m._eager.__globals__
-    ns["_ckpt"] = ckpt
-    ns["_below_policy"] = contextlib.nullcontext()
+    m._eager.__globals__["_ckpt"] = ckpt
     return m
 
 

@@ -68,46 +68,6 @@ class _Policy:
         return policies[k]
 
 
-def _is_call(n: torch.fx.Node) -> bool:
-    """Whether ``n`` is an ATen call (what a selective policy sees), not a getitem."""
-    return n.target is not operator.getitem and isinstance(n.target, torch._ops.OpOverload)
-
-
-#: The dispatch modes of selective checkpointing (private to torch.utils.checkpoint; when a
-#: release renames them, every call goes through the policy again, as it does without them).
-_POLICY_MODES = tuple(m for m in (getattr(torch.utils.checkpoint, "_CachingTorchDispatchMode", None),
-                                  getattr(torch.utils.checkpoint, "_CachedTorchDispatchMode", None))
-                      if isinstance(m, type))
-BELOW_POLICY = len(_POLICY_MODES) == 2
-
-
-class _BelowPolicy:
-    """``with _below_policy:`` runs ops with selective checkpointing's dispatch mode taken
-    off the top of the dispatch stack (and put back after). A recomputed call gains nothing
-    from the mode (it stores nothing for it) but pays its Python dispatch, ~18 us a call
-    (bench/results/sac_overhead.md); the calls it must cache still go through it. Outside
-    a region (no such mode on top) it does nothing."""
-
-    __slots__ = ("_popped",)
-
-    def __init__(self) -> None:
-        self._popped: list[Any] = []
-
-    def __enter__(self) -> None:
-        depth = torch._C._len_torch_dispatch_stack()
-        mode = torch._C._get_dispatch_stack_at(depth - 1) if depth else None
-        if type(mode) in _POLICY_MODES:
-            torch._C._pop_torch_dispatch_stack(None)
-            self._popped.append(mode)
-        else:
-            self._popped.append(None)
-
-    def __exit__(self, *exc: object) -> None:
-        mode = self._popped.pop()
-        if mode is not None:
-            torch._C._push_on_torch_dispatch_stack(mode)
-
-
 def _context_fn(table: dict[Any, tuple[CheckpointPolicy, ...]]) -> Any:
     def context_fn() -> Any:
         return create_selective_checkpoint_contexts(_Policy(table))
@@ -120,8 +80,7 @@ class _Source:
     def __init__(self, an: Analysis, filename: str) -> None:
         self.an = an
         self.filename = filename
-        self.ns: dict[str, Any] = {"torch": torch, "_ckpt": checkpoint, "inf": float("inf"), "nan": float("nan"),
-                                   "_below_policy": _BelowPolicy()}
+        self.ns: dict[str, Any] = {"torch": torch, "_ckpt": checkpoint, "inf": float("inf"), "nan": float("nan")}
         self.ops: dict[Any, str] = {}
         self.lines: list[str] = []
         self.where: dict[int, str] = {}    # line number -> FX op name
@@ -251,32 +210,20 @@ def forward_source(an: Analysis, plan: TorchPlan, *, compiled: bool, filename: s
         src.emit(f"def _region{r}({', '.join(ins + clones)}):")
         src.emit("    try:")
         policies: dict[Any, list[CheckpointPolicy]] = defaultdict(list)
-        saves = any(name not in region.recompute and _is_call(fx[name]) for name in region.ops)
-        # In a region that saves some calls, the recomputed ones run below the policy's
-        # dispatch mode (``_below_policy``, eager only): only the saved calls reach the
-        # policy, in forward and recomputation alike, so its k-th call of an op is the k-th
-        # saved one.
-        bypass = saves and not compiled and BELOW_POLICY
-        below = False
         for name in region.ops:
             n = fx[name]
-            save = name not in region.recompute
-            if bypass and _is_call(n) and save == below:
-                below = not save
-                if below:
-                    src.emit("        with _below_policy:")
-            ind2 = "            " if below else "        "
             stats = _bn_stats(n)
             if stats is not None:
                 args = (*n.args[:3], _Raw(f"{stats[0]}_c"), _Raw(f"{stats[1]}_c"), *n.args[5:])
-                src.emit(f"{ind2}{name} = {src.call(n, args)}", name)
+                src.emit(f"        {name} = {src.call(n, args)}", name)
             else:
-                src.emit(f"{ind2}{name} = {src.call(n)}", name)
-            if _is_call(n) and (save or not bypass):
+                src.emit(f"        {name} = {src.call(n)}", name)
+            if n.target is not operator.getitem and isinstance(n.target, torch._ops.OpOverload):
+                save = name not in region.recompute
                 policies[n.target].append(CheckpointPolicy.MUST_SAVE if save else CheckpointPolicy.MUST_RECOMPUTE)
             dead = [a for a in dict.fromkeys(_reads(n)) if last.get(a) == name and a not in outs]
             if dead:
-                src.emit(f"{ind2}del {', '.join(dead)}")
+                src.emit(f"        del {', '.join(dead)}")
         src.emit(f"        return ({''.join(o + ', ' for o in outs)})")
         src.emit("    except Exception as _e:")
         src.emit("        _annotate(_e)")
@@ -285,7 +232,7 @@ def forward_source(an: Analysis, plan: TorchPlan, *, compiled: bool, filename: s
         # A region that saves no call is plain checkpointing: the selective policy's dispatch
         # mode would cost ~18 us per call for nothing (bench/results/sac_overhead.md). Under
         # torch.compile the tags are the partitioner's input, so the policy stays there.
-        selective = compiled or saves
+        selective = compiled or any(p_ is CheckpointPolicy.MUST_SAVE for ps in policies.values() for p_ in ps)
         plain_regions.append(not selective)
         if selective:
             src.ns[f"_ctx{r}"] = _context_fn({f: tuple(p) for f, p in policies.items()})

@@ -100,7 +100,6 @@ def test_a_region_that_saves_a_call_runs_its_policy_bitwise(remat) -> None:
     m = CheckpointedModule(c.traced, plan, an)
     assert [len(_saved_calls(m, r)) for r in plan.regions] == [1]
     _assert_policies_where_saved(m)
-    assert "with _below_policy:" in m.source       # the convolution, recomputed
     model_state = copy.deepcopy(model.state_dict())
     reference_state = copy.deepcopy(reference.state_dict())
     try:
@@ -226,42 +225,3 @@ def test_graph_without_module_and_optimizer_steps_are_refused() -> None:
                               strategy="checkpoint_all", optimizer="sgd:lr=0.1")
     with pytest.raises(PoetError, match="opt.step"):
         c.checkpointed()
-
-
-def test_recomputed_calls_run_below_the_policy() -> None:
-    """In a selective region, ops under ``_below_policy`` never reach the policy (forward or
-    recomputation), the others do, and the gradients are plain autograd's."""
-    from functools import partial
-
-    from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
-
-    from poet_compiler.codegen.checkpointed import BELOW_POLICY, _BelowPolicy
-
-    assert BELOW_POLICY
-    seen: list[tuple[bool, str]] = []
-
-    def policy(ctx, func, *args, **kwargs):
-        seen.append((ctx.is_recompute, func.__name__))
-        return CheckpointPolicy.MUST_SAVE
-
-    below = _BelowPolicy()
-    sines = []
-
-    def region(x):
-        with below:
-            sines.append(1)
-            a = torch.ops.aten.sin.default(x)
-        return torch.ops.aten.cos.default(a)
-
-    x = torch.randn(4, 4, requires_grad=True)
-    y = checkpoint(region, x, use_reentrant=False, context_fn=partial(create_selective_checkpoint_contexts, policy))
-    y.sum().backward()
-    # The policy saw cos in the forward (torch 2.13's recomputation reads the cache without
-    # asking it); sin ran twice, below it: a sin reaching the recomputation's mode would
-    # raise, having no cache entry from the forward.
-    assert seen == [(False, "cos.default")] and len(sines) == 2
-    ref = x.detach().clone().requires_grad_()
-    torch.cos(torch.sin(ref)).sum().backward()
-    assert torch.equal(x.grad, ref.grad)
-    with below:                       # outside a region: nothing to take off the stack
-        assert torch.equal(torch.ops.aten.sin.default(ref), torch.sin(ref))
