@@ -206,6 +206,7 @@ bench-device-training: setup
 # Compiles with Inductor (C++): about an hour on 2 cores. QUICK=1: the U-Net at 50 %, aot_eager.
 bench-torch: setup
 	$(BENCH) bench/torch_bench.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/torch.md
+	$(BENCH) bench/checkpoint_cost.py $(if $(QUICK),--models unet --ram 50% --repeats 3) -o $(BENCH_RESULTS)/checkpoint_cost.md
 
 bench-sweep-cache: setup
 	$(BENCH) bench/sweep_cache_bench.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/sweep_cache.md
