@@ -164,11 +164,12 @@ bench-time-limits: setup
 # An explicit --time-limit sets the effort (0.3 units per second): the README demo, ResNet-18-CIFAR
 # m4 50 % 1.5x and Moccasin's DAG 100 at 0.8 and DAG 250 at 0.9 at 10-300 s, idle and beside two
 # busy loops (needs MOCCASIN and MOCCASIN_PYTHON, as bench-peers-moccasin).
-LIMIT_RULE_CELLS := kws_m4_256k,resnet18_m4_50$(if $(MOCCASIN),$(comma)mdag100_80$(comma)mdag250_90)
+# QUICK (the suite's smoke run of this target): one cell at one limit.
+LIMIT_RULE_CELLS := kws_m4_256k$(if $(QUICK),,$(comma)resnet18_m4_50$(if $(MOCCASIN),$(comma)mdag100_80$(comma)mdag250_90))
 bench-time-limit-rule: setup
 	rm -f $(BENCH_RESULTS)/time_limit_rule.jsonl
 	for busy in 0 2; do $(BENCH) bench/time_limit_bench.py --busy $$busy --cells $(LIMIT_RULE_CELLS) \
-	  --limits $(if $(QUICK),10$(comma)30,10$(comma)30$(comma)60$(comma)120$(comma)300) \
+	  --limits $(if $(QUICK),10,10$(comma)30$(comma)60$(comma)120$(comma)300) \
 	  $(if $(MOCCASIN),--moccasin $(MOCCASIN) --moccasin-python $(MOCCASIN_PYTHON)) \
 	  -o $(BENCH_RESULTS)/time_limit_rule.jsonl || exit 1; done
 	$(BENCH) bench/time_limit_bench.py --table $(BENCH_RESULTS)/time_limit_rule.jsonl
@@ -206,7 +207,7 @@ bench-device-training: setup
 # Compiles with Inductor (C++): about an hour on 2 cores. QUICK=1: the U-Net at 50 %, aot_eager.
 bench-torch: setup
 	$(BENCH) bench/torch_bench.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/torch.md
-	$(BENCH) bench/checkpoint_cost.py $(if $(QUICK),--models unet --ram 50% --repeats 3) -o $(BENCH_RESULTS)/checkpoint_cost.md
+	$(BENCH) bench/checkpoint_cost.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/checkpoint_cost.md
 
 bench-sweep-cache: setup
 	$(BENCH) bench/sweep_cache_bench.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/sweep_cache.md

@@ -67,8 +67,8 @@ def with_regions_called(m: Any, how: Callable[..., Any]) -> Any:
     return m
 
 
-def cell(name: str, ram: str, repeats: int, effort: float) -> dict[str, Any]:
-    model = load(name, quick=False)
+def cell(name: str, ram: str, repeats: int, effort: float, quick: bool = False) -> dict[str, Any]:
+    model = load(name, quick=quick)
     base = copy.deepcopy(model.module)
     cell_mod = copy.deepcopy(base)
     device = str(RESULTS / f"torch_profile_{name.split()[0]}.json")
@@ -115,13 +115,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=21)
     ap.add_argument("--effort", type=float, default=5.0, help="poetc's effort per compile, as bench/torch_bench.py")
     ap.add_argument("--out", "-o", type=Path, default=None)
+    ap.add_argument("--quick", action="store_true", help="the small U-Net at 50 %%, 3 repeats (a smoke run)")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.models, args.ram, args.repeats, args.effort = ["unet"], ["50%"], 3, 0.3
     torch.set_num_threads(1)
     start = machine_load()
     rows = []
     for name in args.models:
         for ram in args.ram:
-            row = cell(name, ram, args.repeats, args.effort)
+            row = cell(name, ram, args.repeats, args.effort, args.quick)
             rows.append(row)
             print(f"  {name} {ram}: " + ", ".join(f"{v} x{row[v]:.3f}" for v in VARIANTS)
                   + f", predicted x{row['predicted']:.3f}", file=sys.stderr, flush=True)
