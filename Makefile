@@ -90,7 +90,7 @@ lint: setup
 	$(VENV)/bin/mypy poet_compiler/
 
 test: setup
-	$(PY) -m pytest -n 2 -q
+	$(PY) -m pytest -n 2 --dist worksteal -q
 
 # The newest releases pyproject.toml allows, as `pip install .` gives a user (no
 # constraints.txt; torch pinned to the CPU build first, as in setup, which the range
