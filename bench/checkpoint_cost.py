@@ -39,10 +39,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from torch_bench import load, machine_load, step_of  # noqa: E402
-
-import poet_compiler  # noqa: E402
-from poet_compiler.fileio import atomic_write_text  # noqa: E402
+from torch_bench import compile_cell, load, machine_load, op_table_profile, step_of, write_results  # noqa: E402
 
 VARIANTS = ("autograd", "checkpointed", "generated", "generated + rerun")
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -71,9 +68,7 @@ def cell(name: str, ram: str, repeats: int, effort: float, quick: bool = False) 
     model = load(name, quick=quick)
     base = copy.deepcopy(model.module)
     cell_mod = copy.deepcopy(base)
-    device = str(RESULTS / f"torch_profile_{name.split()[0]}.json")
-    c = poet_compiler.compile(cell_mod, device=device, ram=ram, example_inputs=model.inputs, target=model.target,
-                              loss_fn=model.loss_fn, name=name, effort=effort, time_limit_s=600, threads=1)
+    c = compile_cell(name, model, cell_mod, str(op_table_profile(RESULTS, name)), ram, effort)
     m = c.checkpointed()
     sim = m.plan.simulation
     assert sim is not None
@@ -139,10 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{r['generated']:.2f} | {r['generated + rerun']:.2f} | {share} |")
     lines += ["", f"torch {torch.__version__}, 1 thread, {os.cpu_count()} CPUs; medians of {args.repeats} interleaved "
               f"ratios to autograd; machine {start} at the start, {machine_load()} at the end."]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out is not None:
-        atomic_write_text(args.out, text)
+    write_results("\n".join(lines) + "\n", args.out)
     return 0
 
 

@@ -46,6 +46,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import poet_compiler
+from poet_compiler.codegen.checkpointed import saves_a_call
 from poet_compiler.codegen.memtrack import measure
 from poet_compiler.fileio import atomic_write_text
 from poet_compiler.frontends import trace_zoo
@@ -231,6 +232,24 @@ def time_interleaved(runs: list[Run], repeats: int) -> None:
 
 
 # -- one model ----------------------------------------------------------------------------------
+def op_table_profile(out_dir: Path, model_name: str) -> Path:
+    """Where :func:`with_op_table` writes ``model_name``'s profile."""
+    return out_dir / f"torch_profile_{model_name.split()[0]}.json"
+
+
+def compile_cell(name: str, model: Model, module: nn.Module, device: str, ram: str, effort: float) -> Any:
+    """poetc's compile of cell ``name`` at ``ram`` (``module``, a copy of the model's, is the
+    one trained)."""
+    return poet_compiler.compile(module, device=device, ram=ram, example_inputs=model.inputs, target=model.target,
+                                 loss_fn=model.loss_fn, name=name, effort=effort, time_limit_s=600, threads=1)
+
+
+def write_results(text: str, out: Path | None) -> None:
+    print(text)
+    if out is not None:
+        atomic_write_text(out, text)
+
+
 def with_op_table(device: str, model: Model, out_dir: Path) -> str:
     """``device`` plus a measured per-op table of ``model`` (the ops of its traced step, each
     re-run on its real arguments: devices/profiler/fx_timing.py), written beside the results."""
@@ -248,7 +267,7 @@ def with_op_table(device: str, model: Model, out_dir: Path) -> str:
     data["op_table"] = {sig: {"compute_s": t, "compute_j": 15.0 * t} for sig, t in sorted(table.items())}
     data["sources"]["op_table"] = {"kind": "measurement", "ref": "bench/torch_bench.py: every op of the traced step "
                                    "re-run on its arguments on this machine (fx_timing.traced_op_times); 15 W"}
-    path = out_dir / f"torch_profile_{model.name.split()[0]}.json"
+    path = op_table_profile(out_dir, model.name)
     path.write_text(json.dumps(data, indent=1) + "\n")
     return str(path)
 
@@ -290,8 +309,7 @@ def bench_model(name: str, *, device: str, budgets: list[str], repeats: int, qui
     for ram in budgets:
         cell_mod = copy.deepcopy(base)
         t0 = time.perf_counter()
-        c = poet_compiler.compile(cell_mod, device=device, ram=ram, example_inputs=model.inputs, target=model.target,
-                                  loss_fn=model.loss_fn, name=name, effort=effort, time_limit_s=600, threads=1)
+        c = compile_cell(name, model, cell_mod, device, ram, effort)
         solve_s = time.perf_counter() - t0
         if not c.result.ok:
             rows.append({"model": name, "ram": ram, "status": c.result.status, "message": c.result.message})
@@ -342,7 +360,7 @@ def bench_model(name: str, *, device: str, budgets: list[str], repeats: int, qui
             "budget": c.problem.activation_budget, "schedule_peak": c.result.peak_ram_bytes,
             "plan_peak": plan.peak_bytes, "fits": plan.peak_bytes <= c.problem.activation_budget,
             "regions": len(plan.regions), "recomputes": sim.n_recompute,
-            "plain_regions": sum("_ckpt(_region" in ln and "context_fn=" not in ln for ln in m.source.splitlines()),
+            "plain_regions": sum(not saves_a_call(c.torch_plan()[1], r) for r in plan.regions),
             "paged": len(plan.paged), "factor": factor, "slack": slack, "solve_s": solve_s, "plan_s": plan_s,
             "runs": snap, "eager_ok": eager.ms <= 1.05 * a_ms * factor,
             "peak_ok": (eager.peak or 0) <= plan.peak_bytes + slack,
@@ -457,10 +475,7 @@ def main(argv: list[str] | None = None) -> int:
               "Slack: the largest single-op scratch of the autograd step (memtrack.kernel_slack). "
               f"torch-budget: the grid point of {list(BUDGET_GRID)} with the least measured peak at or above "
               "the compiled checkpointed() one."]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out is not None:
-        atomic_write_text(args.out, text)
+    write_results("\n".join(lines) + "\n", args.out)
     return 0
 
 

@@ -68,6 +68,17 @@ class _Policy:
         return policies[k]
 
 
+def _is_call(n: torch.fx.Node) -> bool:
+    """Whether ``n`` is an ATen call (what a selective policy sees), not a getitem."""
+    return n.target is not operator.getitem and isinstance(n.target, torch._ops.OpOverload)
+
+
+def saves_a_call(an: Analysis, region: Region) -> bool:
+    """Whether ``region`` caches some ATen call (``MUST_SAVE``): it needs a selective
+    policy; a region that saves none runs as plain checkpointing."""
+    return any(_is_call(an.fx[name]) and name not in region.recompute for name in region.ops)
+
+
 def _context_fn(table: dict[Any, tuple[CheckpointPolicy, ...]]) -> Any:
     def context_fn() -> Any:
         return create_selective_checkpoint_contexts(_Policy(table))
@@ -218,7 +229,7 @@ def forward_source(an: Analysis, plan: TorchPlan, *, compiled: bool, filename: s
                 src.emit(f"        {name} = {src.call(n, args)}", name)
             else:
                 src.emit(f"        {name} = {src.call(n)}", name)
-            if n.target is not operator.getitem and isinstance(n.target, torch._ops.OpOverload):
+            if _is_call(n):
                 save = name not in region.recompute
                 policies[n.target].append(CheckpointPolicy.MUST_SAVE if save else CheckpointPolicy.MUST_RECOMPUTE)
             dead = [a for a in dict.fromkeys(_reads(n)) if last.get(a) == name and a not in outs]
@@ -232,7 +243,7 @@ def forward_source(an: Analysis, plan: TorchPlan, *, compiled: bool, filename: s
         # A region that saves no call is plain checkpointing: the selective policy's dispatch
         # mode would cost ~18 us per call for nothing (bench/results/sac_overhead.md). Under
         # torch.compile the tags are the partitioner's input, so the policy stays there.
-        selective = compiled or any(p_ is CheckpointPolicy.MUST_SAVE for ps in policies.values() for p_ in ps)
+        selective = compiled or saves_a_call(an, region)
         plain_regions.append(not selective)
         if selective:
             src.ns[f"_ctx{r}"] = _context_fn({f: tuple(p) for f, p in policies.items()})
@@ -487,4 +498,4 @@ def _annotate(exc: BaseException, *, filename: str, where: dict[int, str], an: A
         pass
 
 
-__all__ = ["CheckpointedModule", "forward_source"]
+__all__ = ["CheckpointedModule", "forward_source", "saves_a_call"]
