@@ -208,6 +208,7 @@ bench-device-training: setup
 bench-torch: setup
 	$(BENCH) bench/torch_bench.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/torch.md
 	$(BENCH) bench/checkpoint_cost.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/checkpoint_cost.md
+	$(BENCH) bench/op_timing.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/op_timing.md
 
 bench-sweep-cache: setup
 	$(BENCH) bench/sweep_cache_bench.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/sweep_cache.md

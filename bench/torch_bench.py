@@ -252,7 +252,7 @@ def write_results(text: str, out: Path | None) -> None:
 
 def with_op_table(device: str, model: Model, out_dir: Path) -> str:
     """``device`` plus a measured per-op table of ``model`` (the ops of its traced step, each
-    re-run on its real arguments: devices/profiler/fx_timing.py), written beside the results."""
+    timed as the step runs it: devices/profiler/fx_timing.py), written beside the results."""
     import json
 
     from poet_compiler.devices.profile import dumps_profile, load_profile
@@ -266,7 +266,7 @@ def with_op_table(device: str, model: Model, out_dir: Path) -> str:
     data["name"] = f"{base.name}_{model.name.split()[0]}"
     data["op_table"] = {sig: {"compute_s": t, "compute_j": 15.0 * t} for sig, t in sorted(table.items())}
     data["sources"]["op_table"] = {"kind": "measurement", "ref": "bench/torch_bench.py: every op of the traced step "
-                                   "re-run on its arguments on this machine (fx_timing.traced_op_times); 15 W"}
+                                   "timed as the step runs it on this machine (fx_timing.traced_op_times); 15 W"}
     path = op_table_profile(out_dir, model.name)
     path.write_text(json.dumps(data, indent=1) + "\n")
     return str(path)

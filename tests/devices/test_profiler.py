@@ -86,6 +86,26 @@ def test_op_table_from_fx_times() -> None:
     assert table["aten.mm(f32[32,32],f32[32,32])"] == pytest.approx(times[names[0]])
 
 
+def test_fx_times_are_taken_as_the_step_runs_each_op_once_per_run() -> None:
+    """Each op runs once per run of the graph (a warm-up and ``passes`` timed runs), not
+    again right after itself: its time is the one the step pays."""
+    import torch
+    import torch.fx
+
+    calls: list[int] = []
+
+    def counted(x):
+        calls.append(1)
+        return x + 1
+
+    g = torch.fx.Graph()
+    g.output(g.call_function(counted, (g.call_function(torch.relu, (g.placeholder("a"),)),)))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    times = time_fx_nodes(gm, [torch.randn(8)], passes=3)
+    assert len(calls) == 4
+    assert {n.name for n in gm.graph.nodes if n.op == "call_function"} == set(times)
+
+
 def test_profile_with_model_times_every_op_signature(tmp_path: Path) -> None:
     """``poetc profile --model NAME``: the per-op table covers the model's signatures, and
     the cost model uses it for the model's nodes (it failed on every model before)."""

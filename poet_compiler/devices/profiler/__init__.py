@@ -196,8 +196,8 @@ def profile_host(
     if op_table:
         sources["op_table"] = {
             "kind": "measurement",
-            "ref": f"{how}: each scheduling node of {model} re-run on its traced FX arguments, "
-            "median per op signature; energy = dynamic power x time",
+            "ref": f"{how}: each scheduling node of {model} timed as its traced step runs it, median "
+            "of 5 runs, median per op signature; energy = dynamic power x time",
         }
 
     data: dict[str, Any] = {
