@@ -21,8 +21,8 @@ def time_fx_nodes(gm: Any, args: Sequence[Any], passes: int = 5) -> dict[str, fl
     the run, the caches as the ops before it left them, and only its call (not the
     interpreter's fetch of its arguments). That is what a training step pays for it. An op
     re-run right after it ran finds its inputs in cache and its output buffer just freed:
-    summed over the steps of ``make bench-torch``'s models, such re-runs came to 0.82-1.10x
-    of the measured autograd step, these times to 0.99-1.02x (``bench/op_timing.py``).
+    summed over the steps of ``make bench-torch``'s models such re-runs came to 0.88-1.02x
+    of the measured autograd step, these times to 0.96-1.05x (bench/results/op_timing.md).
     """
     import torch.fx
 
