@@ -183,7 +183,10 @@ def forward_source(an: Analysis, plan: TorchPlan, *, compiled: bool, filename: s
             k += 1
     item_reads: list[set[str]] = []
     for kind, v in items:
-        if kind == "op":
+        if kind == "op" and v in skipped:
+            # Not run: reading the op's tuple would keep all of its outputs to the end.
+            item_reads.append(set())
+        elif kind == "op":
             item_reads.append(set(_reads(fx[v])) if v not in inplace_bn else {a.name for a in fx[v].all_input_nodes})
         else:
             inside = set(regions[v].ops)
@@ -325,7 +328,13 @@ def _paged_value(an: Analysis, node: int, op_name: str) -> str:
     for name in npl.kept:
         if name == op_name:
             elements += trim.get(name, ())
-        elif (gi := getitem_of(an.fx[name])) is not None and gi[0] == op_name:
+            continue
+        # A kept value is an element of the op's tuple, or a view of one (layer norm's
+        # output reshaped for the next matmul): its storage is the element's.
+        n = an.fx[name]
+        while is_view(n) and isinstance(n.args[0], torch.fx.Node):
+            n = n.args[0]
+        if (gi := getitem_of(n)) is not None and gi[0] == op_name:
             elements.append(gi[1])
     return "(" + "".join(f"{op_name}[{k}], " for k in sorted(set(elements))) + ")"
 

@@ -145,15 +145,21 @@ class PageFile:
         self._dirty = True
         return total
 
-    def page_in(self, node: int) -> dict[str, Any]:
-        """Read ``node``'s last page-out into fresh storages; the rebuilt values by name."""
+    def buffers(self, node: int) -> list[torch.Tensor]:
+        """Fresh byte buffers for ``node``'s storages, to read it back into."""
         rec = self._records.get(node)
         if rec is None:
             raise PoetError(f"page file {self.path}: node {node} was never paged out")
+        return [torch.empty(size, dtype=torch.uint8) for size in rec.sizes]
+
+    def page_in(self, node: int, into: list[torch.Tensor] | None = None) -> dict[str, Any]:
+        """Read ``node``'s last page-out into fresh storages (``into``: buffers from
+        :meth:`buffers`); the rebuilt values by name."""
+        bufs = self.buffers(node) if into is None else into
+        rec = self._records[node]
         storages: list[torch.UntypedStorage] = []
         pos = rec.offset
-        for size in rec.sizes:
-            buf = torch.empty(size, dtype=torch.uint8)
+        for size, buf in zip(rec.sizes, bufs):
             if size:
                 self._read_all(buf.numpy(), pos, node)
             storages.append(buf.untyped_storage())
@@ -286,7 +292,7 @@ class SavedTensorPager:
         self.window: list[_Pending] | None = None
         self.handles: dict[int, int] = {}          # node -> handles not unpacked yet
         self.loaded: dict[int, Any] = {}           # node -> its storages read back (or a Future of them)
-        self.writing: Future | None = None
+        self.writing: tuple[Future, dict[str, torch.Tensor]] | None = None
         self.n_out = self.n_in = 0
 
     # -- forward ------------------------------------------------------------------------
@@ -331,13 +337,19 @@ class SavedTensorPager:
             self.pages.page_out(node, bases)
             return
         self.fence()                                  # one page-out in flight
-        self.writing = self._pool.submit(self.pages.page_out, node, bases)
+        # The pager thread gets the storages in a box it empties before it returns, so
+        # the last reference is this thread's, dropped at the fence: a storage is freed
+        # where the plan frees it, on the thread whose allocations the profiler records.
+        self.writing = (self._pool.submit(self._write_boxed, node, [bases]), bases)
+
+    def _write_boxed(self, node: int, box: list[dict[str, torch.Tensor]]) -> None:
+        self.pages.page_out(node, box.pop())
 
     def fence(self) -> None:
         """Wait for the page-out in flight (the forward's end calls it too)."""
         w, self.writing = self.writing, None
         if w is not None:
-            w.result()
+            w[0].result()
 
     def pack(self, t: torch.Tensor) -> Any:
         where = self.node_of.get(t.untyped_storage().data_ptr())
@@ -359,10 +371,11 @@ class SavedTensorPager:
         for node in nodes:
             if node not in self.loaded and self.handles.get(node) and self._pool is not None:
                 self.n_in += 1
-                self.loaded[node] = self._pool.submit(self._read, node)
+                # Allocated here, read there: the buffers are this thread's allocations.
+                self.loaded[node] = self._pool.submit(self._read, node, self.pages.buffers(node))
 
-    def _read(self, node: int) -> list[torch.UntypedStorage]:
-        values = self.pages.page_in(node)
+    def _read(self, node: int, into: list[torch.Tensor] | None = None) -> list[torch.UntypedStorage]:
+        values = self.pages.page_in(node, into)
         return [values[f"s{k}"].untyped_storage() for k in range(len(values))]
 
     def unpack(self, h: Any) -> torch.Tensor:

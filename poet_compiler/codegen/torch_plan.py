@@ -711,11 +711,12 @@ def derive_plan(an: Analysis, program: Program, costs: CostTable, budget: int | 
 
     The schedule's recomputed and paged values are the first plan. PyTorch recomputes a
     region at once, so a schedule that recomputes a chain piece by piece can need more
-    RAM as a plan: from that plan and from checkpoint-all, a greedy search then drops or
-    keeps one value at a time (each plan's Program replayed): first the move that lowers
-    the peak most until the plan fits ``budget``, then moves that lower the energy and
-    keep it within. The plan with the least energy that fits (else the smallest) is
-    simulated and returned; its figures are the simulator's.
+    RAM as a plan: from that plan, from checkpoint-all and from paging every value the
+    hooks can, a greedy search then drops or keeps, pages or keeps one value at a time
+    (each plan's Program replayed): first the move that lowers the peak most until the
+    plan fits ``budget``, then moves that lower the energy and keep it within. The plan
+    with the least energy that fits (else the smallest) is simulated and returned; its
+    figures are the simulator's.
     """
     graph = an.graph
     n_comp = [0] * graph.n
@@ -737,14 +738,17 @@ def derive_plan(an: Analysis, program: Program, costs: CostTable, budget: int | 
                  and not any(g not in fwd for g in an.saved_by.get(i, ()))}
     seed = {i for i in droppable if n_comp[i] > 1 or any(n_comp[k] > 1 for k in an.readers[i]
                                                             if an.op_of[k] == an.op_of[i])}
-    paged = paged_out & fwd
-    cache: dict[frozenset[int], tuple[int, float]] = {}
+    # Values the saved-tensor hooks can page: only forward autograd nodes save them.
+    pageable = {i for i in an.forward if an.op_of[i] == an.tm.node_fx[i][0] and an.saved_by.get(i)
+                and all(g in fwd for g in an.saved_by[i])}
+    State = tuple[frozenset[int], frozenset[int]]      # (dropped, paged)
+    cache: dict[State, tuple[int, float]] = {}
 
-    def score(d: frozenset[int]) -> tuple[int, float]:
-        got = cache.get(d)
+    def score(st: State) -> tuple[int, float]:
+        got = cache.get(st)
         if got is None:
-            got = _quick(an, plan_from(an, set(d), paged - d, costs, page_in_stage), costs)
-            cache[d] = got
+            got = _quick(an, plan_from(an, set(st[0]), set(st[1] - st[0]), costs, page_in_stage), costs)
+            cache[st] = got
         return got
 
     def better(a: tuple[int, float], b: tuple[int, float]) -> bool:
@@ -756,15 +760,20 @@ def derive_plan(an: Analysis, program: Program, costs: CostTable, budget: int | 
             return fa
         return a[1] < b[1] if fa else (a[0], a[1]) < (b[0], b[1])
 
-    def search(start: frozenset[int]) -> frozenset[int]:
+    def moves(st: State) -> list[State]:
+        d, p = st
+        out = [(d - {v}, p) if v in d else (d | {v}, p) for v in sorted(droppable) if v not in p]
+        out += [(d, p - {v}) if v in p else (d, p | {v}) for v in sorted(pageable) if v not in d]
+        return out
+
+    def search(start: State) -> State:
         cur = start
         cur_s = score(cur)
         while len(cache) < SEARCH_EVALUATIONS:
             fits = budget is None or cur_s[0] <= budget
             best, best_s = None, None
-            for v in sorted(droppable - paged):
-                cand = cur - {v} if v in cur else cur | {v}
-                if fits and v not in cur and budget is not None:
+            for cand in moves(cur):
+                if fits and budget is not None and (cand[0] > cur[0] or cand[1] > cur[1]):
                     continue   # within budget: only keeping more can lower the energy
                 s_ = score(cand)
                 if (best_s is None or better(s_, best_s)) and better(s_, cur_s):
@@ -776,14 +785,18 @@ def derive_plan(an: Analysis, program: Program, costs: CostTable, budget: int | 
             cur, cur_s = best, best_s
         return cur
 
-    results = [search(frozenset(seed))]
-    if seed:
-        results.append(search(frozenset()))
-    chosen = results[0]
-    for d in results[1:]:
-        if better(score(d), score(chosen)):
-            chosen = d
-    plan = plan_from(an, set(chosen), paged - chosen, costs, page_in_stage)
+    start = (frozenset(seed), frozenset(paged_out & fwd))
+    results = [search(start)]
+    if seed or start[1]:
+        results.append(search((frozenset(), frozenset())))
+    if pageable:
+        results.append(search((frozenset(), frozenset(pageable))))
+    chosen_st = results[0]
+    for st in results[1:]:
+        if better(score(st), score(chosen_st)):
+            chosen_st = st
+    chosen, paged = chosen_st
+    plan = plan_from(an, set(chosen), set(paged - chosen), costs, page_in_stage)
     plan.source_recomputes = program.n_recompute
     plan.schedule_recompute = frozenset(an.op_of[i] for i in seed)
     return simulate_plan(an, plan, costs)

@@ -134,6 +134,22 @@ def test_paging_goes_through_a_real_file(tmp_path, device: str) -> None:
     assert path.exists()   # a file the user named is closed, not deleted
 
 
+@pytest.mark.parametrize("device", ["m4", "a72"])
+def test_a_budget_regions_cannot_reach_is_met_by_paging(device: str) -> None:
+    """At 30 % of TinyResNet's autograd peak no plan of checkpoint regions fits (one region
+    recomputes its values at once); the plan search pages saved tensors instead. The plan
+    fits the budget, the measured peak its plan plus one kernel's scratch (a72: transfers on
+    the pager's thread), and training stays bitwise."""
+    model, reference, c = _compile("30%", device=device)
+    m = c.checkpointed()
+    assert m.plan.paged and m.plan.dma is (device == "a72")
+    assert m.plan.peak_bytes <= c.problem.activation_budget
+    _train_both(m, model, reference, steps=2)
+    measured, plain = _assert_peak_within_plan(m, model)
+    assert measured < plain / 2
+    m.close()
+
+
 @pytest.mark.parametrize("which", ["shape", "dtype", "arity", "mode", "frozen"])
 def test_another_batch_is_refused_in_one_line(remat, which: str) -> None:
     model, _, c = remat
@@ -225,3 +241,38 @@ def test_graph_without_module_and_optimizer_steps_are_refused() -> None:
                               strategy="checkpoint_all", optimizer="sgd:lr=0.1")
     with pytest.raises(PoetError, match="opt.step"):
         c.checkpointed()
+
+
+def test_the_dma_pager_frees_and_allocates_on_the_calling_thread(tmp_path) -> None:
+    """A page-out's source storage is freed at its fence and a prefetch's buffers are
+    allocated when it is issued, both on the forward's thread: the profiler, which sees
+    only that thread's allocations, measures what the plan models (two page-outs and two
+    page-ins in a row peak at one tensor)."""
+    from poet_compiler.codegen.memtrack import measure
+    from poet_compiler.codegen.pager import PageFile, SavedTensorPager
+
+    x = torch.randn(1 << 20)
+    nbytes = x.untyped_storage().nbytes()
+    with PageFile(tmp_path / "pages.bin") as pages:
+        pager = SavedTensorPager(pages, dma=True)
+
+        def step() -> torch.Tensor:
+            pager.reset()
+            pager.active = True
+            handles = []
+            for node, scale in enumerate((2.0, 3.0)):
+                pager.begin()
+                y = x * scale
+                pager.end(node, (y,))
+                handles.append(pager.pack(y))
+                del y
+                pager.fence()
+            pager.unpack(handles[1])        # read back here, dropped at once
+            pager.prefetch((0,))            # read back there, into buffers allocated here
+            return pager.unpack(handles[0])
+
+        back, got = measure(step)
+        pager.close()
+    assert torch.equal(back, x * 2)
+    assert got.end_bytes == nbytes                   # the prefetched buffer, seen
+    assert got.peak_bytes < nbytes + 4096            # one tensor (and view headers) at a time
