@@ -5,14 +5,15 @@ Per model of ``bench/torch_bench.py``, its traced training step (the joint forwa
 backward FX graph, on the model's real parameters and batch):
 
 * ``in step``  ``fx_timing.time_fx_nodes``, what ``poetc profile --model`` and
-               ``make bench-torch`` use: each op timed once per run of the whole graph,
-               median of 5 runs after a warm-up;
+               ``make bench-torch`` use: each op timed once per run of the whole graph
+               (there the median of 5 runs after a warm-up; here one run per round);
 * ``re-run``   each op run again, three times, right after the interpreter computed it
                (its inputs just used, its output buffer just freed), the median kept;
 
 summed over the forward (with the loss) and the backward ops, against the measured
-step of plain autograd (``loss_fn(model(x), y).backward()``, median of 9 after a warm-up),
-timed between the two. One thread.
+step of plain autograd (``loss_fn(model(x), y).backward()``). Interleaved rounds: per
+round the step (median of 3), one timed run of each table; medians over rounds, of the
+sums and of their ratios to the round's step. One thread.
 
     PYTHONPATH=. .venv/bin/python bench/op_timing.py -o bench/results/op_timing.md
 """
@@ -71,49 +72,64 @@ def by_phase(gm: Any, times: dict[str, float]) -> dict[str, float]:
     return out
 
 
-def measure(name: str, repeats: int) -> dict[str, Any]:
+def measure(name: str, rounds: int) -> dict[str, Any]:
+    """Per round, interleaved: the autograd step (median of 3), the table timed in step (one
+    timed run after a warm-up) and re-run; the medians over rounds of each table's sums and
+    of their ratios to that round's step."""
     model = load(name, quick=False)
     tm = trace_module(copy.deepcopy(model.module), model.inputs, model.target, model.loss_fn, name=model.name)
     module = copy.deepcopy(model.module)
     step = step_of(model, module)
-    for _ in range(2):
-        module.zero_grad(set_to_none=True)
-        step()
-    with torch.no_grad():
-        in_step = by_phase(tm.gm, time_fx_nodes(tm.gm, tm.flat_args()))
-    took = []
-    for _ in range(repeats):
-        module.zero_grad(set_to_none=True)
-        t0 = time.perf_counter()
-        step()
-        took.append(time.perf_counter() - t0)
-    with torch.no_grad():
-        rerun = by_phase(tm.gm, rerun_times(tm.gm, tm.flat_args()))
-    return {"model": name, "step_ms": statistics.median(took) * 1e3, "in step": in_step, "re-run": rerun}
+    module.zero_grad(set_to_none=True)
+    step()
+    steps: list[float] = []
+    sums: dict[str, list[dict[str, float]]] = {"in step": [], "re-run": []}
+    ratios: dict[str, list[float]] = {"in step": [], "re-run": []}
+    for _ in range(rounds):
+        took = []
+        for _ in range(3):
+            module.zero_grad(set_to_none=True)
+            t0 = time.perf_counter()
+            step()
+            took.append(time.perf_counter() - t0)
+        step_ms = statistics.median(took) * 1e3
+        steps.append(step_ms)
+        with torch.no_grad():
+            got = {"in step": by_phase(tm.gm, time_fx_nodes(tm.gm, tm.flat_args(), passes=1)),
+                   "re-run": by_phase(tm.gm, rerun_times(tm.gm, tm.flat_args()))}
+        for how, t in got.items():
+            sums[how].append(t)
+            ratios[how].append((t["forward"] + t["backward"]) / step_ms)
+    out: dict[str, Any] = {"model": name, "step_ms": statistics.median(steps)}
+    for how in sums:
+        out[how] = {phase: statistics.median(t[phase] for t in sums[how]) for phase in ("forward", "backward")}
+        out[how]["ratio"] = statistics.median(ratios[how])
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["resnet18_cifar", "gpt2_tiny", "unet"])
-    ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--out", "-o", type=Path, default=None)
     ap.add_argument("--quick", action="store_true", help="the U-Net only, 3 repeats (a smoke run)")
     args = ap.parse_args(argv)
     if args.quick:
-        args.models, args.repeats = ["unet"], 3
+        args.models, args.rounds = ["unet"], 2
     torch.set_num_threads(1)
     start = machine_load()
-    lines = ["| model | autograd step ms | table | forward ms | backward ms | total ms | total / step |",
+    lines = ["| model | autograd step ms | table | forward ms | backward ms | total ms | total / step (median of rounds) |",
              "|---|---|---|---|---|---|---|"]
     for name in args.models:
-        r = measure(name, args.repeats)
+        r = measure(name, args.rounds)
         for how in ("in step", "re-run"):
             t = r[how]
             total = t["forward"] + t["backward"]
             lines.append(f"| {name} | {r['step_ms']:.1f} | {how} | {t['forward']:.1f} | {t['backward']:.1f} | "
-                         f"{total:.1f} | {total / r['step_ms']:.2f} |")
+                         f"{total:.1f} | {t['ratio']:.2f} |")
         print(lines[-2] + "\n" + lines[-1], file=sys.stderr, flush=True)
-    lines += ["", f"torch {torch.__version__}, 1 thread, {os.cpu_count()} CPUs; machine {start} at the start, "
+    lines += ["", f"torch {torch.__version__}, 1 thread, {os.cpu_count()} CPUs; {args.rounds} interleaved rounds; "
+              f"machine {start} at the start, "
               f"{machine_load()} at the end."]
     write_results("\n".join(lines) + "\n", args.out)
     return 0

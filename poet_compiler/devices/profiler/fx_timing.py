@@ -19,10 +19,11 @@ def time_fx_nodes(gm: Any, args: Sequence[Any], passes: int = 5) -> dict[str, fl
 
     Each op is timed once per run, where the step runs it: its inputs computed earlier in
     the run, the caches as the ops before it left them, and only its call (not the
-    interpreter's fetch of its arguments). That is what a training step pays for it. An op
-    re-run right after it ran finds its inputs in cache and its output buffer just freed:
-    summed over the steps of ``make bench-torch``'s models such re-runs came to 0.88-1.02x
-    of the measured autograd step, these times to 0.96-1.05x (bench/results/op_timing.md).
+    interpreter's fetch of its arguments): the conditions the step pays it under. Summed
+    over a step, these times and those of each op re-run right after itself agree with
+    the measured autograd step to within this 2-vCPU VM's run-to-run noise
+    (bench/results/op_timing.md: 0.97-1.09x and 0.97-1.04x on the models of
+    ``make bench-torch``, interleaved).
     """
     import torch.fx
 
