@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", nargs="+", default=["resnet18_cifar", "gpt2_tiny", "unet"])
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--out", "-o", type=Path, default=None)
-    ap.add_argument("--quick", action="store_true", help="the U-Net only, 3 repeats (a smoke run)")
+    ap.add_argument("--quick", action="store_true", help="the U-Net only, 2 rounds (a smoke run)")
     args = ap.parse_args(argv)
     if args.quick:
         args.models, args.rounds = ["unet"], 2

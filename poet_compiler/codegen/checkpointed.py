@@ -179,14 +179,14 @@ def forward_source(an: Analysis, plan: TorchPlan, *, compiled: bool, filename: s
             items.append(("region", r))
             k += len(regions[r].ops)
         else:
-            items.append(("op", name))
+            # A skipped op is not run: as an item it would read the op's tuple and keep all
+            # of its outputs to the forward's end.
+            if name not in skipped:
+                items.append(("op", name))
             k += 1
     item_reads: list[set[str]] = []
     for kind, v in items:
-        if kind == "op" and v in skipped:
-            # Not run: reading the op's tuple would keep all of its outputs to the end.
-            item_reads.append(set())
-        elif kind == "op":
+        if kind == "op":
             item_reads.append(set(_reads(fx[v])) if v not in inplace_bn else {a.name for a in fx[v].all_input_nodes})
         else:
             inside = set(regions[v].ops)
@@ -265,8 +265,6 @@ def forward_source(an: Analysis, plan: TorchPlan, *, compiled: bool, filename: s
     for idx, (kind, v) in enumerate(items):
         if kind == "op":
             name = v
-            if name in skipped:
-                continue
             n = fx[name]
             if name in paged_op:
                 src.emit(f"{ind}_pg.begin()")

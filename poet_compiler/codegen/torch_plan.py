@@ -738,9 +738,8 @@ def derive_plan(an: Analysis, program: Program, costs: CostTable, budget: int | 
                  and not any(g not in fwd for g in an.saved_by.get(i, ()))}
     seed = {i for i in droppable if n_comp[i] > 1 or any(n_comp[k] > 1 for k in an.readers[i]
                                                             if an.op_of[k] == an.op_of[i])}
-    # Values the saved-tensor hooks can page: only forward autograd nodes save them.
-    pageable = {i for i in an.forward if an.op_of[i] == an.tm.node_fx[i][0] and an.saved_by.get(i)
-                and all(g in fwd for g in an.saved_by[i])}
+    # Values the saved-tensor hooks can page: droppable ones that some autograd node saves.
+    pageable = {i for i in droppable if an.saved_by.get(i)}
     State = tuple[frozenset[int], frozenset[int]]      # (dropped, paged)
     cache: dict[State, tuple[int, float]] = {}
 
