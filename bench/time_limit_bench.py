@@ -208,7 +208,9 @@ def limit_table(rows: list[dict]) -> str:
            "| same bytes idle, busy |", "|---|---|---|---|---|---|---|"]
     for k in sorted(idle, key=lambda k: (list(CELLS).index(k[0]) if k[0] in CELLS else 0, k[1])):
         a, b = idle[k], busy.get(k, {})
-        energy = f"{a['energy_j']:.7g} ({a['gap']:.2%})" if a.get("energy_j") is not None else a.get("status")
+        # A schedule without a bound (the wall cap came before the bounds) has no gap to show.
+        gap = f"{a['gap']:.2%}" if a.get("gap") is not None else "no bound"
+        energy = f"{a['energy_j']:.7g} ({gap})" if a.get("energy_j") is not None else a.get("status")
         # Only a wall-cap stop may make two runs differ: say so where one did.
         capped = "time" in (a.get("stopped_by"), b.get("stopped_by"))
         same = "-" if not b else "yes" if a.get("poet_sha256") == b.get("poet_sha256") else \
