@@ -1,0 +1,100 @@
+"""Delayed power-of-two exponents of activation scales (docs/int8.md, "Delayed scaling").
+
+An activation tensor's scale is s0 * 2**k: s0 fixed at calibration, k an integer that
+moves between steps, so every multiplier stays fixed and only shifts change. A model
+trained from scratch grows its activations far beyond the ones it was calibrated on
+(digits_cnn's logits: about 100x): a static scale either saturates or, with headroom,
+wastes the bits the first steps need (BENCHMARKS.md, "int8 on the host").
+
+Each step, the forward kernels record the range of v = requantize(acc) before the zero
+point and the clamp. After the step: k += 1 when any v saturated (beyond the fused
+activation's upper limit, or below -128 when there is no lower clamp), else k -= 1 when
+every v fits half the range, else k stays. Tensors whose scale is not a calibration
+choice keep k = 0: the model's input (quantized on the host), the logits (the softmax
+table belongs to their scale) and ReLU6 outputs ([0, 6] by definition). Max pooling and
+views share their input's scale, so they share its exponent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from poet_compiler.quant.fixedpoint import INT32_MAX, as_i64, rshift_round, saturate
+from poet_compiler.quant.qmodel import Add, AvgPool, Conv, MaxPool, QModel, View
+
+
+def root(model: QModel, tensor: str) -> str:
+    """The tensor owning ``tensor``'s scale (through max pooling and views)."""
+    node = model.producer(tensor)
+    while isinstance(node, MaxPool | View):
+        tensor = node.input
+        node = model.producer(tensor)
+    return tensor
+
+
+def adaptive(model: QModel, tensor: str) -> bool:
+    """Whether the tensor's exponent moves (see the module docstring)."""
+    node = model.producer(tensor)
+    if tensor in (model.input, model.output) or node is None:
+        return False
+    if isinstance(node, Conv | Add) and node.activation == "relu6":
+        return False
+    return isinstance(node, Conv | Add | AvgPool)
+
+
+def k(model: QModel, tensor: str) -> int:
+    return model.act_exponent.get(root(model, tensor), 0)
+
+
+@dataclass
+class Seen:
+    """The range of v over a step (min and max: any order, any recomputation)."""
+
+    vmin: int
+    vmax: int
+
+    def merge(self, v: np.ndarray) -> None:
+        if v.size:
+            self.vmin = min(self.vmin, int(v.min()))
+            self.vmax = max(self.vmax, int(v.max()))
+
+
+def next_exponent(k_now: int, seen: Seen, zero_point: int, clamped_below: bool) -> int:
+    below = not clamped_below  # no ReLU: the negative side saturates too
+    if seen.vmax > 127 - zero_point or (below and seen.vmin < -128 - zero_point):
+        return k_now + 1
+    half_hi = seen.vmax <= (127 - zero_point) // 2
+    half_lo = not below or seen.vmin >= -((zero_point + 128) // 2)
+    return k_now - 1 if half_hi and half_lo else k_now
+
+
+def clamped_below(model: QModel, tensor: str) -> bool:
+    node = model.producer(tensor)
+    return isinstance(node, Conv | Add) and node.activation != "none"
+
+
+def rescale_bias(bias: np.ndarray, change: int) -> np.ndarray:
+    """A bias at scale s_x s_W[c] when k_x grows by ``change``: rounded (or shifted left,
+    saturating, when k_x shrinks)."""
+    if change >= 0:
+        return rshift_round(bias, change).astype(np.int32)
+    return saturate(as_i64(bias) << -change, -INT32_MAX, INT32_MAX).astype(np.int32)
+
+
+def adapt(model: QModel, seen: dict[str, Seen]) -> None:
+    """Move every adaptive exponent by the step's ranges and rescale the biases that read it."""
+    change: dict[str, int] = {}
+    for tensor, s in seen.items():
+        if not adaptive(model, tensor):
+            continue
+        old = model.act_exponent.get(tensor, 0)
+        new = next_exponent(old, s, model.qparams[tensor].zero_point, clamped_below(model, tensor))
+        if new != old:
+            model.act_exponent[tensor] = new
+            change[tensor] = new - old
+    for node in model.convs():
+        d = change.get(root(model, node.input), 0)
+        if d:
+            node.bias = rescale_bias(node.bias, d)

@@ -1,0 +1,102 @@
+"""The SGD update applied in integers (docs/int8.md, "Update").
+
+The gradients are those of the summed loss, at exponent E_y (the layer's output gradient),
+so the real SGD step on the mean loss is theta -= (lr / B) * G. Written in the parameter's
+own integer units, with F = 16 fraction bits:
+
+    weight: u = GW * (lr/B) * s_x / s_W[c] * 2**(16 - E_y)   (LSBs of q_W, Q16)
+    bias:   u = Gb * (lr/B) / (s_x * s_W[c]) * 2**(16 - E_y)  (LSBs of q_b, Q16)
+
+that is the real update mapped exactly onto the integer grid (what QAS approximates with
+s_W**-2 and s_W**-2 s_x**-2), computed by ``mul_shift`` with a per-channel multiplier and
+shift fixed on the host; u is saturated to +-2**23 (128 LSBs), then stochastically
+rounded: q -= floor((u + r) / 2**16) with r the top 16 bits of the element's draw
+(:mod:`~poet_compiler.quant.prng`), so the expected step equals u exactly and an update
+below one LSB changes the weight with probability |u| / 2**16 instead of never.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from poet_compiler.quant.fixedpoint import (
+    GRAD_MAX,
+    INT32_MAX,
+    as_i64,
+    mul_shift,
+    quantize_multiplier,
+    saturate,
+)
+from poet_compiler.quant.prng import draws
+
+FRACTION_BITS = 16
+UPDATE_LIMIT = 1 << 23
+
+
+class Rounding(Enum):
+    """How the Q16 update becomes whole LSBs. The spec's rule is STOCHASTIC; the others are
+    kept for the measurement of bench/int8_host.py (docs/int8.md, "Why stochastic rounding")."""
+
+    STOCHASTIC = "stochastic"
+    NEAREST = "nearest"        # round half up: an update below half an LSB is lost
+    TRUNCATE = "truncate"      # toward zero, TTE's C cast: an update below one LSB is lost
+    RESIDUAL = "residual"      # nearest, carrying the remainder in an int16 per parameter
+
+
+@dataclass
+class UpdateRule:
+    """Per-channel (multiplier, shift) pairs of one layer's weight and bias updates."""
+
+    weight_multiplier: np.ndarray
+    weight_shift: np.ndarray
+    bias_multiplier: np.ndarray
+    bias_shift: np.ndarray
+
+
+def update_rule(weight_scale: np.ndarray, input_scale: float, lr: float, batch: int) -> UpdateRule:
+    """The host-side integers of :class:`UpdateRule` (floats end here)."""
+    step = lr / batch * (1 << FRACTION_BITS)
+    w = [quantize_multiplier(step * input_scale / s) for s in weight_scale]
+    b = [quantize_multiplier(step / (input_scale * s)) for s in weight_scale]
+    return UpdateRule(
+        np.array([m for m, _ in w], np.int64), np.array([s for _, s in w], np.int64),
+        np.array([m for m, _ in b], np.int64), np.array([s for _, s in b], np.int64),
+    )
+
+
+def scaled_update(grad: np.ndarray, multiplier: np.ndarray, shift: np.ndarray, e_y: int) -> np.ndarray:
+    """u in Q16 LSBs, per element (channel = axis 0), saturated to +-2**23."""
+    shape = (-1,) + (1,) * (grad.ndim - 1)
+    n = 31 - as_i64(shift).reshape(shape) + e_y
+    m = as_i64(multiplier).reshape(shape)
+    n_ok = np.clip(n, 1, 62)
+    u = mul_shift(np.broadcast_to(as_i64(grad), np.broadcast_shapes(grad.shape, n.shape)), m, n_ok)
+    u = np.where(n > 62, 0, u)
+    return saturate(u, -UPDATE_LIMIT, UPDATE_LIMIT)
+
+
+def apply(param: np.ndarray, u: np.ndarray, *, seed: int, step: int, tensor: int, limit: int,
+          rounding: Rounding = Rounding.STOCHASTIC, residual: np.ndarray | None = None) -> np.ndarray:
+    """The new parameter codes: saturate(q - round(u / 2**16), -limit, limit)."""
+    one = 1 << FRACTION_BITS
+    if rounding is Rounding.STOCHASTIC:
+        r = as_i64(draws(seed, step, tensor, u.size)).reshape(u.shape) >> (32 - FRACTION_BITS)
+        delta = (u + r) >> FRACTION_BITS
+    elif rounding is Rounding.NEAREST:
+        delta = (u + (one >> 1)) >> FRACTION_BITS
+    elif rounding is Rounding.TRUNCATE:
+        delta = np.sign(u) * (np.abs(u) >> FRACTION_BITS)
+    else:
+        if residual is None:
+            raise ValueError("the residual rounding needs its residual array")
+        total = u + as_i64(residual)
+        delta = (total + (one >> 1)) >> FRACTION_BITS
+        residual[...] = total - (delta << FRACTION_BITS)
+    return saturate(as_i64(param) - delta, -limit, limit)
+
+
+WEIGHT_LIMIT = GRAD_MAX
+BIAS_LIMIT = INT32_MAX
