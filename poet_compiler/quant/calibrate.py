@@ -74,7 +74,8 @@ class _Builder:
         if f.name in self.graph.fixed.weights:
             q_w, s_w = self.graph.fixed.weights[f.name]
         else:
-            s_w = np.maximum(np.abs(f.weight).reshape(f.weight.shape[0], -1).max(axis=1).astype(np.float64), 1e-12) / 127
+            peak = np.abs(f.weight).reshape(f.weight.shape[0], -1).max(axis=1).astype(np.float64)
+            s_w = np.maximum(peak, 1e-12) / 127
             q_w = np.clip(np.floor(np.abs(f.weight) / s_w.reshape(-1, 1, 1, 1) + 0.5) * np.sign(f.weight), -127, 127)
         if f.name in self.graph.fixed.biases:
             q_b = self.graph.fixed.biases[f.name]

@@ -8,7 +8,7 @@ same bits in any loop order.
 - forward: acc = bias + sum W * (x - z_x)  (padding contributes 0), then
   y = clamp(requantize(acc, M_c, shift_c + k_x - k_y) + z_y, act_min, act_max);
 - input gradient: g~ = g * R_c (int16), acc = sum W * g~ (the transposed convolution),
-  g_x = sat127(mul_shift(acc, M_g, 31 - shift_g + E_y - E_x));
+  g_x = sat127(mul_shift(acc, M_g, 31 - shift_g - max k_W + E_y - E_x));
 - weight gradient: GW = sum_{b,p} g * (x - z_x), bias gradient Gb = sum_{b,p} g (int32).
 """
 
@@ -16,7 +16,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from poet_compiler.quant.fixedpoint import GRAD_MAX, as_i64, clamp_shift, mul_shift, requantize, saturate, wrap32
+from poet_compiler.quant.fixedpoint import (
+    GRAD_MAX,
+    as_i64,
+    clamp_shift,
+    mul_shift,
+    requantize,
+    rshift_round,
+    saturate,
+    wrap32,
+)
 from poet_compiler.quant.qmodel import Conv
 
 
@@ -80,7 +89,7 @@ def forward(node: Conv, x: np.ndarray, z_x: int, z_y: int, shift_offset: int = 0
     b, p = acc.shape[0], acc.shape[-1]
     acc = wrap32(acc.reshape(b, node.out_channels, p) + as_i64(node.bias)[None, :, None])
     mult = as_i64(node.out_multiplier)[None, :, None]
-    shift = as_i64(node.out_shift)[None, :, None] + shift_offset
+    shift = (as_i64(node.out_shift) + as_i64(node.weight_exponent))[None, :, None] + shift_offset
     v = requantize(acc, mult, shift)
     y = saturate(v + z_y, node.act_min, node.act_max)
     ho = output_size(xm.shape[2], node.kernel[0], node.stride[0], node.padding[0], node.padding[2])
@@ -105,20 +114,28 @@ def masked_grad(node: Conv, g_y: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where(activation_mask(node.activation, node.act_min, node.act_max, y), as_i64(g_y), 0)
 
 
+def grad_rescale(node: Conv) -> np.ndarray:
+    """R_c = max(1, round(R0_c / 2**(max k_W - k_W[c]))): 256 s_W[c] / max s_W, in [1, 256]."""
+    top = int(node.weight_exponent.max())
+    return np.maximum(1, rshift_round(as_i64(node.grad_rescale), top - as_i64(node.weight_exponent)))
+
+
 def input_grad(node: Conv, g: np.ndarray, in_shape: tuple[int, ...], e_y: int, e_x: int) -> tuple[np.ndarray, int]:
     """(g_x int8, amax): the input gradient at exponent ``e_x`` and max |v| before saturation.
 
     ``g`` is the masked output gradient (int8 values) at exponent ``e_y``."""
     b = g.shape[0]
     co = node.out_channels
-    gt = as_i64(g).reshape(b, co, -1) * as_i64(node.grad_rescale)[None, :, None]   # int16 range
+    top = int(node.weight_exponent.max())
+    rescale = grad_rescale(node)
+    gt = as_i64(g).reshape(b, co, -1) * rescale[None, :, None]   # int16 range
     gt = gt.reshape(b, node.groups, co // node.groups, -1)
     wt = np.swapaxes(_weight_matrix(node), 1, 2)                  # [G, Kg, Co/G]
     cols = np.matmul(wt[None], gt)                                # [B, G, Kg, P]
     map_shape = (b, in_shape[0], 1, 1) if node.linear else (b, *in_shape)
     cols = cols.reshape(b, map_shape[1], node.kernel[0] * node.kernel[1], -1)
-    acc = wrap32(col2im(cols, map_shape, node.kernel, node.stride, node.padding))  # type: ignore[arg-type]
-    n = 31 - node.grad_shift + e_y - e_x
+    acc = wrap32(col2im(cols, map_shape, node.kernel, node.stride, node.padding))
+    n = 31 - node.grad_shift - top + e_y - e_x
     v = mul_shift(acc, node.grad_multiplier, clamp_shift(n)) if n <= 62 else np.zeros_like(acc)
     amax = int(min(int(np.max(np.abs(v), initial=0)), (1 << 31) - 1))
     g_x = saturate(v, -GRAD_MAX, GRAD_MAX).astype(np.int8)

@@ -98,3 +98,31 @@ def adapt(model: QModel, seen: dict[str, Seen]) -> None:
         d = change.get(root(model, node.input), 0)
         if d:
             node.bias = rescale_bias(node.bias, d)
+            node.bias_momentum = rescale_bias(node.bias_momentum, d)
+
+
+SHRINK_BELOW = 32  # a channel whose largest |q| is below this after an update doubles its codes
+
+
+def rescale_channels(node: Conv, new: np.ndarray) -> np.ndarray:
+    """Per-channel weight exponents (docs/int8.md, "Weight exponents"): after an update,
+    a channel with any |q| > 127 halves its codes (rounded half away from zero) and its
+    bias and k_W[c] += 1; a channel with every |q| < 32 doubles them and k_W[c] -= 1.
+    Returns the int8 codes, saturated to [-127, 127]."""
+    flat = as_i64(new).reshape(new.shape[0], -1)
+    peak = np.abs(flat).max(axis=1)
+    grow, shrink = peak > 127, peak < SHRINK_BELOW
+    flat = np.where(grow[:, None], rshift_round(flat, 1), np.where(shrink[:, None], flat << 1, flat))
+    change = grow.astype(np.int64) - shrink.astype(np.int64)
+    node.weight_exponent = (node.weight_exponent + change).astype(np.int32)
+    node.bias = _per_channel(node.bias, grow, shrink, INT32_MAX).astype(np.int32)
+    node.bias_momentum = _per_channel(node.bias_momentum, grow, shrink, INT32_MAX).astype(np.int32)
+    node.weight_momentum = _per_channel(node.weight_momentum, grow, shrink, (1 << 15) - 1).astype(np.int16)
+    return saturate(flat, -127, 127).reshape(new.shape)
+
+
+def _per_channel(a: np.ndarray, grow: np.ndarray, shrink: np.ndarray, limit: int) -> np.ndarray:
+    v = as_i64(a)
+    shape = (-1,) + (1,) * (v.ndim - 1)
+    g, s = grow.reshape(shape), shrink.reshape(shape)
+    return np.where(g, rshift_round(v, 1), np.where(s, saturate(v << 1, -limit, limit), v))

@@ -31,7 +31,7 @@ def _attrs(node: onnx.NodeProto) -> dict[str, object]:
 
 
 def _pair(v: object, default: int) -> tuple[int, int]:
-    seq = list(v) if isinstance(v, list | tuple) else [default, default]  # type: ignore[arg-type]
+    seq = list(v) if isinstance(v, list | tuple) else [default, default]
     return int(seq[0]), int(seq[1])
 
 
@@ -52,7 +52,7 @@ class _Reader:
         self.alias: dict[str, str] = {}
         self.nodes: list[FNode] = []
         self.qparams: dict[str, QParams] = {}
-        self.dq_int: dict[str, tuple[np.ndarray, np.ndarray, int]] = {}  # DQ output -> (ints, scale, zp)
+        self.dq_int: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # DQ output -> (ints, scale, zp)
         self.weights: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.biases: dict[str, np.ndarray] = {}
 

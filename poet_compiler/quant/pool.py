@@ -66,7 +66,7 @@ def maxpool_backward(node: MaxPool, g_y: np.ndarray, x: np.ndarray) -> np.ndarra
         for oi, r in enumerate(rows):
             if 0 <= r < h:
                 ok = (cols >= 0) & (cols < w)
-                np.add.at(gx, (slice(None), slice(None), r, cols[ok]), contrib[:, :, oi, ok])
+                gx[:, :, r, cols[ok]] += contrib[:, :, oi, ok]  # non-overlapping columns within one row
     return saturate(gx, -GRAD_MAX, GRAD_MAX).astype(np.int8)
 
 
@@ -116,5 +116,5 @@ def avgpool_backward(node: AvgPool, g_y: np.ndarray, shape: tuple[int, ...]) -> 
         for oi, r in enumerate(rows):
             if 0 <= r < h:
                 ok = (cols >= 0) & (cols < w)
-                np.add.at(gx, (slice(None), slice(None), r, cols[ok]), share[:, :, oi, ok])
+                gx[:, :, r, cols[ok]] += share[:, :, oi, ok]
     return saturate(gx, -GRAD_MAX, GRAD_MAX).astype(np.int8)

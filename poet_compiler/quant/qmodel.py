@@ -40,7 +40,7 @@ class Conv:
     output: str
     weight: np.ndarray                 # int8 [Co, Ci/groups, kh, kw], values in [-127, 127]
     bias: np.ndarray                   # int32 [Co], real = s_x * s_W[c] * q
-    weight_scale: np.ndarray           # float64 [Co] (host only)
+    weight_scale: np.ndarray           # float64 [Co] (host only): s_W0; s_W[c] = s_W0[c] * 2**k_W[c]
     stride: tuple[int, int] = (1, 1)
     padding: tuple[int, int, int, int] = (0, 0, 0, 0)  # top, left, bottom, right
     groups: int = 1
@@ -53,8 +53,18 @@ class Conv:
     grad_rescale: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int16))  # R_c in [1, 256]
     grad_multiplier: int = 0           # s_Wmax / 256 as (multiplier, shift)
     grad_shift: int = 0
+    weight_exponent: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # k_W[c]
+    weight_momentum: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int16))  # Q8 LSBs of q_W
+    bias_momentum: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))    # Q8 LSBs of q_b
     train_weight: bool = True
     train_bias: bool = True
+
+    def __post_init__(self) -> None:
+        if self.weight_exponent.size == 0:
+            self.weight_exponent = np.zeros(self.out_channels, np.int32)
+        if self.weight_momentum.size == 0:
+            self.weight_momentum = np.zeros(self.weight.shape, np.int16)
+            self.bias_momentum = np.zeros(self.out_channels, np.int32)
 
     @property
     def out_channels(self) -> int:

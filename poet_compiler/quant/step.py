@@ -20,7 +20,7 @@ import numpy as np
 
 from poet_compiler.quant import conv, elementwise, exponents, loss, pool, update
 from poet_compiler.quant.exponents import Seen
-from poet_compiler.quant.fixedpoint import nbits
+from poet_compiler.quant.fixedpoint import as_i64, nbits
 from poet_compiler.quant.prng import DEFAULT_SEED
 from poet_compiler.quant.qmodel import Add, AvgPool, Conv, MaxPool, QModel, View
 
@@ -73,6 +73,7 @@ class Trainer:
     batch: int
     seed: int = DEFAULT_SEED
     step_count: int = 0
+    momentum: float = 0.0
     rounding: update.Rounding = update.Rounding.STOCHASTIC
     rules: dict[str, update.UpdateRule] = field(default_factory=dict)
     residuals: dict[str, np.ndarray] = field(default_factory=dict)
@@ -135,20 +136,29 @@ class Trainer:
         rule = self.rules[node.name]
         k_x = exponents.k(self.model, node.input)
         index = self.model.convs().index(node)
+        k_w = node.weight_exponent.astype(np.int64)
+        mu = int(np.floor(self.momentum * (1 << 15) + 0.5))
+        if node.train_bias:
+            u = update.scaled_update(gb, rule.bias_multiplier, rule.bias_shift - k_x - k_w, e_y)
+            if mu:
+                node.bias_momentum = update.momentum(node.bias_momentum, u, mu, (1 << 31) - 1).astype(np.int32)
+                u = as_i64(node.bias_momentum) << (update.FRACTION_BITS - update.MOMENTUM_BITS)
+            node.bias = update.apply(node.bias, u, seed=self.seed, step=self.step_count, tensor=2 * index + 1,
+                                     limit=update.BIAS_LIMIT, rounding=self.rounding,
+                                     residual=self._residual(node.name + ".bias", u.shape)).astype(np.int32)
         if node.train_weight:
-            u = update.scaled_update(gw, rule.weight_multiplier, rule.weight_shift + k_x, e_y)
+            u = update.scaled_update(gw, rule.weight_multiplier, rule.weight_shift + k_x - k_w, e_y)
+            if mu:
+                node.weight_momentum = update.momentum(node.weight_momentum, u, mu, (1 << 15) - 1).astype(np.int16)
+                u = as_i64(node.weight_momentum) << (update.FRACTION_BITS - update.MOMENTUM_BITS)
             new = update.apply(node.weight, u, seed=self.seed, step=self.step_count, tensor=2 * index,
-                               limit=update.WEIGHT_LIMIT, rounding=self.rounding,
+                               limit=update.UNCLAMPED, rounding=self.rounding,
                                residual=self._residual(node.name + ".weight", u.shape))
+            new = exponents.rescale_channels(node, new)
             result.weights_updated += new.size
             result.weights_changed += int(np.count_nonzero(new != node.weight))
             result.sub_lsb += int(np.count_nonzero(np.abs(u) < (1 << update.FRACTION_BITS)))
             node.weight = new.astype(np.int8)
-        if node.train_bias:
-            u = update.scaled_update(gb, rule.bias_multiplier, rule.bias_shift - k_x, e_y)
-            node.bias = update.apply(node.bias, u, seed=self.seed, step=self.step_count, tensor=2 * index + 1,
-                                     limit=update.BIAS_LIMIT, rounding=self.rounding,
-                                     residual=self._residual(node.name + ".bias", u.shape)).astype(np.int32)
 
     def _residual(self, key: str, shape: tuple[int, ...]) -> np.ndarray | None:
         if self.rounding is not update.Rounding.RESIDUAL:

@@ -28,6 +28,7 @@ from poet_compiler.quant.fixedpoint import (
     as_i64,
     mul_shift,
     quantize_multiplier,
+    rshift_round,
     saturate,
 )
 from poet_compiler.quant.prng import draws
@@ -78,6 +79,16 @@ def scaled_update(grad: np.ndarray, multiplier: np.ndarray, shift: np.ndarray, e
     return saturate(u, -UPDATE_LIMIT, UPDATE_LIMIT)
 
 
+MOMENTUM_BITS = 8     # fraction bits of a momentum buffer (LSBs of its parameter)
+
+
+def momentum(buf: np.ndarray, u: np.ndarray, mu_q15: int, limit: int) -> np.ndarray:
+    """torch.optim.SGD's buffer in parameter LSBs, Q8: buf <- round(buf * mu) + round(u / 2**8),
+    saturated to +-limit (int16 for weights, int32 for biases); the step applied is buf * 2**8."""
+    new = rshift_round(as_i64(buf) * mu_q15, 15) + rshift_round(u, FRACTION_BITS - MOMENTUM_BITS)
+    return saturate(new, -limit, limit)
+
+
 def apply(param: np.ndarray, u: np.ndarray, *, seed: int, step: int, tensor: int, limit: int,
           rounding: Rounding = Rounding.STOCHASTIC, residual: np.ndarray | None = None) -> np.ndarray:
     """The new parameter codes: saturate(q - round(u / 2**16), -limit, limit)."""
@@ -100,3 +111,4 @@ def apply(param: np.ndarray, u: np.ndarray, *, seed: int, step: int, tensor: int
 
 WEIGHT_LIMIT = GRAD_MAX
 BIAS_LIMIT = INT32_MAX
+UNCLAMPED = GRAD_MAX + UPDATE_LIMIT // (1 << FRACTION_BITS) + 1  # a weight before its channel's rescale
