@@ -52,6 +52,9 @@ class Kernel(IntEnum):
     RESCALE_BIAS = 17
     LOG2Q = 18
     DRAW_KEY = 19
+    F32_CONV_FWD = 100         # the float32 kernels (runtime/c/kernels/conv.c), in a build with float=True
+    F32_CONV_BWD_INPUT = 101
+    F32_CONV_BWD_WEIGHT = 102
 
 
 class Status(IntEnum):
@@ -187,11 +190,13 @@ def tools_for(cpu: str) -> bool:
     return cpu in BOARDS and all(shutil.which(t) for t in ("arm-none-eabi-gcc", "qemu-system-arm"))
 
 
-def build_firmware(build_dir: Path, cpu: str, extra: list[str] | None = None) -> Path:
+def build_firmware(build_dir: Path, cpu: str, float_convs: bool = False) -> Path:
     """The case-runner firmware for ``cpu`` ("m4" or "m3"), -O2 (the kernels' -pedantic
-    check is the host build's: the startup file's vector table is not ISO C)."""
-    elf = Path(build_dir) / f"s8_cases_{cpu}.elf"
-    cmd = ["arm-none-eabi-gcc", *WARNINGS[:-1], "-O2", *CPU_FLAGS[cpu], "-DS8_CASES_MAIN", *(extra or []),
+    check is the host build's: the startup file's vector table is not ISO C). With
+    ``float_convs`` it also runs the float32 convolutions (the F32_* kernels)."""
+    elf = Path(build_dir) / f"s8_cases_{cpu}{'_f32' if float_convs else ''}.elf"
+    floats = ["-DS8_CASES_FLOAT", f"-I{RUNTIME / 'kernels'}", str(RUNTIME / "kernels" / "conv.c")] if float_convs else []
+    cmd = ["arm-none-eabi-gcc", *WARNINGS[:-1], "-O2", *CPU_FLAGS[cpu], "-DS8_CASES_MAIN", *floats,
            "-nostartfiles", "-T", str(DEVICE / "mps2_an386.ld"), "--specs=nano.specs", "--specs=nosys.specs",
            f"-I{KERNELS}", f"-I{DEVICE}", *map(str, sources()), str(DEVICE / "s8_cases.c"),
            str(DEVICE / "platform_semihost.c"), str(DEVICE / "startup_m4.c"), "-o", str(elf)]
@@ -207,17 +212,39 @@ class FirmwareRun:
     line: str
 
 
+STREAM_BYTES = 1 << 20   # the firmware's case, result and operand buffers (S8_CASES_BYTES)
+
+
+def _batches(cases: list[Case]) -> list[list[Case]]:
+    """Cases in runs whose streams and results fit the firmware's buffers."""
+    out: list[list[Case]] = [[]]
+    size = 0
+    for c in cases:
+        n = len(encode([c])) + 16 + sum(b.nbytes + 4 for b in c.bufs)
+        if out[-1] and size + n > STREAM_BYTES - 4096:
+            out.append([])
+            size = 0
+        out[-1].append(c)
+        size += n
+    return out
+
+
 def run_firmware(elf: Path, cpu: str, cases: list[Case], work: Path, timeout: float = 600) -> FirmwareRun:
-    """Run ``cases`` on the emulated board (semihosting files in ``work``), -icount shift 6."""
+    """Run ``cases`` on the emulated board (semihosting files in ``work``), -icount shift 6,
+    in as few runs as the firmware's buffers allow."""
     work.mkdir(parents=True, exist_ok=True)
-    blob = encode(cases)
-    (work / "cases.bin").write_bytes(struct.pack("<II", MAGIC, len(blob)) + blob)
-    cmd = ["qemu-system-arm", "-M", BOARDS[cpu], "-nographic", "-monitor", "none", "-serial", "none",
-           "-semihosting-config", "enable=on,target=native", "-icount", f"shift={ICOUNT_SHIFT}",
-           "-kernel", str(Path(elf).resolve())]
-    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=timeout)
-    text = proc.stdout + proc.stderr
-    line = next((ln for ln in text.splitlines() if ln.startswith("s8-cases:")), "")
-    if proc.returncode != 0 or " ok " not in line + " ":
-        raise RuntimeError(f"firmware run failed ({proc.returncode}): {text.strip()[-400:]}")
-    return FirmwareRun(decode(cases, (work / "results.bin").read_bytes()), line)
+    results: list[Result] = []
+    line = ""
+    for batch in _batches(cases):
+        blob = encode(batch)
+        (work / "cases.bin").write_bytes(struct.pack("<II", MAGIC, len(blob)) + blob)
+        cmd = ["qemu-system-arm", "-M", BOARDS[cpu], "-nographic", "-monitor", "none", "-serial", "none",
+               "-semihosting-config", "enable=on,target=native", "-icount", f"shift={ICOUNT_SHIFT}",
+               "-kernel", str(Path(elf).resolve())]
+        proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=timeout)
+        text = proc.stdout + proc.stderr
+        line = next((ln for ln in text.splitlines() if ln.startswith("s8-cases:")), "")
+        if proc.returncode != 0 or " ok " not in line + " ":
+            raise RuntimeError(f"firmware run failed ({proc.returncode}): {text.strip()[-400:]}")
+        results += decode(batch, (work / "results.bin").read_bytes())
+    return FirmwareRun(results, line)

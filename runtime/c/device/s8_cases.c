@@ -14,13 +14,17 @@
 #include <string.h>
 
 #include "poet_kernels_s8.h"
+#ifdef S8_CASES_FLOAT /* the float32 convolutions beside, for bench/device_icount_int8.py */
+#include "poet_kernels.h"
+#endif
 
 enum { BUF_IN = 1, BUF_OUT = 2, BUF_NULL = 4 };
 enum { OK = 0, GUARD = 1, UNKNOWN = 2, ARENA = 3, FORMAT = 4 };
 enum {
     K_CONV_FWD = 1, K_CONV_BWD_INPUT, K_CONV_BWD_WEIGHT, K_MAXPOOL_FWD, K_MAXPOOL_BWD, K_AVGPOOL_FWD,
     K_AVGPOOL_BWD, K_ADD_FWD, K_CLAMP, K_ACT_BWD, K_GRAD_SUM, K_SOFTMAX_CE, K_UPDATE_BIAS, K_UPDATE_WEIGHT,
-    K_NEXT_ACT_EXP, K_NEXT_GRAD_EXP, K_RESCALE_BIAS, K_LOG2Q, K_DRAW_KEY
+    K_NEXT_ACT_EXP, K_NEXT_GRAD_EXP, K_RESCALE_BIAS, K_LOG2Q, K_DRAW_KEY,
+    K_F32_CONV_FWD = 100, K_F32_CONV_BWD_INPUT, K_F32_CONV_BWD_WEIGHT
 };
 #define MAX_BUFS 12
 #define GUARD_BYTES 64
@@ -129,6 +133,21 @@ static int32_t call(int32_t kernel, const int32_t *p, void **b, void *ws, int32_
     case K_RESCALE_BIAS: poet_s8_rescale_bias(p[0], b[0], p[1]); return OK;
     case K_LOG2Q: *ret = poet_s8_log2q((uint32_t)p[0]); return OK;
     case K_DRAW_KEY: *ret = (int32_t)poet_s8_draw_key((uint32_t)p[0], (uint32_t)p[1], (uint32_t)p[2]); return OK;
+#ifdef S8_CASES_FLOAT
+    case K_F32_CONV_FWD:
+    case K_F32_CONV_BWD_INPUT:
+    case K_F32_CONV_BWD_WEIGHT: {
+        poet_conv2d_shape f = {p[0], p[1], p[2],  p[3],  p[4],  p[5],  p[6],  p[7],
+                               p[8], p[9], p[10], p[11], p[12], p[13], p[14], p[15]};
+        if (kernel == K_F32_CONV_FWD)
+            poet_conv2d_fwd(&f, b[0], b[1], b[2], b[3]);
+        else if (kernel == K_F32_CONV_BWD_INPUT)
+            poet_conv2d_bwd_input(&f, b[0], b[1], b[2]);
+        else
+            poet_conv2d_bwd_weight(&f, b[0], b[1], b[2]);
+        return OK;
+    }
+#endif
     default: return UNKNOWN;
     }
 }
