@@ -85,7 +85,7 @@ static void plain_input_grad(const poet_s8_conv_shape *s, const poet_s8_grad_req
                             }
                         }
                     }
-                    g_x[((b * s->c_in + ci) * s->h_in + r) * s->w_in + c] = s8_grad_one(o, acc);
+                    g_x[((b * s->c_in + ci) * s->h_in + r) * s->w_in + c] = s8_grad_one(&o->ms, &o->amax, acc);
                 }
         }
 }
@@ -93,7 +93,7 @@ static void plain_input_grad(const poet_s8_conv_shape *s, const poet_s8_grad_req
 void poet_s8_conv_bwd_input(const poet_s8_conv_shape *s, const poet_s8_grad_requant *q, const int8_t *g,
                             const int8_t *w, int8_t *g_x, uint32_t *amax, void *ws)
 {
-    s8_grad_out o = {q->multiplier, q->n, g_x, 0};
+    s8_grad_out o = {s8_ms_prepare(q->multiplier, q->n), g_x, 0};
     if (strided(s)) {
         plain_input_grad(s, q, g, w, g_x, &o);
     } else if (s8_is_depthwise(s)) {

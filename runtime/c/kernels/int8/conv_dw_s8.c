@@ -1,175 +1,264 @@
 /* conv_dw_s8.c - int8 depthwise convolution (groups == c_in == c_out): forward, input
  * gradient (stride 1) and weight gradient.
  *
- * One channel at a time, its plane is widened once into int16 with the padding
- * written as 0 (x - z_x, or the gradient), so no loop tests a bound: an output is
- * kh rows of SMLAD over pairs of neighbouring taps, each pair one (unaligned) word of the
- * plane against a word of two weights (an odd last tap is paired with a zero weight and
- * the plane has a spare column). The input gradient is the same correlation over the
- * gradient plane with the kernel flipped and R[c] folded into the weights. The weight
- * gradient pairs neighbouring output columns: a word of two gradients against the word
- * of the two inputs each tap reads (stride 1; a strided layer sums one product at a
- * time). */
+ * One channel at a time, its plane is widened into int16 inside a zero border (written
+ * once per call: the border is the padding, x - z_x = 0 there), so no loop tests a
+ * bound. The plane is oriented so that outputs run in pairs along its longer axis `t`
+ * (kws_dscnn's 25 x 5 planes: down the columns, in 13 pairs instead of 3 per row for 5
+ * rows); the other axis `l` is the kernel's lanes. With three taps along t at stride
+ * 1, a pair of outputs (t, t+1) reads two aligned words per lane, A = (u[t], u[t+1])
+ * and B = (u[t+2], u[t+3]), against two weight words (w0, w1) and (w1, w2):
+ *     y[t]   += SMLAD(A, w01) + SMLABT(B, w12)
+ *     y[t+1] += SMLATB(A, w01) + SMLAD(B, w12)
+ * 6 loads and 12 multiply instructions for 18 multiply-accumulates. Other kernels sum
+ * pairs of neighbouring taps per output (an odd last tap against a zero weight).
+ *
+ * The input gradient is the same correlation over the gradient's plane with the kernel
+ * flipped and R[c] folded into the weights (exact: W R fits int16). The weight gradient
+ * pairs neighbouring outputs along t: a word of two gradients against the word of the
+ * two inputs each tap reads (stride 1 along t; otherwise one product at a time). */
 #include "s8_conv.h"
 
-/* A plane of rows x cols int16 with rows of `stride` elements. */
-typedef struct plane {
-    int16_t *p;
-    int32_t rows, cols, stride;
-} plane;
+/* A padded channel plane in orientation: lanes l (rows of `stride` int16) by t. */
+typedef struct dw_geom {
+    int32_t transposed;          /* t runs down the columns */
+    int32_t n_l, n_t;            /* outputs along l and t */
+    int32_t k_l, k_t, s_l, s_t;  /* kernel extent and stride along l and t */
+    int32_t p_l, p_t;            /* padding before the input along l and t */
+    int32_t in_l, in_t;          /* input extent along l and t */
+    int32_t rows, stride;        /* the plane: rows lanes of stride int16 */
+    int32_t y_l, y_t;            /* output element steps along l and t */
+} dw_geom;
 
-/* plane[t][u] = src[t - top][u - left] + offset inside src (h x w), 0 elsewhere. */
-static void widen(plane d, const int8_t *src, int32_t h, int32_t w, int32_t top, int32_t left, int32_t offset)
+/* The correlation out[n_l, n_t] of an in_h x in_w plane with a kh x kw kernel. */
+static dw_geom orient(int32_t in_h, int32_t in_w, int32_t out_h, int32_t out_w, int32_t kh, int32_t kw, int32_t sh,
+                      int32_t sw, int32_t ph, int32_t pw)
 {
-    for (int32_t t = 0; t < d.rows; t++) {
-        int16_t *row = d.p + t * d.stride;
-        int32_t r = t - top;
-        for (int32_t u = 0; u < d.stride; u++) {
-            int32_t c = u - left;
-            row[u] = (int16_t)((r >= 0 && r < h && c >= 0 && c < w && u < d.cols) ? src[r * w + c] + offset : 0);
+    dw_geom g;
+    g.transposed = out_h > out_w;
+    if (g.transposed) {
+        g.n_l = out_w, g.n_t = out_h, g.k_l = kw, g.k_t = kh, g.s_l = sw, g.s_t = sh, g.p_l = pw, g.p_t = ph;
+        g.in_l = in_w, g.in_t = in_h, g.y_l = 1, g.y_t = out_w;
+    } else {
+        g.n_l = out_h, g.n_t = out_w, g.k_l = kh, g.k_t = kw, g.s_l = sh, g.s_t = sw, g.p_l = ph, g.p_t = pw;
+        g.in_l = in_h, g.in_t = in_w, g.y_l = out_w, g.y_t = 1;
+    }
+    g.rows = (g.n_l - 1) * g.s_l + g.k_l;
+    /* pairs of outputs read up to (round2(n_t) - 1) * s_t + k_t (+1 for an odd tap pair) */
+    g.stride = s8_round2(s8_round2(g.n_t) * g.s_t + g.k_t + 1);
+    return g;
+}
+
+static int32_t plane_bytes(const dw_geom *g) { return s8_ws_part(2 * g->rows * g->stride); }
+
+static void zero_plane(const dw_geom *g, int16_t *u)
+{
+    for (int32_t i = 0; i < g->rows * g->stride; i++) u[i] = 0;
+}
+
+/* The interior: u[p_l + l][p_t + t] = src at (l, t) of the orientation, + offset, for
+ * the positions inside the plane (a negative padding crops: a transposed correlation
+ * whose forward padding exceeded kernel - 1 never reads the gradient's first rows). */
+static void fill_plane(const dw_geom *g, const int8_t *src, int32_t offset, int16_t *u)
+{
+    int32_t l0 = s8_max(0, -g->p_l), l1 = s8_min(g->in_l, g->rows - g->p_l);
+    int32_t t0 = s8_max(0, -g->p_t), t1 = s8_min(g->in_t, g->stride - g->p_t);
+    if (g->transposed) { /* src is in_t rows of in_l */
+        for (int32_t t = t0; t < t1; t++)
+            for (int32_t l = l0; l < l1; l++)
+                u[(g->p_l + l) * g->stride + g->p_t + t] = (int16_t)(src[t * g->in_l + l] + offset);
+    } else {
+        for (int32_t l = l0; l < l1; l++) {
+            int16_t *d = u + (g->p_l + l) * g->stride + g->p_t;
+            const int8_t *x = src + l * g->in_t;
+            for (int32_t t = t0; t < t1; t++) d[t] = (int16_t)(x[t] + offset);
         }
     }
 }
 
-/* The weights of one channel as pairs per kernel row: wp[i][jp] = (w[i][2jp], w[i][2jp+1] or 0),
- * read flipped (w[kh-1-i][kw-1-j]) when `flip`, each times `scale`. */
-static void weight_pairs(const int8_t *w, int32_t kh, int32_t kw, int32_t flip, int32_t scale, uint32_t *wp)
+/* Kernel tap (l, t) of the orientation, from w[kh][kw], flipped for the input gradient. */
+static int32_t tap(const dw_geom *g, const int8_t *w, int32_t l, int32_t t, int32_t flip)
 {
-    int32_t kwp = (kw + 1) >> 1;
-    for (int32_t i = 0; i < kh; i++)
-        for (int32_t jp = 0; jp < kwp; jp++) {
-            int32_t v[2];
-            for (int32_t h = 0; h < 2; h++) {
-                int32_t j = 2 * jp + h;
-                v[h] = j < kw ? w[flip ? (kh - 1 - i) * kw + (kw - 1 - j) : i * kw + j] * scale : 0;
+    if (flip) {
+        l = g->k_l - 1 - l;
+        t = g->k_t - 1 - t;
+    }
+    return g->transposed ? w[t * g->k_l + l] : w[l * g->k_t + t];
+}
+
+/* Three taps at stride 1 along t: outputs in pairs (see the head of the file). */
+static int32_t in_pairs(const dw_geom *g) { return g->k_t == 3 && g->s_t == 1; }
+
+/* Per lane the words (w0, w1), (w1, w2) for pairs of outputs, else (w0, w1), (w2, w3), ... */
+static void weight_words(const dw_geom *g, const int8_t *w, int32_t flip, int32_t scale, uint32_t *wp)
+{
+    int32_t three = in_pairs(g), per = three ? 2 : (g->k_t + 1) >> 1;
+    for (int32_t l = 0; l < g->k_l; l++)
+        for (int32_t i = 0; i < per; i++) {
+            int32_t t0 = three ? i : 2 * i;
+            int32_t a = tap(g, w, l, t0, flip) * scale;
+            int32_t b = t0 + 1 < g->k_t ? tap(g, w, l, t0 + 1, flip) * scale : 0;
+            wp[l * per + i] = s8_pair(a, b);
+        }
+}
+
+S8_INLINE int32_t weight_words_bytes(int32_t kh, int32_t kw) { return s8_ws_part(4 * kh * (s8_max(kh, kw) + 1)); }
+
+/* Every output of one plane: pairs along t (three taps, stride 1) or one at a time;
+ * fo (the forward's state and channel requantization) or go (the gradient's). */
+typedef struct dw_out {
+    s8_fwd_state *st;
+    const s8_rq *rq;
+    const s8_ms *ms;
+    uint32_t *amax;
+} dw_out;
+
+S8_INLINE int8_t dw_one(const dw_out *o, uint32_t acc)
+{
+    return o->st ? s8_fwd_one(o->st, o->rq, acc) : s8_grad_one(o->ms, o->amax, acc);
+}
+
+S8_INLINE void correlate(const dw_geom *g, const int16_t *u, const uint32_t *wp, uint32_t bias, int8_t *y,
+                         const dw_out *o)
+{
+    int32_t pair = in_pairs(g);
+    int32_t per = pair ? 2 : (g->k_t + 1) >> 1;
+    for (int32_t l = 0; l < g->n_l; l++) {
+        const int16_t *row0 = u + l * g->s_l * g->stride;
+        int8_t *yl = y + l * g->y_l;
+        for (int32_t t = 0; t < g->n_t; t += pair ? 2 : 1) {
+            uint32_t a0 = bias, a1 = bias;
+            const int16_t *r = row0 + t * g->s_t;
+            if (pair) {
+                for (int32_t i = 0; i < g->k_l; i++, r += g->stride) {
+                    uint32_t wa = wp[2 * i], wb = wp[2 * i + 1];
+                    uint32_t x0 = s8_load32(r), x1 = s8_load32(r + 2);
+                    a0 = s8_smlabt(x1, wb, s8_smlad(x0, wa, a0));
+                    a1 = s8_smlad(x1, wb, s8_smlatb(x0, wa, a1));
+                }
+            } else {
+                for (int32_t i = 0; i < g->k_l; i++, r += g->stride)
+                    for (int32_t j = 0; j < per; j++) a0 = s8_smlad(s8_load32(r + 2 * j), wp[i * per + j], a0);
             }
-            wp[i * kwp + jp] = s8_pair(v[0], v[1]);
+            int8_t *yt = yl + t * g->y_t;
+            yt[0] = dw_one(o, a0);
+            if (pair && t + 1 < g->n_t) yt[g->y_t] = dw_one(o, a1);
         }
-}
-
-/* sum over the kernel of the plane at output (r, c) */
-S8_INLINE uint32_t window(const plane *u, const uint32_t *wp, int32_t kh, int32_t kwp, int32_t r0, int32_t c0,
-                          uint32_t acc)
-{
-    for (int32_t i = 0; i < kh; i++) {
-        const int16_t *row = u->p + (r0 + i) * u->stride + c0;
-        for (int32_t jp = 0; jp < kwp; jp++) acc = s8_smlad(s8_load32(row + 2 * jp), wp[i * kwp + jp], acc);
     }
-    return acc;
 }
 
-/* The padded input plane of a channel: (h_out - 1) * stride + kh rows, and the columns
- * (w_out - 1) * stride + kw plus the spare one, or what the weight gradient's column pairs
- * read, whichever is wider. */
-static plane input_plane(const poet_s8_conv_shape *s, int16_t *p)
+static dw_geom forward_geom(const poet_s8_conv_shape *s)
 {
-    plane u = {p, (s->h_out - 1) * s->stride_h + s->kh, (s->w_out - 1) * s->stride_w + s->kw, 0};
-    u.stride = s8_max(u.cols + 1, s8_round2(s->w_out) * s->stride_w + s->kw);
-    return u;
+    return orient(s->h_in, s->w_in, s->h_out, s->w_out, s->kh, s->kw, s->stride_h, s->stride_w, s->pad_top,
+                  s->pad_left);
 }
-
-S8_INLINE int32_t pairs_bytes(const poet_s8_conv_shape *s) { return s8_ws_part(4 * s->kh * ((s->kw + 1) >> 1)); }
 
 int32_t s8_dw_fwd_ws(const poet_s8_conv_shape *s)
 {
-    plane u = input_plane(s, 0);
-    return pairs_bytes(s) + s8_ws_part(2 * u.rows * u.stride);
+    dw_geom g = forward_geom(s);
+    return weight_words_bytes(s->kh, s->kw) + plane_bytes(&g);
 }
 
 void s8_dw_fwd(const poet_s8_conv_shape *s, const int8_t *x, int32_t z_x, const int8_t *w, s8_fwd_out *o, void *ws)
 {
+    dw_geom g = forward_geom(s);
     uint32_t *wp = (uint32_t *)ws;
-    plane u = input_plane(s, (int16_t *)((uint8_t *)ws + pairs_bytes(s)));
-    int32_t kwp = (s->kw + 1) >> 1, plane_in = s->h_in * s->w_in, plane_out = s->h_out * s->w_out;
-    for (int32_t b = 0; b < s->n; b++)
-        for (int32_t c = 0; c < s->c_out; c++) {
-            weight_pairs(w + c * s->kh * s->kw, s->kh, s->kw, 0, 1, wp);
-            widen(u, x + (b * s->c_in + c) * plane_in, s->h_in, s->w_in, s->pad_top, s->pad_left, -z_x);
-            uint32_t bias = o->bias ? (uint32_t)o->bias[c] : 0u;
-            int8_t *y = o->y + (b * s->c_out + c) * plane_out;
-            for (int32_t r = 0; r < s->h_out; r++)
-                for (int32_t col = 0; col < s->w_out; col++) {
-                    uint32_t acc = window(&u, wp, s->kh, kwp, r * s->stride_h, col * s->stride_w, bias);
-                    y[r * s->w_out + col] = s8_fwd_one(o, &o->rq[c], acc);
-                }
+    int16_t *u = (int16_t *)((uint8_t *)ws + weight_words_bytes(s->kh, s->kw));
+    int32_t plane_in = s->h_in * s->w_in, plane_out = s->h_out * s->w_out;
+    s8_fwd_state st = s8_fwd_begin(o);
+    zero_plane(&g, u);
+    for (int32_t c = 0; c < s->c_out; c++) {
+        weight_words(&g, w + c * s->kh * s->kw, 0, 1, wp);
+        uint32_t bias = o->bias ? (uint32_t)o->bias[c] : 0u;
+        dw_out out = {&st, &o->rq[c], 0, 0};
+        for (int32_t b = 0; b < s->n; b++) {
+            fill_plane(&g, x + (b * s->c_in + c) * plane_in, -z_x, u);
+            correlate(&g, u, wp, bias, o->y + (b * s->c_out + c) * plane_out, &out);
         }
+    }
+    o->vmin = st.vmin;
+    o->vmax = st.vmax;
 }
 
-/* The input gradient's plane: the output gradient padded by kh - 1 - pad_top rows and
- * kw - 1 - pad_left columns, as wide as the input's correlation reads (stride 1). */
-static plane grad_plane(const poet_s8_conv_shape *s, int16_t *p)
+/* The input gradient (stride 1): the output gradient's plane correlated with the flipped
+ * kernel, padding kh - 1 - pad_top and kw - 1 - pad_left, an output per input position. */
+static dw_geom grad_geom(const poet_s8_conv_shape *s)
 {
-    plane u = {p, s->h_in - 1 + s->kh, s->w_in - 1 + s->kw, 0};
-    u.stride = u.cols + 1;
-    return u;
+    return orient(s->h_out, s->w_out, s->h_in, s->w_in, s->kh, s->kw, 1, 1, s->kh - 1 - s->pad_top,
+                  s->kw - 1 - s->pad_left);
 }
 
 int32_t s8_dw_grad_ws(const poet_s8_conv_shape *s)
 {
-    plane u = grad_plane(s, 0);
-    return pairs_bytes(s) + s8_ws_part(2 * u.rows * u.stride);
+    dw_geom g = grad_geom(s);
+    return weight_words_bytes(s->kh, s->kw) + plane_bytes(&g);
 }
 
-void s8_dw_grad(const poet_s8_conv_shape *s, const int8_t *g, const int8_t *w, const int16_t *rescale, s8_grad_out *o,
-                void *ws)
+void s8_dw_grad(const poet_s8_conv_shape *s, const int8_t *grad, const int8_t *w, const int16_t *rescale,
+                s8_grad_out *o, void *ws)
 {
+    dw_geom g = grad_geom(s);
     uint32_t *wp = (uint32_t *)ws;
-    plane u = grad_plane(s, (int16_t *)((uint8_t *)ws + pairs_bytes(s)));
-    int32_t kwp = (s->kw + 1) >> 1, plane_in = s->h_in * s->w_in, plane_out = s->h_out * s->w_out;
-    for (int32_t b = 0; b < s->n; b++)
-        for (int32_t c = 0; c < s->c_in; c++) {
-            weight_pairs(w + c * s->kh * s->kw, s->kh, s->kw, 1, rescale[c], wp);
-            widen(u, g + (b * s->c_out + c) * plane_out, s->h_out, s->w_out, s->kh - 1 - s->pad_top,
-                  s->kw - 1 - s->pad_left, 0);
-            int8_t *gx = o->g_x + (b * s->c_in + c) * plane_in;
-            for (int32_t r = 0; r < s->h_in; r++)
-                for (int32_t col = 0; col < s->w_in; col++)
-                    gx[r * s->w_in + col] = s8_grad_one(o, window(&u, wp, s->kh, kwp, r, col, 0u));
+    int16_t *u = (int16_t *)((uint8_t *)ws + weight_words_bytes(s->kh, s->kw));
+    int32_t plane_in = s->h_in * s->w_in, plane_out = s->h_out * s->w_out;
+    dw_out out = {0, 0, &o->ms, &o->amax};
+    zero_plane(&g, u);
+    for (int32_t c = 0; c < s->c_in; c++) {
+        weight_words(&g, w + c * s->kh * s->kw, 1, rescale[c], wp);
+        for (int32_t b = 0; b < s->n; b++) {
+            fill_plane(&g, grad + (b * s->c_out + c) * plane_out, 0, u);
+            correlate(&g, u, wp, 0u, o->g_x + (b * s->c_in + c) * plane_in, &out);
         }
+    }
 }
 
-/* The weight gradient's gradient plane: h_out rows of w_out columns padded to even. */
-static plane out_plane(const poet_s8_conv_shape *s, int16_t *p)
-{
-    plane v = {p, s->h_out, s->w_out, s8_round2(s->w_out)};
-    return v;
-}
-
+/* The weight gradient: the input plane as in the forward, and the gradient in the same
+ * orientation, n_l lanes of n_t padded to even with zeros (at the input's stride). */
 int32_t s8_dw_wgrad_ws(const poet_s8_conv_shape *s)
 {
-    plane u = input_plane(s, 0), v = out_plane(s, 0);
-    return s8_ws_part(2 * u.rows * u.stride) + s8_ws_part(2 * v.rows * v.stride);
+    dw_geom g = forward_geom(s);
+    return plane_bytes(&g) + s8_ws_part(2 * g.n_l * g.stride) + s8_ws_part(4 * s->kh * s->kw);
 }
 
-void s8_dw_wgrad(const poet_s8_conv_shape *s, const int8_t *g, const int8_t *x, int32_t z_x, int32_t c0, int32_t c1,
+/* sums[lt] += the products of tap lane dl, taps 0..k_t-1 over the plane pair (u, v). */
+static void tap_sums(const dw_geom *g, const int16_t *u, const int16_t *v, int32_t dl, uint32_t *sums)
+{
+    for (int32_t l = 0; l < g->n_l; l++) {
+        const int16_t *gr = v + l * g->stride, *xr = u + (l * g->s_l + dl) * g->stride;
+        for (int32_t j = 0; j < g->k_t; j++) {
+            uint32_t acc = sums[j];
+            if (g->s_t == 1) {
+                for (int32_t t = 0; t < g->n_t; t += 2) acc = s8_smlad(s8_load32(gr + t), s8_load32(xr + t + j), acc);
+            } else {
+                for (int32_t t = 0; t < g->n_t; t++) acc += (uint32_t)(gr[t] * xr[t * g->s_t + j]);
+            }
+            sums[j] = acc;
+        }
+    }
+}
+
+void s8_dw_wgrad(const poet_s8_conv_shape *s, const int8_t *grad, const int8_t *x, int32_t z_x, int32_t c0, int32_t c1,
                  int32_t *gw, void *ws)
 {
-    plane u = input_plane(s, (int16_t *)ws);
-    plane v = out_plane(s, (int16_t *)((uint8_t *)ws + s8_ws_part(2 * u.rows * u.stride)));
+    dw_geom g = forward_geom(s);
+    int16_t *u = (int16_t *)ws;
+    int16_t *v = (int16_t *)((uint8_t *)ws + plane_bytes(&g));
+    uint32_t *sums = (uint32_t *)((uint8_t *)v + s8_ws_part(2 * g.n_l * g.stride));
+    dw_geom gg = g; /* the gradient plane: no border, outputs at their own places */
+    gg.p_l = gg.p_t = 0, gg.in_l = g.n_l, gg.in_t = g.n_t;
     int32_t taps = s->kh * s->kw, plane_in = s->h_in * s->w_in, plane_out = s->h_out * s->w_out;
-    int32_t unit = s->stride_w == 1;
+    zero_plane(&g, u);
+    for (int32_t i = 0; i < g.n_l * g.stride; i++) v[i] = 0;
     for (int32_t c = c0; c < c1; c++) {
-        int32_t *out = gw + (c - c0) * taps;
-        for (int32_t t = 0; t < taps; t++) out[t] = 0;
+        for (int32_t t = 0; t < taps; t++) sums[t] = 0;
         for (int32_t b = 0; b < s->n; b++) {
-            widen(u, x + (b * s->c_in + c) * plane_in, s->h_in, s->w_in, s->pad_top, s->pad_left, -z_x);
-            widen(v, g + (b * s->c_out + c) * plane_out, s->h_out, s->w_out, 0, 0, 0);
-            for (int32_t i = 0; i < s->kh; i++)
-                for (int32_t j = 0; j < s->kw; j++) {
-                    uint32_t acc = (uint32_t)out[i * s->kw + j];
-                    for (int32_t r = 0; r < s->h_out; r++) {
-                        const int16_t *gr = v.p + r * v.stride;
-                        const int16_t *xr = u.p + (r * s->stride_h + i) * u.stride + j;
-                        if (unit) {
-                            for (int32_t col = 0; col < v.stride; col += 2)
-                                acc = s8_smlad(s8_load32(gr + col), s8_load32(xr + col), acc);
-                        } else {
-                            for (int32_t col = 0; col < s->w_out; col++)
-                                acc += (uint32_t)(gr[col] * xr[col * s->stride_w]);
-                        }
-                    }
-                    out[i * s->kw + j] = (int32_t)acc;
-                }
+            fill_plane(&g, x + (b * s->c_in + c) * plane_in, -z_x, u);
+            fill_plane(&gg, grad + (b * s->c_out + c) * plane_out, 0, v);
+            for (int32_t dl = 0; dl < g.k_l; dl++) tap_sums(&g, u, v, dl, sums + dl * g.k_t);
         }
+        int32_t *out = gw + (c - c0) * taps;
+        for (int32_t l = 0; l < g.k_l; l++)
+            for (int32_t t = 0; t < g.k_t; t++)
+                out[g.transposed ? t * g.k_l + l : l * g.k_t + t] = (int32_t)sums[l * g.k_t + t];
     }
 }

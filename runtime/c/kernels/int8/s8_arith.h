@@ -82,37 +82,49 @@ S8_INLINE int32_t s8_requantize(int32_t acc, int32_t mult, int32_t shift)
  *   a M + 2^30 + 2^(30+e) - [a < 0] 2^31
  * shifted right by e - 1: one SMLAL, a subtract with borrow and a shift. */
 typedef struct s8_rq {
-    int32_t mult, shift, e1; /* e1 = e - 1 for the fast form, -1 for the definition */
+    int32_t mult, shift;
+    int32_t e;   /* the right shift for the fast forms, in [1, 31]; 0: the definition */
+    int32_t rnd; /* 2^(e-1) */
     uint32_t k_lo;
     int32_t k_hi;
 } s8_rq;
 
 S8_INLINE s8_rq s8_rq_prepare(int32_t mult, int32_t shift)
 {
-    s8_rq r;
-    r.mult = mult;
-    r.shift = shift;
+    s8_rq r = {mult, shift, 0, 0, 0, 0};
     if (shift <= -1 && shift >= -31) {
-        int32_t e = -shift;
-        uint64_t k = ((uint64_t)1 << 30) + ((uint64_t)1 << (30 + e));
-        r.e1 = e - 1;
+        uint64_t k = ((uint64_t)1 << 30) + ((uint64_t)1 << (30 - shift));
+        r.e = -shift;
+        r.rnd = 1 << (r.e - 1);
         r.k_lo = (uint32_t)k;
         r.k_hi = (int32_t)(k >> 32);
-    } else {
-        r.e1 = -1;
-        r.k_lo = 0;
-        r.k_hi = 0;
     }
     return r;
 }
 
 S8_INLINE int32_t s8_rq_apply(const s8_rq *r, int32_t a)
 {
-    if (r->e1 < 0)
+    if (r->e == 0)
         return s8_requantize(a, r->mult, r->shift);
     int64_t k = (int64_t)(((uint64_t)(uint32_t)r->k_hi << 32) | r->k_lo);
     int64_t d = (int64_t)a * r->mult + k - (int64_t)((uint32_t)a & 0x80000000u);
-    return (int32_t)(d >> 32) >> r->e1;
+    return (int32_t)(d >> 32) >> (r->e - 1);
+}
+
+/* requantize(a, mult, shift) by the fastest exact form: for a right shift e in [1, 31], on the M4 the doubling high multiply is
+ * SMMULR of 2a ((2a M + 2^31) >> 32 = (a M + 2^30) >> 31) when 2a fits (|a| < 2^30, the
+ * check is ADDS + BVS), and dpot(h, e) = (h + 2^(e-1) - [h < 0]) >> e, exact in 32 bits
+ * because |h| < 2^30 there; elsewhere the 64-bit form of s8_rq_apply. */
+S8_INLINE int32_t s8_rq_right(const s8_rq *r, int32_t a)
+{
+#if S8_DSP && defined(__GNUC__)
+    int32_t a2, h;
+    if (r->e != 0 && !__builtin_add_overflow(a, a, &a2)) {
+        __asm__("smmulr %0, %1, %2" : "=r"(h) : "r"(a2), "r"(r->mult));
+        return (h + r->rnd - (int32_t)((uint32_t)h >> 31)) >> r->e;
+    }
+#endif
+    return s8_rq_apply(r, a);
 }
 
 /* (x * mult + 2^(n-1)) >> n in 64 bits (single rounding, half up); n > 62 gives 0 and
@@ -124,6 +136,34 @@ S8_INLINE int64_t s8_mul_shift(int32_t x, int32_t mult, int32_t n)
     if (n < 1)
         n = 1;
     return ((int64_t)x * mult + ((int64_t)1 << (n - 1))) >> n;
+}
+
+/* mul_shift prepared for one multiplier and shift: for n in [32, 62] the result is the
+ * high word of x M + 2^(n-1) (one SMLAL) shifted right by n - 32, and fits 31 bits. */
+typedef struct s8_ms {
+    int32_t mult, n, sh; /* sh = n - 32 for the fast form, -1 for the definition */
+    uint32_t k_lo;
+    int32_t k_hi;
+} s8_ms;
+
+S8_INLINE s8_ms s8_ms_prepare(int32_t mult, int32_t n)
+{
+    s8_ms m = {mult, n, -1, 0, 0};
+    if (n >= 32 && n <= 62) {
+        uint64_t k = (uint64_t)1 << (n - 1);
+        m.sh = n - 32;
+        m.k_lo = (uint32_t)k;
+        m.k_hi = (int32_t)(k >> 32);
+    }
+    return m;
+}
+
+S8_INLINE int64_t s8_ms_apply(const s8_ms *m, int32_t x)
+{
+    if (m->sh < 0)
+        return s8_mul_shift(x, m->mult, m->n);
+    int64_t d = (int64_t)x * m->mult + (int64_t)(((uint64_t)(uint32_t)m->k_hi << 32) | m->k_lo);
+    return (int32_t)(d >> 32) >> m->sh;
 }
 
 /* min(|v|, 2^31 - 1) of a 64-bit value, as the running amax records it. */
@@ -154,6 +194,27 @@ S8_INLINE uint32_t s8_smlad(uint32_t x, uint32_t y, uint32_t acc)
 #endif
 }
 
+/* acc + (the low or high half of x) * (the low or high half of y): SMLABB, SMLABT, SMLATB, SMLATT. */
+#define S8_LO(x) ((int32_t)(int16_t)((x) & 0xFFFFu))
+#define S8_HI(x) ((int32_t)(int16_t)((x) >> 16))
+S8_INLINE uint32_t s8_smlabt(uint32_t x, uint32_t y, uint32_t acc)
+{
+#if S8_DSP
+    return (uint32_t)__smlabt((int32_t)x, (int32_t)y, (int32_t)acc);
+#else
+    return acc + (uint32_t)(S8_LO(x) * S8_HI(y));
+#endif
+}
+
+S8_INLINE uint32_t s8_smlatb(uint32_t x, uint32_t y, uint32_t acc)
+{
+#if S8_DSP
+    return (uint32_t)__smlatb((int32_t)x, (int32_t)y, (int32_t)acc);
+#else
+    return acc + (uint32_t)(S8_HI(x) * S8_LO(y));
+#endif
+}
+
 /* Bytes 0 and 2 of w, sign-extended, plus the halves of off (SXTAB16). */
 S8_INLINE uint32_t s8_sxtab16(uint32_t off, uint32_t w)
 {
@@ -167,6 +228,36 @@ S8_INLINE uint32_t s8_sxtab16(uint32_t off, uint32_t w)
 }
 
 S8_INLINE uint32_t s8_ror8(uint32_t w) { return (w >> 8) | (w << 24); }
+
+/* (low half of a, low half of b) and (high half of a, high half of b): PKHBT, PKHTB. */
+S8_INLINE uint32_t s8_pack_lo(uint32_t a, uint32_t b)
+{
+#if S8_DSP && defined(__GNUC__)
+    uint32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+#else
+    return (a & 0xFFFFu) | (b << 16);
+#endif
+}
+
+S8_INLINE uint32_t s8_pack_hi(uint32_t a, uint32_t b)
+{
+#if S8_DSP && defined(__GNUC__)
+    uint32_t r;
+    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(b), "r"(a));
+    return r;
+#else
+    return (a >> 16) | (b & 0xFFFF0000u);
+#endif
+}
+
+S8_INLINE uint32_t s8_load16(const void *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
 
 /* The pair (a, b) of int16 values as a word. */
 S8_INLINE uint32_t s8_pair(int32_t a, int32_t b) { return ((uint32_t)a & 0xFFFFu) | ((uint32_t)b << 16); }

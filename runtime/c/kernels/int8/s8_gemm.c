@@ -1,18 +1,20 @@
-/* s8_gemm.c - the packed 2 x 2 tile and the correlation driver of the int8 convolutions.
+/* s8_gemm.c - the correlation driver of the int8 convolutions (forward, and the stride-1
+ * transposed convolution of the input gradient) on the packed tile of s8_gemm.h.
  *
- * The driver computes out[n, co, oh, ow] = epilogue(sum_k A[co, k] * col[k]) for a
- * convolution (forward) or the stride-1 transposed convolution (input gradient) as
- * packed dot products (s8_gemm.h). Columns come in pairs:
+ * out[n, co, oh, ow] = epilogue(sum_k A[co, k] * col[k]) with the columns in pairs:
  *   - 1x1, stride 1, no padding (pointwise, linear): a column is one position's channels,
- *     read straight from NCHW; pairs run over the flattened (n, position) index, so a
- *     linear layer pairs two samples;
- *   - otherwise: a band of two output rows' input rows is widened once into int16 with
- *     its padding (x - z, 0 outside), and a column is gathered from the band through a
- *     table of the taps' offsets: no bound is tested per element.
+ *     read straight from NCHW, pairs over the flattened (n, position) index (a linear
+ *     layer pairs two samples); two neighbouring positions pack together: one halfword
+ *     per channel holds both, SXTAB16 widens and subtracts z for four channels at once;
+ *   - otherwise: the input rows of two output rows are widened once into int16 with
+ *     their padding (a "band": x - z, 0 outside), and a column is gathered from the band
+ *     through a table of the taps' offsets, so no bound is tested per element; at unit
+ *     stride the two columns of a pair are neighbours, one word per tap (PKHBT/PKHTB
+ *     deal the words into the quads).
  * Each column pair is packed once and used by every pair of output channels. */
 #include "s8_gemm.h"
 
-/* ---- the tile ------------------------------------------------------------------------ */
+/* ---- the tile -------------------------------------------------------------------------- */
 
 #if S8_DSP && defined(__GNUC__) && defined(__thumb2__)
 /* One quad: LDM four words of B (two columns), LDM two words of each A row; 8 SMLAD.
@@ -30,50 +32,207 @@
     "smlad %[s11], r9, r6, %[s11]\n\t"                                                 \
     "smlad %[s11], r10, r8, %[s11]\n\t"
 
-void s8_tile_2x2(int32_t quads, const int16_t *a, const int16_t *b, uint32_t acc[4])
+S8_NOINLINE void s8_tiles(int32_t quads, int32_t pairs, const int16_t *a, const int16_t *b, uint32_t *acc,
+                          int32_t rs)
 {
-    uint32_t s00 = acc[0], s01 = acc[1], s10 = acc[2], s11 = acc[3];
-    int32_t pairs = quads >> 1;
-    if (quads & 1) {
-        __asm__ volatile(S8_TILE_QUAD
-                         : [s00] "+r"(s00), [s01] "+r"(s01), [s10] "+r"(s10), [s11] "+r"(s11), [a] "+r"(a),
-                           [b] "+r"(b)
-                         :
-                         : "r4", "r5", "r6", "r8", "r9", "r10", "memory");
+    for (; pairs > 0; pairs--, acc += 2 * rs) {
+        uint32_t s00 = acc[0], s01 = acc[1], s10 = acc[rs], s11 = acc[rs + 1];
+        const int16_t *bp = b;
+        int32_t n = quads >> 1;
+        if (quads & 1) {
+            __asm__ volatile(S8_TILE_QUAD
+                             : [s00] "+r"(s00), [s01] "+r"(s01), [s10] "+r"(s10), [s11] "+r"(s11), [a] "+r"(a),
+                               [b] "+r"(bp)
+                             :
+                             : "r4", "r5", "r6", "r8", "r9", "r10", "memory");
+        }
+        if (n > 0) {
+            __asm__ volatile("1:\n\t" S8_TILE_QUAD S8_TILE_QUAD "subs %[n], %[n], #1\n\t"
+                             "bne 1b\n\t"
+                             : [s00] "+r"(s00), [s01] "+r"(s01), [s10] "+r"(s10), [s11] "+r"(s11), [a] "+r"(a),
+                               [b] "+r"(bp), [n] "+r"(n)
+                             :
+                             : "r4", "r5", "r6", "r8", "r9", "r10", "cc", "memory");
+        }
+        acc[0] = s00, acc[1] = s01, acc[rs] = s10, acc[rs + 1] = s11;
     }
-    if (pairs > 0) {
-        __asm__ volatile("1:\n\t" S8_TILE_QUAD S8_TILE_QUAD "subs %[n], %[n], #1\n\t"
-                         "bne 1b\n\t"
-                         : [s00] "+r"(s00), [s01] "+r"(s01), [s10] "+r"(s10), [s11] "+r"(s11), [a] "+r"(a),
-                           [b] "+r"(b), [n] "+r"(pairs)
-                         :
-                         : "r4", "r5", "r6", "r8", "r9", "r10", "cc", "memory");
-    }
-    acc[0] = s00;
-    acc[1] = s01;
-    acc[2] = s10;
-    acc[3] = s11;
+}
+
+/* s8_tiles_rows(quads r0, pairs r1, a r2, b0 r3, b1, acc, rs on the stack) in full: the
+ * loop over pairs keeps its counters on the stack so that the quad loop has the
+ * registers (accumulators r0 r1 r7 r11, A r2, B rows r3 r12, count lr). LDRD needs
+ * word-aligned B rows; a row at an odd int16 offset takes two LDR instead. */
+#define S8_ARG __attribute__((unused))
+#define S8_B_ALIGNED "ldrd r4, r5, [r3], #8\n\tldrd r6, r8, [r12], #8\n\t"
+#define S8_B_UNALIGNED "ldr r4, [r3], #4\n\tldr r5, [r3], #4\n\tldr r6, [r12], #4\n\tldr r8, [r12], #4\n\t"
+#define S8_ROWS_QUAD(LOAD_B)                                                                                     \
+    LOAD_B                                                                                                       \
+    "ldrd r9, r10, [r2], #8\n\t"                                                                                \
+    "smlad r0, r9, r4, r0\n\t"                                                                                  \
+    "smlad r0, r10, r5, r0\n\t"                                                                                 \
+    "smlad r1, r9, r6, r1\n\t"                                                                                  \
+    "smlad r1, r10, r8, r1\n\t"                                                                                 \
+    "ldrd r9, r10, [r2, #120]\n\t" /* the second A row, S8_ROW int16 on */                                      \
+    "smlad r7, r9, r4, r7\n\t"                                                                                  \
+    "smlad r7, r10, r5, r7\n\t"                                                                                 \
+    "smlad r11, r9, r6, r11\n\t"                                                                                \
+    "smlad r11, r10, r8, r11\n\t"
+
+__attribute__((naked)) static void tiles_rows_aligned(S8_ARG int32_t quads, S8_ARG int32_t pairs, S8_ARG const int16_t *a,
+                                          S8_ARG const int16_t *b0, S8_ARG const int16_t *b1, S8_ARG uint32_t *acc,
+                                          S8_ARG int32_t rs)
+{
+    __asm__ volatile(
+        "push {r4-r11, lr}\n\t"
+        "sub sp, sp, #24\n\t" /* [sp] quads, +4 pairs, +8 b0, +12 b1, +16 acc, +20 rs in bytes */
+        "str r0, [sp]\n\t"
+        "str r1, [sp, #4]\n\t"
+        "str r3, [sp, #8]\n\t"
+        "ldr r4, [sp, #60]\n\t"
+        "str r4, [sp, #12]\n\t"
+        "ldr r4, [sp, #64]\n\t"
+        "str r4, [sp, #16]\n\t"
+        "ldr r4, [sp, #68]\n\t"
+        "lsl r4, r4, #2\n\t"
+        "str r4, [sp, #20]\n\t"
+        "cmp r1, #0\n\t"
+        "ble 9f\n"
+        "5:\n\t"
+        "ldr r4, [sp, #16]\n\t"
+        "ldr r5, [sp, #20]\n\t"
+        "ldrd r0, r1, [r4]\n\t"
+        "add r4, r4, r5\n\t"
+        "ldrd r7, r11, [r4]\n\t"
+        "ldr r3, [sp, #8]\n\t"
+        "ldr r12, [sp, #12]\n\t"
+        "ldr lr, [sp]\n\t"
+        "push {r2}\n\t"
+        "lsrs lr, lr, #1\n\t"
+        "bcc 6f\n\t" S8_ROWS_QUAD(S8_B_ALIGNED)
+        "6:\n\t"
+        "cmp lr, #0\n\t"
+        "beq 8f\n"
+        "7:\n\t" S8_ROWS_QUAD(S8_B_ALIGNED) S8_ROWS_QUAD(S8_B_ALIGNED)
+        "subs lr, lr, #1\n\t"
+        "bne 7b\n"
+        "8:\n\t"
+        "pop {r2}\n\t"
+        "add r2, r2, #256\n\t" /* the next pair of A rows */
+        "ldr r4, [sp, #16]\n\t"
+        "ldr r5, [sp, #20]\n\t"
+        "strd r0, r1, [r4]\n\t"
+        "add r4, r4, r5\n\t"
+        "strd r7, r11, [r4]\n\t"
+        "add r4, r4, r5\n\t"
+        "str r4, [sp, #16]\n\t"
+        "ldr r0, [sp, #4]\n\t"
+        "subs r0, r0, #1\n\t"
+        "str r0, [sp, #4]\n\t"
+        "bne 5b\n"
+        "9:\n\t"
+        "add sp, sp, #24\n\t"
+        "pop {r4-r11, pc}\n\t");
+}
+
+__attribute__((naked)) static void tiles_rows_unaligned(S8_ARG int32_t quads, S8_ARG int32_t pairs, S8_ARG const int16_t *a,
+                                          S8_ARG const int16_t *b0, S8_ARG const int16_t *b1, S8_ARG uint32_t *acc,
+                                          S8_ARG int32_t rs)
+{
+    __asm__ volatile(
+        "push {r4-r11, lr}\n\t"
+        "sub sp, sp, #24\n\t" /* [sp] quads, +4 pairs, +8 b0, +12 b1, +16 acc, +20 rs in bytes */
+        "str r0, [sp]\n\t"
+        "str r1, [sp, #4]\n\t"
+        "str r3, [sp, #8]\n\t"
+        "ldr r4, [sp, #60]\n\t"
+        "str r4, [sp, #12]\n\t"
+        "ldr r4, [sp, #64]\n\t"
+        "str r4, [sp, #16]\n\t"
+        "ldr r4, [sp, #68]\n\t"
+        "lsl r4, r4, #2\n\t"
+        "str r4, [sp, #20]\n\t"
+        "cmp r1, #0\n\t"
+        "ble 9f\n"
+        "5:\n\t"
+        "ldr r4, [sp, #16]\n\t"
+        "ldr r5, [sp, #20]\n\t"
+        "ldrd r0, r1, [r4]\n\t"
+        "add r4, r4, r5\n\t"
+        "ldrd r7, r11, [r4]\n\t"
+        "ldr r3, [sp, #8]\n\t"
+        "ldr r12, [sp, #12]\n\t"
+        "ldr lr, [sp]\n\t"
+        "push {r2}\n\t"
+        "lsrs lr, lr, #1\n\t"
+        "bcc 6f\n\t" S8_ROWS_QUAD(S8_B_UNALIGNED)
+        "6:\n\t"
+        "cmp lr, #0\n\t"
+        "beq 8f\n"
+        "7:\n\t" S8_ROWS_QUAD(S8_B_UNALIGNED) S8_ROWS_QUAD(S8_B_UNALIGNED)
+        "subs lr, lr, #1\n\t"
+        "bne 7b\n"
+        "8:\n\t"
+        "pop {r2}\n\t"
+        "add r2, r2, #256\n\t" /* the next pair of A rows */
+        "ldr r4, [sp, #16]\n\t"
+        "ldr r5, [sp, #20]\n\t"
+        "strd r0, r1, [r4]\n\t"
+        "add r4, r4, r5\n\t"
+        "strd r7, r11, [r4]\n\t"
+        "add r4, r4, r5\n\t"
+        "str r4, [sp, #16]\n\t"
+        "ldr r0, [sp, #4]\n\t"
+        "subs r0, r0, #1\n\t"
+        "str r0, [sp, #4]\n\t"
+        "bne 5b\n"
+        "9:\n\t"
+        "add sp, sp, #24\n\t"
+        "pop {r4-r11, pc}\n\t");
+}
+
+void s8_tiles_rows(int32_t quads, int32_t pairs, const int16_t *a, const int16_t *b0, const int16_t *b1, uint32_t *acc,
+                   int32_t rs)
+{
+    if ((((uintptr_t)b0 | (uintptr_t)b1) & 3u) == 0)
+        tiles_rows_aligned(quads, pairs, a, b0, b1, acc, rs);
+    else
+        tiles_rows_unaligned(quads, pairs, a, b0, b1, acc, rs);
 }
 #else
-void s8_tile_2x2(int32_t quads, const int16_t *a, const int16_t *b, uint32_t acc[4])
+void s8_tiles_rows(int32_t quads, int32_t pairs, const int16_t *a, const int16_t *b0, const int16_t *b1, uint32_t *acc,
+                   int32_t rs)
 {
-    uint32_t s00 = acc[0], s01 = acc[1], s10 = acc[2], s11 = acc[3];
-    for (int32_t q = 0; q < quads; q++, a += 8, b += 8) {
-        uint32_t b0 = s8_load32(b), b1 = s8_load32(b + 2), b2 = s8_load32(b + 4), b3 = s8_load32(b + 6);
-        uint32_t a0 = s8_load32(a), a1 = s8_load32(a + 2), a2 = s8_load32(a + 4), a3 = s8_load32(a + 6);
-        s00 = s8_smlad(a1, b1, s8_smlad(a0, b0, s00));
-        s01 = s8_smlad(a1, b3, s8_smlad(a0, b2, s01));
-        s10 = s8_smlad(a3, b1, s8_smlad(a2, b0, s10));
-        s11 = s8_smlad(a3, b3, s8_smlad(a2, b2, s11));
+    for (; pairs > 0; pairs--, acc += 2 * rs, a += 2 * S8_ROW) {
+        uint32_t s00 = acc[0], s01 = acc[1], s10 = acc[rs], s11 = acc[rs + 1];
+        for (int32_t q = 0; q < 4 * quads; q += 2) {
+            uint32_t x0 = s8_load32(b0 + q), x1 = s8_load32(b1 + q);
+            uint32_t a0 = s8_load32(a + q), a1 = s8_load32(a + S8_ROW + q);
+            s00 = s8_smlad(a0, x0, s00), s01 = s8_smlad(a0, x1, s01);
+            s10 = s8_smlad(a1, x0, s10), s11 = s8_smlad(a1, x1, s11);
+        }
+        acc[0] = s00, acc[1] = s01, acc[rs] = s10, acc[rs + 1] = s11;
     }
-    acc[0] = s00;
-    acc[1] = s01;
-    acc[2] = s10;
-    acc[3] = s11;
+}
+
+void s8_tiles(int32_t quads, int32_t pairs, const int16_t *a, const int16_t *b, uint32_t *acc, int32_t rs)
+{
+    for (; pairs > 0; pairs--, acc += 2 * rs) {
+        uint32_t s00 = acc[0], s01 = acc[1], s10 = acc[rs], s11 = acc[rs + 1];
+        const int16_t *bp = b;
+        for (int32_t q = 0; q < quads; q++, a += 8, bp += 8) {
+            uint32_t b0 = s8_load32(bp), b1 = s8_load32(bp + 2), b2 = s8_load32(bp + 4), b3 = s8_load32(bp + 6);
+            uint32_t a0 = s8_load32(a), a1 = s8_load32(a + 2), a2 = s8_load32(a + 4), a3 = s8_load32(a + 6);
+            s00 = s8_smlad(a1, b1, s8_smlad(a0, b0, s00));
+            s01 = s8_smlad(a1, b3, s8_smlad(a0, b2, s01));
+            s10 = s8_smlad(a3, b1, s8_smlad(a2, b0, s10));
+            s11 = s8_smlad(a3, b3, s8_smlad(a2, b2, s11));
+        }
+        acc[0] = s00, acc[1] = s01, acc[rs] = s10, acc[rs + 1] = s11;
+    }
 }
 #endif
 
-/* ---- packing ------------------------------------------------------------------------- */
+/* ---- packing ---------------------------------------------------------------------------- */
 
 void s8_pack_rows(int32_t rows, int32_t k, const int8_t *src, int32_t row_step, int16_t *dst)
 {
@@ -82,6 +241,18 @@ void s8_pack_rows(int32_t rows, int32_t k, const int8_t *src, int32_t row_step, 
         int16_t *d = dst + (r >> 1) * 2 * k4 + (r & 1) * 4;
         for (int32_t t = 0; t < k4; t++) d[s8_slot(t)] = (int16_t)((r < rows && t < k) ? src[r * row_step + t] : 0);
     }
+}
+
+void s8_widen(int16_t *d, const int8_t *s, int32_t n, int32_t offset)
+{
+    uint32_t off2 = s8_pair(offset, offset), e, o;
+    int32_t t = 0;
+    for (; t + 4 <= n; t += 4) {
+        s8_quad(s8_load32(s + t), off2, &e, &o); /* (x0, x2), (x1, x3) */
+        s8_store32(d + t, s8_pack_lo(e, o));
+        s8_store32(d + t + 2, s8_pack_hi(e, o));
+    }
+    for (; t < n; t++) d[t] = (int16_t)(s[t] + offset);
 }
 
 /* ---- geometry ------------------------------------------------------------------------ */
@@ -107,44 +278,50 @@ static corr_geom geometry(const s8_corr *c)
     g.direct = c->kh == 1 && c->kw == 1 && c->stride_h == 1 && c->stride_w == 1 && c->pad_top == 0 &&
                c->pad_left == 0 && c->out_h == c->in_h && c->out_w == c->in_w;
     g.band_h = (c->out_h > 1 ? c->stride_h : 0) + c->kh;
-    g.band_w = (c->out_w - 1) * c->stride_w + c->kw;
+    g.band_w = (c->out_w - 1) * c->stride_w + c->kw + 1; /* + a spare column: a pair's word read */
     return g;
 }
 
-int32_t s8_corr_ws(const s8_corr *c)
-{
-    corr_geom g = geometry(c);
-    int32_t bytes = s8_ws_part(2 * g.cout_g2 * g.k4) + s8_ws_part(2 * 2 * g.k4);
-    if (!g.direct)
-        bytes += s8_ws_part(4 * g.k) + s8_ws_part(2 * g.cin_g * g.band_h * g.band_w);
-    return bytes;
-}
+/* ---- columns ------------------------------------------------------------------------- */
 
-/* Column (sample, position) of a direct correlation: in channel t of the group. */
+/* Columns col0 and col1 of a direct correlation: the group's channels at their positions
+ * (channels past K read channel 0: A is 0 there). */
 static void pack_direct_pair(const s8_corr *c, const corr_geom *g, int32_t group, int32_t col0, int32_t col1,
                              int16_t *b)
 {
-    int32_t p = g->in_plane, z = c->z;
+    int32_t p = g->in_plane;
+    uint32_t off2 = s8_pair(-c->z, -c->z);
     const int8_t *x0 = c->in + ((col0 / p) * c->in_c + group * g->cin_g) * p + col0 % p;
-    const int8_t *x1 = c->in + ((col1 / p) * c->in_c + group * g->cin_g) * p + col1 % p;
-    for (int32_t t = 0; t < g->k4; t += 4, b += 8) {
-        for (int32_t u = 0; u < 4; u++) {
-            int32_t in = t + u < g->k;
-            b[s8_slot(u)] = (int16_t)(in ? x0[(t + u) * p] - z : 0);
-            b[4 + s8_slot(u)] = (int16_t)(in ? x1[(t + u) * p] - z : 0);
+    if (col1 == col0 + 1 && col0 % p != p - 1) { /* neighbours: one halfword per channel */
+        for (int32_t t = 0; t < g->k; t += 4, b += 8) {
+            uint32_t h0 = s8_load16(x0 + t * p);
+            uint32_t h1 = t + 1 < g->k ? s8_load16(x0 + (t + 1) * p) : 0u;
+            uint32_t h2 = t + 2 < g->k ? s8_load16(x0 + (t + 2) * p) : 0u;
+            uint32_t h3 = t + 3 < g->k ? s8_load16(x0 + (t + 3) * p) : 0u;
+            uint32_t w02 = h0 | (h2 << 16), w13 = h1 | (h3 << 16), q[4];
+            s8_quad(w02, off2, &q[0], &q[2]); /* channel t, t+2 of col0; of col1 */
+            s8_quad(w13, off2, &q[1], &q[3]);
+            memcpy(b, q, 16);
         }
+        return;
+    }
+    const int8_t *x1 = c->in + ((col1 / p) * c->in_c + group * g->cin_g) * p + col1 % p;
+    for (int32_t t = 0; t < g->k4; t++) {
+        int32_t ch = t < g->k ? t : 0;
+        b[(t & ~3) * 2 + s8_slot(t & 3)] = (int16_t)(x0[ch * p] - c->z);
+        b[(t & ~3) * 2 + 4 + s8_slot(t & 3)] = (int16_t)(x1[ch * p] - c->z);
     }
 }
 
-/* The input rows of output rows [r0, r0 + rows) of one sample and group, widened:
+/* The input rows of output rows [r0, r0 + 2) of one sample and group, widened:
  * band[ci][t][u] = in[ci][r0 * sh - pt + t][u - pl] - z, 0 outside the input. */
 static void fill_band(const s8_corr *c, const corr_geom *g, int32_t sample, int32_t group, int32_t r0,
                       int16_t *band)
 {
     const int8_t *x = c->in + (sample * c->in_c + group * g->cin_g) * g->in_plane;
     int32_t row0 = r0 * c->stride_h - c->pad_top;
-    int32_t u0 = s8_min(s8_max(c->pad_left, 0), g->band_w);                /* first column inside */
-    int32_t u1 = s8_max(s8_min(c->pad_left + c->in_w, g->band_w), u0);     /* past the last one */
+    int32_t u0 = s8_min(s8_max(c->pad_left, 0), g->band_w);            /* first column inside */
+    int32_t u1 = s8_max(s8_min(c->pad_left + c->in_w, g->band_w), u0); /* past the last one */
     for (int32_t ci = 0; ci < g->cin_g; ci++, x += g->in_plane) {
         for (int32_t t = 0; t < g->band_h; t++, band += g->band_w) {
             int32_t row = row0 + t;
@@ -152,131 +329,211 @@ static void fill_band(const s8_corr *c, const corr_geom *g, int32_t sample, int3
                 for (int32_t u = 0; u < g->band_w; u++) band[u] = 0;
                 continue;
             }
-            const int8_t *src = x + row * c->in_w;
-            int32_t u = 0;
-            for (; u < u0; u++) band[u] = 0;
-            for (; u < u1; u++) band[u] = (int16_t)(src[u - c->pad_left] - c->z);
-            for (; u < g->band_w; u++) band[u] = 0;
+            for (int32_t u = 0; u < u0; u++) band[u] = 0;
+            s8_widen(band + u0, x + row * c->in_w + u0 - c->pad_left, u1 - u0, -c->z);
+            for (int32_t u = u1; u < g->band_w; u++) band[u] = 0;
         }
     }
 }
 
 static void tap_offsets(const s8_corr *c, const corr_geom *g, int32_t *off)
 {
-    for (int32_t ci = 0, t = 0; ci < g->cin_g; ci++)
+    int32_t t = 0;
+    for (int32_t ci = 0; ci < g->cin_g; ci++)
         for (int32_t i = 0; i < c->kh; i++)
             for (int32_t j = 0; j < c->kw; j++) off[t++] = (ci * g->band_h + i) * g->band_w + j;
+    for (; t < g->k4; t++) off[t] = 0; /* K's padding reads the first element (A is 0 there) */
 }
 
 static void pack_band_pair(const corr_geom *g, const int32_t *off, const int16_t *p0, const int16_t *p1, int16_t *b)
 {
-    int32_t t = 0;
-    for (; t + 4 <= g->k; t += 4, b += 8, off += 4) {
-        b[0] = p0[off[0]], b[1] = p0[off[2]], b[2] = p0[off[1]], b[3] = p0[off[3]];
-        b[4] = p1[off[0]], b[5] = p1[off[2]], b[6] = p1[off[1]], b[7] = p1[off[3]];
-    }
-    if (t < g->k) {
-        for (int32_t u = 0; u < 4; u++) {
-            int32_t in = t + u < g->k;
-            b[s8_slot(u)] = in ? p0[off[u]] : 0;
-            b[4 + s8_slot(u)] = in ? p1[off[u]] : 0;
+    uint32_t q[4];
+    if (p1 == p0 + 1) { /* neighbours: each tap's word holds both columns */
+        for (int32_t t = 0; t < g->k4; t += 4, b += 8, off += 4) {
+            uint32_t w0 = s8_load32(p0 + off[0]), w1 = s8_load32(p0 + off[1]);
+            uint32_t w2 = s8_load32(p0 + off[2]), w3 = s8_load32(p0 + off[3]);
+            q[0] = s8_pack_lo(w0, w2), q[1] = s8_pack_lo(w1, w3);
+            q[2] = s8_pack_hi(w0, w2), q[3] = s8_pack_hi(w1, w3);
+            memcpy(b, q, 16);
         }
+        return;
+    }
+    for (int32_t t = 0; t < g->k4; t += 4, b += 8, off += 4) {
+        q[0] = s8_pack_lo((uint32_t)p0[off[0]], (uint32_t)p0[off[2]]);
+        q[1] = s8_pack_lo((uint32_t)p0[off[1]], (uint32_t)p0[off[3]]);
+        q[2] = s8_pack_lo((uint32_t)p1[off[0]], (uint32_t)p1[off[2]]);
+        q[3] = s8_pack_lo((uint32_t)p1[off[1]], (uint32_t)p1[off[3]]);
+        memcpy(b, q, 16);
     }
 }
 
-/* ---- the driver ---------------------------------------------------------------------- */
+/* ---- blocks of columns -------------------------------------------------------------------
+ * The accumulators of up to S8_BLOCK columns (in pairs) of every output channel of the
+ * group are kept, acc[channel][column]; then each channel's epilogue runs over its columns
+ * with its constants in registers. A block's columns are outputs col_step apart in y. */
 
-enum { MODE_FWD = 0, MODE_GRAD = 1 };
+#define S8_BLOCK 16
+
+typedef struct block {
+    int32_t ncols;
+    int8_t *y;        /* the block's first column, the group's first channel */
+    int32_t col_step; /* y elements between neighbouring columns */
+} block;
+
+S8_INLINE int32_t clamp_code(int32_t y, int32_t lo, int32_t hi) { return y < lo ? lo : (y > hi ? hi : y); }
+
+/* One channel's outputs: y[j * step] for j < n, from acc[j]. */
+static void epilogue_fwd(const uint32_t *restrict acc, int32_t n, int8_t *restrict y, int32_t step,
+                         const s8_rq *rq_in, s8_fwd_state *st_io)
+{
+    s8_rq rq = *rq_in;
+    s8_fwd_state st = *st_io;
+    if (rq.e == 0) { /* the definition's shifts: v may be any int32 */
+        for (int32_t j = 0; j < n; j++) y[j * step] = s8_fwd_one(&st, &rq, acc[j]);
+        *st_io = st;
+        return;
+    }
+    int32_t vmin = st.vmin, vmax = st.vmax, z = st.z_y, lo = st.lo, hi = st.hi;
+    for (int32_t j = 0; j < n; j++, y += step) {
+        int32_t v = s8_rq_right(&rq, (int32_t)acc[j]); /* |v| < 2^30 */
+        vmin = v < vmin ? v : vmin;
+        vmax = v > vmax ? v : vmax;
+        *y = (int8_t)clamp_code(v + z, lo, hi);
+    }
+    st.vmin = vmin, st.vmax = vmax;
+    *st_io = st;
+}
+
+static void epilogue_grad(const uint32_t *restrict acc, int32_t n, int8_t *restrict y, int32_t step, const s8_ms *ms_in,
+                          uint32_t *amax_io)
+{
+    s8_ms ms = *ms_in;
+    uint32_t amax = *amax_io;
+    for (int32_t j = 0; j < n; j++, y += step) *y = s8_grad_one(&ms, &amax, acc[j]);
+    *amax_io = amax;
+}
 
 typedef struct corr_out {
-    int mode;
-    s8_fwd_out *f;
-    s8_grad_out *q;
+    s8_fwd_out *f;  /* the forward, or */
+    s8_grad_out *q; /* the input gradient */
+    s8_fwd_state st;
 } corr_out;
 
-/* Every output channel pair of the group against one packed column pair; col1 < 0: a
- * single column (its pair is a copy, not written). */
-S8_INLINE void run_rows(const s8_corr *c, const corr_geom *g, int32_t group, const int16_t *a, const int16_t *b,
-                        int32_t col0, int32_t col1, const corr_out *o)
+typedef struct corr_ws {
+    int16_t *a, *b, *band;
+    uint32_t *acc;
+    int32_t *off;
+} corr_ws;
+
+static void run_block(const s8_corr *c, const corr_geom *g, int32_t group, const corr_ws *w, const block *bl,
+                      const int16_t *const *p0, const int32_t *cols, corr_out *o)
 {
-    int32_t p = g->out_plane;
-    int32_t base0 = (col0 / p) * c->out_c * p + col0 % p;
-    int32_t base1 = col1 >= 0 ? (col1 / p) * c->out_c * p + col1 % p : 0;
-    for (int32_t r = 0; r < g->cout_g; r += 2, a += 2 * g->k4) {
-        int32_t co = group * g->cout_g + r;
-        int32_t two = r + 1 < g->cout_g;
-        uint32_t acc[4] = {0, 0, 0, 0};
-        if (o->mode == MODE_FWD && o->f->bias) {
-            acc[0] = acc[1] = (uint32_t)o->f->bias[co];
-            acc[2] = acc[3] = two ? (uint32_t)o->f->bias[co + 1] : 0u;
-        }
-        s8_tile_2x2(g->quads, a, b, acc);
-        if (o->mode == MODE_FWD) {
-            int8_t *y = o->f->y;
-            y[base0 + co * p] = s8_fwd_one(o->f, &o->f->rq[co], acc[0]);
-            if (col1 >= 0) y[base1 + co * p] = s8_fwd_one(o->f, &o->f->rq[co], acc[1]);
-            if (two) {
-                y[base0 + (co + 1) * p] = s8_fwd_one(o->f, &o->f->rq[co + 1], acc[2]);
-                if (col1 >= 0) y[base1 + (co + 1) * p] = s8_fwd_one(o->f, &o->f->rq[co + 1], acc[3]);
-            }
-        } else {
-            int8_t *y = o->q->g_x;
-            y[base0 + co * p] = s8_grad_one(o->q, acc[0]);
-            if (col1 >= 0) y[base1 + co * p] = s8_grad_one(o->q, acc[1]);
-            if (two) {
-                y[base0 + (co + 1) * p] = s8_grad_one(o->q, acc[2]);
-                if (col1 >= 0) y[base1 + (co + 1) * p] = s8_grad_one(o->q, acc[3]);
-            }
-        }
+    int32_t pairs = g->cout_g2 >> 1, co = group * g->cout_g;
+    for (int32_t r = 0; r < g->cout_g2; r++) {
+        uint32_t init = (o->f && o->f->bias && r < g->cout_g) ? (uint32_t)o->f->bias[co + r] : 0u;
+        for (int32_t j = 0; j < bl->ncols + (bl->ncols & 1); j++) w->acc[r * S8_BLOCK + j] = init;
+    }
+    for (int32_t j = 0; j < bl->ncols; j += 2) {
+        int32_t j1 = j + 1 < bl->ncols ? j + 1 : j;
+        if (p0)
+            pack_band_pair(g, w->off, p0[j], p0[j1], w->b);
+        else
+            pack_direct_pair(c, g, group, cols[j], cols[j1], w->b);
+        s8_tiles(g->quads, pairs, w->a, w->b, w->acc + j, S8_BLOCK);
+    }
+    for (int32_t r = 0; r < g->cout_g; r++) {
+        int8_t *y = bl->y + r * g->out_plane;
+        if (o->f)
+            epilogue_fwd(w->acc + r * S8_BLOCK, bl->ncols, y, bl->col_step, &o->f->rq[co + r], &o->st);
+        else
+            epilogue_grad(w->acc + r * S8_BLOCK, bl->ncols, y, bl->col_step, &o->q->ms, &o->q->amax);
     }
 }
 
-S8_INLINE void corr_run(const s8_corr *c, s8_pack_group pack, void *ctx, const corr_out *o, void *ws)
+static corr_ws carve(const corr_geom *g, void *ws)
+{
+    corr_ws w;
+    uint8_t *p = (uint8_t *)ws;
+    w.a = (int16_t *)p, p += s8_ws_part(2 * g->cout_g2 * g->k4);
+    w.b = (int16_t *)p, p += s8_ws_part(2 * 2 * g->k4);
+    w.acc = (uint32_t *)p, p += s8_ws_part(4 * g->cout_g2 * S8_BLOCK);
+    w.off = (int32_t *)p, p += s8_ws_part(4 * g->k4);
+    w.band = (int16_t *)p;
+    return w;
+}
+
+int32_t s8_corr_ws(const s8_corr *c)
 {
     corr_geom g = geometry(c);
-    int16_t *a = (int16_t *)ws;
-    int16_t *b = (int16_t *)((uint8_t *)ws + s8_ws_part(2 * g.cout_g2 * g.k4));
-    int32_t *off = (int32_t *)((uint8_t *)b + s8_ws_part(2 * 2 * g.k4));
-    int16_t *band = (int16_t *)((uint8_t *)off + s8_ws_part(4 * g.k));
+    int32_t bytes = s8_ws_part(2 * g.cout_g2 * g.k4) + s8_ws_part(2 * 2 * g.k4) + s8_ws_part(4 * g.cout_g2 * S8_BLOCK);
     if (!g.direct)
-        tap_offsets(c, &g, off);
-    for (int32_t group = 0; group < c->groups; group++) {
-        pack(ctx, group, a);
-        if (g.direct) {
-            int32_t total = c->n * g.out_plane;
-            for (int32_t j = 0; j < total; j += 2) {
-                int32_t j1 = j + 1 < total ? j + 1 : -1;
-                pack_direct_pair(c, &g, group, j, j1 >= 0 ? j1 : j, b);
-                run_rows(c, &g, group, a, b, j, j1, o);
-            }
-            continue;
+        bytes += s8_ws_part(4 * g.k4) + s8_ws_part(2 * g.cin_g * g.band_h * g.band_w);
+    return bytes;
+}
+
+/* 1x1: runs of positions of one sample, or of samples when a sample is one position. */
+static void direct_blocks(const s8_corr *c, const corr_geom *g, int32_t group, const corr_ws *w, int8_t *out,
+                          corr_out *o)
+{
+    int32_t p = g->out_plane, cols[S8_BLOCK];
+    int32_t total = c->n * p, per = p == 1 ? total : p;
+    for (int32_t start = 0; start < total; start += per)
+        for (int32_t j0 = 0; j0 < per; j0 += S8_BLOCK) {
+            block bl = {s8_min(S8_BLOCK, per - j0), 0, p == 1 ? c->out_c : 1};
+            int32_t col0 = start + j0;
+            bl.y = out + ((col0 / p) * c->out_c + group * g->cout_g) * p + col0 % p;
+            for (int32_t j = 0; j < bl.ncols; j++) cols[j] = col0 + j;
+            run_block(c, g, group, w, &bl, 0, cols, o);
         }
-        for (int32_t sample = 0; sample < c->n; sample++) {
-            for (int32_t r0 = 0; r0 < c->out_h; r0 += 2) {
-                int32_t npos = s8_min(2, c->out_h - r0) * c->out_w;
-                int32_t col = (sample * c->out_h + r0) * c->out_w;
-                fill_band(c, &g, sample, group, r0, band);
-                for (int32_t j = 0; j < npos; j += 2) {
-                    int32_t j1 = j + 1 < npos ? j + 1 : j;
-                    const int16_t *p0 = band + (j / c->out_w) * c->stride_h * g.band_w + (j % c->out_w) * c->stride_w;
-                    const int16_t *p1 =
-                        band + (j1 / c->out_w) * c->stride_h * g.band_w + (j1 % c->out_w) * c->stride_w;
-                    pack_band_pair(&g, off, p0, p1, b);
-                    run_rows(c, &g, group, a, b, col + j, j + 1 < npos ? col + j1 : -1, o);
+}
+
+/* Otherwise: two output rows at a time from the widened band. */
+static void band_blocks(const s8_corr *c, const corr_geom *g, int32_t group, const corr_ws *w, int8_t *out,
+                        corr_out *o)
+{
+    const int16_t *p0[S8_BLOCK];
+    for (int32_t sample = 0; sample < c->n; sample++)
+        for (int32_t r0 = 0; r0 < c->out_h; r0 += 2) {
+            int32_t npos = s8_min(2, c->out_h - r0) * c->out_w;
+            fill_band(c, g, sample, group, r0, w->band);
+            for (int32_t j0 = 0; j0 < npos; j0 += S8_BLOCK) {
+                block bl = {s8_min(S8_BLOCK, npos - j0), 0, 1};
+                bl.y = out + (sample * c->out_c + group * g->cout_g) * g->out_plane + r0 * c->out_w + j0;
+                for (int32_t j = 0; j < bl.ncols; j++) {
+                    int32_t pos = j0 + j;
+                    p0[j] = w->band + (pos / c->out_w) * c->stride_h * g->band_w + (pos % c->out_w) * c->stride_w;
                 }
+                run_block(c, g, group, w, &bl, p0, 0, o);
             }
         }
+}
+
+static void corr_run(const s8_corr *c, s8_pack_group pack, void *ctx, corr_out *o, void *ws)
+{
+    corr_geom g = geometry(c);
+    corr_ws w = carve(&g, ws);
+    int8_t *out = o->f ? o->f->y : o->q->g_x;
+    if (!g.direct)
+        tap_offsets(c, &g, w.off);
+    for (int32_t group = 0; group < c->groups; group++) {
+        pack(ctx, group, w.a);
+        if (g.direct)
+            direct_blocks(c, &g, group, &w, out, o);
+        else
+            band_blocks(c, &g, group, &w, out, o);
     }
 }
 
 void s8_corr_fwd(const s8_corr *c, s8_pack_group pack, void *ctx, s8_fwd_out *f, void *ws)
 {
-    corr_out o = {MODE_FWD, f, 0};
+    corr_out o = {f, 0, s8_fwd_begin(f)};
     corr_run(c, pack, ctx, &o, ws);
+    f->vmin = o.st.vmin;
+    f->vmax = o.st.vmax;
 }
 
 void s8_corr_grad(const s8_corr *c, s8_pack_group pack, void *ctx, s8_grad_out *q, void *ws)
 {
-    corr_out o = {MODE_GRAD, 0, q};
+    corr_out o = {0, q, {0, 0, 0, 0, 0, 0, 0}};
     corr_run(c, pack, ctx, &o, ws);
 }
