@@ -195,7 +195,9 @@ def build_firmware(build_dir: Path, cpu: str, float_convs: bool = False) -> Path
     check is the host build's: the startup file's vector table is not ISO C). With
     ``float_convs`` it also runs the float32 convolutions (the F32_* kernels)."""
     elf = Path(build_dir) / f"s8_cases_{cpu}{'_f32' if float_convs else ''}.elf"
-    floats = ["-DS8_CASES_FLOAT", f"-I{RUNTIME / 'kernels'}", str(RUNTIME / "kernels" / "conv.c")] if float_convs else []
+    floats = ["-DS8_CASES_FLOAT", f"-I{RUNTIME / 'kernels'}", str(RUNTIME / "kernels" / "conv.c")]
+    if not float_convs:
+        floats = []
     cmd = ["arm-none-eabi-gcc", *WARNINGS[:-1], "-O2", *CPU_FLAGS[cpu], "-DS8_CASES_MAIN", *floats,
            "-nostartfiles", "-T", str(DEVICE / "mps2_an386.ld"), "--specs=nano.specs", "--specs=nosys.specs",
            f"-I{KERNELS}", f"-I{DEVICE}", *map(str, sources()), str(DEVICE / "s8_cases.c"),
