@@ -104,8 +104,28 @@ static void weight_words(const dw_geom *g, const int8_t *w, int32_t flip, int32_
 
 S8_INLINE int32_t weight_words_bytes(int32_t kh, int32_t kw) { return s8_ws_part(4 * kh * (s8_max(kh, kw) + 1)); }
 
-/* Every output of one plane: pairs along t (three taps, stride 1) or one at a time;
- * fo (the forward's state and channel requantization) or go (the gradient's). */
+/* The sums of one lane row (pairs of outputs along t). */
+static int32_t sums_bytes(const dw_geom *g) { return s8_ws_part(4 * s8_round2(g->n_t)); }
+
+/* Three taps at stride 1 along t, outputs in pairs: the sums of lane row l go to acc
+ * (n_t, padded to even), lane by lane, each lane's two weight words in registers. */
+static void lane_sums3(const dw_geom *g, const int16_t *u, const uint32_t *wp, uint32_t bias, int32_t l,
+                       uint32_t *restrict acc)
+{
+    int32_t n = g->n_t;
+    for (int32_t i = 0; i < g->k_l; i++) {
+        const int16_t *r = u + (l * g->s_l + i) * g->stride;
+        uint32_t wa = wp[2 * i], wb = wp[2 * i + 1];
+        for (int32_t t = 0; t < n; t += 2) {
+            uint32_t x0 = s8_load32(r + t), x1 = s8_load32(r + t + 2);
+            uint32_t a0 = i ? acc[t] : bias, a1 = i ? acc[t + 1] : bias;
+            acc[t] = s8_smlabt(x1, wb, s8_smlad(x0, wa, a0));
+            acc[t + 1] = s8_smlad(x1, wb, s8_smlatb(x0, wa, a1));
+        }
+    }
+}
+
+/* Where the outputs go: the forward (state, channel requantization) or the gradient. */
 typedef struct dw_out {
     s8_fwd_state *st;
     const s8_rq *rq;
@@ -113,37 +133,35 @@ typedef struct dw_out {
     uint32_t *amax;
 } dw_out;
 
-S8_INLINE int8_t dw_one(const dw_out *o, uint32_t acc)
+/* Any other kernel: pairs of neighbouring taps per output, one output at a time. */
+static void correlate_any(const dw_geom *g, const int16_t *u, const uint32_t *wp, uint32_t bias, int8_t *y,
+                          const dw_out *o)
 {
-    return o->st ? s8_fwd_one(o->st, o->rq, acc) : s8_grad_one(o->ms, o->amax, acc);
+    int32_t per = (g->k_t + 1) >> 1;
+    for (int32_t l = 0; l < g->n_l; l++)
+        for (int32_t t = 0; t < g->n_t; t++) {
+            uint32_t acc = bias;
+            const int16_t *r = u + l * g->s_l * g->stride + t * g->s_t;
+            for (int32_t i = 0; i < g->k_l; i++, r += g->stride)
+                for (int32_t j = 0; j < per; j++) acc = s8_smlad(s8_load32(r + 2 * j), wp[i * per + j], acc);
+            int8_t *yt = y + l * g->y_l + t * g->y_t;
+            *yt = o->st ? s8_fwd_one(o->st, o->rq, acc) : s8_grad_one(o->ms, o->amax, acc);
+        }
 }
 
-S8_INLINE void correlate(const dw_geom *g, const int16_t *u, const uint32_t *wp, uint32_t bias, int8_t *y,
-                         const dw_out *o)
+static void correlate(const dw_geom *g, const int16_t *u, const uint32_t *wp, uint32_t bias, int8_t *y,
+                      const dw_out *o, uint32_t *acc)
 {
-    int32_t pair = in_pairs(g);
-    int32_t per = pair ? 2 : (g->k_t + 1) >> 1;
+    if (!in_pairs(g)) {
+        correlate_any(g, u, wp, bias, y, o);
+        return;
+    }
     for (int32_t l = 0; l < g->n_l; l++) {
-        const int16_t *row0 = u + l * g->s_l * g->stride;
-        int8_t *yl = y + l * g->y_l;
-        for (int32_t t = 0; t < g->n_t; t += pair ? 2 : 1) {
-            uint32_t a0 = bias, a1 = bias;
-            const int16_t *r = row0 + t * g->s_t;
-            if (pair) {
-                for (int32_t i = 0; i < g->k_l; i++, r += g->stride) {
-                    uint32_t wa = wp[2 * i], wb = wp[2 * i + 1];
-                    uint32_t x0 = s8_load32(r), x1 = s8_load32(r + 2);
-                    a0 = s8_smlabt(x1, wb, s8_smlad(x0, wa, a0));
-                    a1 = s8_smlad(x1, wb, s8_smlatb(x0, wa, a1));
-                }
-            } else {
-                for (int32_t i = 0; i < g->k_l; i++, r += g->stride)
-                    for (int32_t j = 0; j < per; j++) a0 = s8_smlad(s8_load32(r + 2 * j), wp[i * per + j], a0);
-            }
-            int8_t *yt = yl + t * g->y_t;
-            yt[0] = dw_one(o, a0);
-            if (pair && t + 1 < g->n_t) yt[g->y_t] = dw_one(o, a1);
-        }
+        lane_sums3(g, u, wp, bias, l, acc);
+        if (o->st)
+            s8_epi_fwd(acc, g->n_t, y + l * g->y_l, g->y_t, o->rq, o->st);
+        else
+            s8_epi_grad(acc, g->n_t, y + l * g->y_l, g->y_t, o->ms, o->amax);
     }
 }
 
@@ -156,7 +174,7 @@ static dw_geom forward_geom(const poet_s8_conv_shape *s)
 int32_t s8_dw_fwd_ws(const poet_s8_conv_shape *s)
 {
     dw_geom g = forward_geom(s);
-    return weight_words_bytes(s->kh, s->kw) + plane_bytes(&g);
+    return weight_words_bytes(s->kh, s->kw) + plane_bytes(&g) + sums_bytes(&g);
 }
 
 void s8_dw_fwd(const poet_s8_conv_shape *s, const int8_t *x, int32_t z_x, const int8_t *w, s8_fwd_out *o, void *ws)
@@ -164,6 +182,7 @@ void s8_dw_fwd(const poet_s8_conv_shape *s, const int8_t *x, int32_t z_x, const 
     dw_geom g = forward_geom(s);
     uint32_t *wp = (uint32_t *)ws;
     int16_t *u = (int16_t *)((uint8_t *)ws + weight_words_bytes(s->kh, s->kw));
+    uint32_t *acc = (uint32_t *)((uint8_t *)u + plane_bytes(&g));
     int32_t plane_in = s->h_in * s->w_in, plane_out = s->h_out * s->w_out;
     s8_fwd_state st = s8_fwd_begin(o);
     zero_plane(&g, u);
@@ -173,7 +192,7 @@ void s8_dw_fwd(const poet_s8_conv_shape *s, const int8_t *x, int32_t z_x, const 
         dw_out out = {&st, &o->rq[c], 0, 0};
         for (int32_t b = 0; b < s->n; b++) {
             fill_plane(&g, x + (b * s->c_in + c) * plane_in, -z_x, u);
-            correlate(&g, u, wp, bias, o->y + (b * s->c_out + c) * plane_out, &out);
+            correlate(&g, u, wp, bias, o->y + (b * s->c_out + c) * plane_out, &out, acc);
         }
     }
     o->vmin = st.vmin;
@@ -191,7 +210,7 @@ static dw_geom grad_geom(const poet_s8_conv_shape *s)
 int32_t s8_dw_grad_ws(const poet_s8_conv_shape *s)
 {
     dw_geom g = grad_geom(s);
-    return weight_words_bytes(s->kh, s->kw) + plane_bytes(&g);
+    return weight_words_bytes(s->kh, s->kw) + plane_bytes(&g) + sums_bytes(&g);
 }
 
 void s8_dw_grad(const poet_s8_conv_shape *s, const int8_t *grad, const int8_t *w, const int16_t *rescale,
@@ -200,6 +219,7 @@ void s8_dw_grad(const poet_s8_conv_shape *s, const int8_t *grad, const int8_t *w
     dw_geom g = grad_geom(s);
     uint32_t *wp = (uint32_t *)ws;
     int16_t *u = (int16_t *)((uint8_t *)ws + weight_words_bytes(s->kh, s->kw));
+    uint32_t *acc = (uint32_t *)((uint8_t *)u + plane_bytes(&g));
     int32_t plane_in = s->h_in * s->w_in, plane_out = s->h_out * s->w_out;
     dw_out out = {0, 0, &o->ms, &o->amax};
     zero_plane(&g, u);
@@ -207,7 +227,7 @@ void s8_dw_grad(const poet_s8_conv_shape *s, const int8_t *grad, const int8_t *w
         weight_words(&g, w + c * s->kh * s->kw, 1, rescale[c], wp);
         for (int32_t b = 0; b < s->n; b++) {
             fill_plane(&g, grad + (b * s->c_out + c) * plane_out, 0, u);
-            correlate(&g, u, wp, 0u, o->g_x + (b * s->c_in + c) * plane_in, &out);
+            correlate(&g, u, wp, 0u, o->g_x + (b * s->c_in + c) * plane_in, &out, acc);
         }
     }
 }

@@ -14,6 +14,13 @@
 #include <stdint.h>
 #include <string.h>
 
+/* No floating-point register either: on a hard-float build GCC would otherwise move
+ * 64-bit values through VFP registers (VLDR/VSTR), which needs the FPU on and its
+ * context saved. tests/runtime/test_kernels_s8.py disassembles the kernels to check. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__arm__)
+#pragma GCC target("general-regs-only")
+#endif
+
 #if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
 #include <arm_acle.h>
 #define S8_DSP 1

@@ -380,11 +380,22 @@ typedef struct block {
     int32_t col_step; /* y elements between neighbouring columns */
 } block;
 
-S8_INLINE int32_t clamp_code(int32_t y, int32_t lo, int32_t hi) { return y < lo ? lo : (y > hi ? hi : y); }
+#if S8_DSP
+/* A requantization whose 2 * acc overflows (|acc| >= 2^30): out of the loops. */
+static S8_NOINLINE int32_t rq_slow(const s8_rq *rq, int32_t a) { return s8_rq_apply(rq, a); }
+#endif
 
-/* One channel's outputs: y[j * step] for j < n, from acc[j]. */
-static void epilogue_fwd(const uint32_t *restrict acc, int32_t n, int8_t *restrict y, int32_t step,
-                         const s8_rq *rq_in, s8_fwd_state *st_io)
+S8_INLINE int32_t ssat8(int32_t v)
+{
+#if S8_DSP
+    return __ssat(v, 8);
+#else
+    return v < -128 ? -128 : (v > 127 ? 127 : v);
+#endif
+}
+
+void s8_epi_fwd(const uint32_t *restrict acc, int32_t n, int8_t *restrict y, int32_t step, const s8_rq *rq_in,
+                s8_fwd_state *st_io)
 {
     s8_rq rq = *rq_in;
     s8_fwd_state st = *st_io;
@@ -394,22 +405,49 @@ static void epilogue_fwd(const uint32_t *restrict acc, int32_t n, int8_t *restri
         return;
     }
     int32_t vmin = st.vmin, vmax = st.vmax, z = st.z_y, lo = st.lo, hi = st.hi;
+    int32_t m = rq.mult, rnd = rq.rnd, e = rq.e, full = lo == -128 && hi == 127;
     for (int32_t j = 0; j < n; j++, y += step) {
-        int32_t v = s8_rq_right(&rq, (int32_t)acc[j]); /* |v| < 2^30 */
-        vmin = v < vmin ? v : vmin;
+        int32_t a = (int32_t)acc[j], v;
+#if S8_DSP && defined(__GNUC__)
+        int32_t a2, h;
+        if (__builtin_add_overflow(a, a, &a2)) {
+            v = rq_slow(&rq, a);
+        } else {
+            __asm__("smmulr %0, %1, %2" : "=r"(h) : "r"(a2), "r"(m));
+            v = (h + rnd - (int32_t)((uint32_t)h >> 31)) >> e;
+        }
+#else
+        (void)m, (void)rnd, (void)e;
+        v = s8_rq_apply(&rq, a);
+#endif
+        vmin = v < vmin ? v : vmin; /* |v| < 2^30: v + z does not overflow */
         vmax = v > vmax ? v : vmax;
-        *y = (int8_t)clamp_code(v + z, lo, hi);
+        int32_t c = ssat8(v + z);
+        if (!full) c = c < lo ? lo : (c > hi ? hi : c);
+        *y = (int8_t)c;
     }
     st.vmin = vmin, st.vmax = vmax;
     *st_io = st;
 }
 
-static void epilogue_grad(const uint32_t *restrict acc, int32_t n, int8_t *restrict y, int32_t step, const s8_ms *ms_in,
-                          uint32_t *amax_io)
+void s8_epi_grad(const uint32_t *restrict acc, int32_t n, int8_t *restrict y, int32_t step, const s8_ms *ms_in,
+                 uint32_t *amax_io)
 {
     s8_ms ms = *ms_in;
     uint32_t amax = *amax_io;
-    for (int32_t j = 0; j < n; j++, y += step) *y = s8_grad_one(&ms, &amax, acc[j]);
+    if (ms.sh < 0) {
+        for (int32_t j = 0; j < n; j++) y[j * step] = s8_grad_one(&ms, &amax, acc[j]);
+        *amax_io = amax;
+        return;
+    }
+    int64_t k = (int64_t)(((uint64_t)(uint32_t)ms.k_hi << 32) | ms.k_lo);
+    int32_t m = ms.mult, sh = ms.sh;
+    for (int32_t j = 0; j < n; j++, y += step) {
+        int32_t v = (int32_t)(((int64_t)(int32_t)acc[j] * m + k) >> 32) >> sh; /* |v| < 2^30 */
+        uint32_t mag = (uint32_t)(v < 0 ? -v : v);
+        amax = mag > amax ? mag : amax;
+        *y = (int8_t)(v > 127 ? 127 : (v < -127 ? -127 : v));
+    }
     *amax_io = amax;
 }
 
@@ -444,9 +482,9 @@ static void run_block(const s8_corr *c, const corr_geom *g, int32_t group, const
     for (int32_t r = 0; r < g->cout_g; r++) {
         int8_t *y = bl->y + r * g->out_plane;
         if (o->f)
-            epilogue_fwd(w->acc + r * S8_BLOCK, bl->ncols, y, bl->col_step, &o->f->rq[co + r], &o->st);
+            s8_epi_fwd(w->acc + r * S8_BLOCK, bl->ncols, y, bl->col_step, &o->f->rq[co + r], &o->st);
         else
-            epilogue_grad(w->acc + r * S8_BLOCK, bl->ncols, y, bl->col_step, &o->q->ms, &o->q->amax);
+            s8_epi_grad(w->acc + r * S8_BLOCK, bl->ncols, y, bl->col_step, &o->q->ms, &o->q->amax);
     }
 }
 

@@ -110,6 +110,11 @@ S8_INLINE int8_t s8_fwd_one(s8_fwd_state *st, const s8_rq *rq, uint32_t acc)
     return (int8_t)(v > st->hi_v ? st->hi : (v < st->lo_v ? st->lo : v + st->z_y));
 }
 
+/* The epilogues over a run of accumulators: y[j * step] for j < n, from acc[j] (one
+ * channel's constants). */
+void s8_epi_fwd(const uint32_t *acc, int32_t n, int8_t *y, int32_t step, const s8_rq *rq, s8_fwd_state *st);
+void s8_epi_grad(const uint32_t *acc, int32_t n, int8_t *y, int32_t step, const s8_ms *ms, uint32_t *amax);
+
 S8_INLINE int8_t s8_grad_one(const s8_ms *ms, uint32_t *amax, uint32_t acc)
 {
     int64_t v = s8_ms_apply(ms, (int32_t)acc);
