@@ -98,19 +98,24 @@ def _act_limits(rng: Rng, act: str, z_y: int) -> tuple[int, int]:
     return z_y, int(rng.integers(z_y, 128))
 
 
-def conv_node(rng: Rng, spec: ConvSpec) -> tuple[Conv, int]:
-    """A layer of random integers for ``spec``, and its output zero point."""
+def conv_node(rng: Rng, spec: ConvSpec, typical: bool = False) -> tuple[Conv, int]:
+    """A layer of random integers for ``spec``, and its output zero point. ``typical``:
+    what a calibrated layer holds (biases below 2^14, right shifts of 5-12 bits, a ReLU
+    output's zero point -128) instead of the spec's edges (bench/device_icount_int8.py)."""
     cin_g = spec.c_in // spec.groups
     w = _int8(rng, (spec.c_out, cin_g, *spec.kernel), -127, 127)
-    big = rng.random() < 0.2   # biases near the int32 limits: the accumulator wraps
-    bias = rng.integers(-(1 << 31) if big else -(1 << 18), (1 << 31) - 1 if big else 1 << 18, size=spec.c_out)
-    z_y = int(rng.integers(-128, 128))
+    big = not typical and rng.random() < 0.2   # biases near the int32 limits: the accumulator wraps
+    span = 1 << 14 if typical else 1 << 18
+    bias = rng.integers(-(1 << 31) if big else -span, (1 << 31) - 1 if big else span, size=spec.c_out)
+    z_y = -128 if typical and spec.act != "none" else int(rng.integers(-128, 128))
     lo, hi = _act_limits(rng, spec.act, z_y)
+    shifts = rng.integers(-12, -4, size=spec.c_out) if typical else _shifts(rng, spec.c_out)
     node = Conv("c", "x", "y", w, bias.astype(np.int32), np.ones(spec.c_out), spec.stride, spec.padding, spec.groups,
                 spec.linear, spec.act, lo, hi, _multipliers(rng, spec.c_out).astype(np.int32),
-                _shifts(rng, spec.c_out).astype(np.int32), rng.integers(1, 257, size=spec.c_out).astype(np.int16),
+                shifts.astype(np.int32), rng.integers(1, 257, size=spec.c_out).astype(np.int16),
                 int(_multipliers(rng, 1)[0]), int(rng.integers(-20, -5)))
-    node.weight_exponent = rng.integers(-2, 3, size=spec.c_out).astype(np.int32)
+    node.weight_exponent = np.zeros(spec.c_out, np.int32) if typical else \
+        rng.integers(-2, 3, size=spec.c_out).astype(np.int32)
     return node, z_y
 
 
@@ -121,12 +126,12 @@ def _vrange(rng: Rng) -> np.ndarray:
     return np.array([a, b], np.int32)
 
 
-def conv_fwd(rng: Rng, spec: ConvSpec) -> Expect:
-    node, z_y = conv_node(rng, spec)
+def conv_fwd(rng: Rng, spec: ConvSpec, typical: bool = False) -> Expect:
+    node, z_y = conv_node(rng, spec, typical)
     x = _int8(rng, spec.in_shape())
-    z_x = int(rng.integers(-128, 128))
-    offset = int(rng.integers(-3, 4))
-    no_bias = rng.random() < 0.15
+    z_x = -128 if typical else int(rng.integers(-128, 128))
+    offset = 0 if typical else int(rng.integers(-3, 4))
+    no_bias = not typical and rng.random() < 0.15
     if no_bias:
         node.bias = np.zeros(spec.c_out, np.int32)
     y, v = conv.forward(node, x, z_x, z_y, offset)
@@ -147,11 +152,12 @@ def _grad(rng: Rng, shape: tuple[int, ...]) -> np.ndarray:
     return g
 
 
-def conv_bwd_input(rng: Rng, spec: ConvSpec) -> Expect:
-    node, _ = conv_node(rng, spec)
+def conv_bwd_input(rng: Rng, spec: ConvSpec, typical: bool = False) -> Expect:
+    node, _ = conv_node(rng, spec, typical)
     g = _grad(rng, spec.out_shape())
     e_y = int(rng.integers(0, 12))
-    n_target = int(rng.choice([rng.integers(32, 55), rng.integers(1, 32), rng.integers(55, 70)], p=[0.7, 0.2, 0.1]))
+    n_target = int(rng.integers(36, 48)) if typical else \
+        int(rng.choice([rng.integers(32, 55), rng.integers(1, 32), rng.integers(55, 70)], p=[0.7, 0.2, 0.1]))
     top = int(node.weight_exponent.max())
     e_x = 31 - node.grad_shift - top + e_y - n_target
     g_x, amax = conv.input_grad(node, g, spec.in_shape()[1:], e_y, e_x)
@@ -164,7 +170,7 @@ def conv_bwd_input(rng: Rng, spec: ConvSpec) -> Expect:
 
 
 def conv_bwd_weight(rng: Rng, spec: ConvSpec, whole: bool = False) -> Expect:
-    node, _ = conv_node(rng, spec)
+    node, _ = conv_node(rng, spec, whole)
     g = _grad(rng, spec.out_shape())
     x = _int8(rng, spec.in_shape())
     z_x = int(rng.integers(-128, 128))

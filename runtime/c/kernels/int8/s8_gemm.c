@@ -406,6 +406,54 @@ void s8_epi_fwd(const uint32_t *restrict acc, int32_t n, int8_t *restrict y, int
     }
     int32_t vmin = st.vmin, vmax = st.vmax, z = st.z_y, lo = st.lo, hi = st.hi;
     int32_t m = rq.mult, rnd = rq.rnd, e = rq.e, full = lo == -128 && hi == 127;
+#if S8_DSP && defined(__GNUC__) && defined(__thumb2__)
+    if (full && n > 0) {
+        /* per output: ADDS (2 acc, overflow check), SMMULR, ADD, SUB, ASR; the range
+         * (CMP/IT/MOV twice); ADD z, SSAT 8; STRB: 18 with the loop. An accumulator of
+         * 2^30 or more leaves through label 3 for the 64-bit form, then comes back. */
+        const s8_rq *q = &rq;
+        __asm__ volatile(
+            "1:\n\t"
+            "ldr r4, [%[acc]], #4\n\t"
+            "adds r5, r4, r4\n\t"
+            "bvs 3f\n\t"
+            "smmulr r5, r5, %[m]\n\t"
+            "add r6, r5, %[rnd]\n\t"
+            "sub r6, r6, r5, lsr #31\n\t"
+            "asr r6, r6, %[e]\n"
+            "2:\n\t"
+            "cmp r6, %[vmin]\n\t"
+            "it lt\n\t"
+            "movlt %[vmin], r6\n\t"
+            "cmp r6, %[vmax]\n\t"
+            "it gt\n\t"
+            "movgt %[vmax], r6\n\t"
+            "add r6, r6, %[z]\n\t"
+            "ssat r6, #8, r6\n\t"
+            "strb r6, [%[y]]\n\t"
+            "add %[y], %[y], %[step]\n\t"
+            "subs %[n], %[n], #1\n\t"
+            "bne 1b\n\t"
+            "b 4f\n"
+            "3:\n\t" /* hi:lo = acc M + k - [acc < 0] 2^31; v = hi >> (e - 1) */
+            "ldr r5, [%[q], #16]\n\t"
+            "ldr r6, [%[q], #20]\n\t"
+            "smlal r5, r6, r4, %[m]\n\t"
+            "and r4, r4, #0x80000000\n\t"
+            "subs r5, r5, r4\n\t"
+            "sbc r6, r6, #0\n\t"
+            "sub r5, %[e], #1\n\t"
+            "asr r6, r6, r5\n\t"
+            "b 2b\n"
+            "4:\n\t"
+            : [acc] "+r"(acc), [y] "+r"(y), [n] "+r"(n), [vmin] "+r"(vmin), [vmax] "+r"(vmax)
+            : [m] "r"(m), [rnd] "r"(rnd), [e] "r"(e), [z] "r"(z), [step] "r"(step), [q] "r"(q)
+            : "r4", "r5", "r6", "cc", "memory");
+        st.vmin = vmin, st.vmax = vmax;
+        *st_io = st;
+        return;
+    }
+#endif
     for (int32_t j = 0; j < n; j++, y += step) {
         int32_t a = (int32_t)acc[j], v;
 #if S8_DSP && defined(__GNUC__)
@@ -442,6 +490,40 @@ void s8_epi_grad(const uint32_t *restrict acc, int32_t n, int8_t *restrict y, in
     }
     int64_t k = (int64_t)(((uint64_t)(uint32_t)ms.k_hi << 32) | ms.k_lo);
     int32_t m = ms.mult, sh = ms.sh;
+#if S8_DSP && defined(__GNUC__) && defined(__thumb2__)
+    if (n > 0) {
+        /* per output: SMLAL onto 2^(n-1), ASR; |v| (EOR, SUB), amax (CMP/IT/MOV);
+         * SSAT 8 and -128 -> -127 (CMN/IT/MVN); STRB: 18 with the loop. */
+        uint32_t klo = ms.k_lo;
+        int32_t khi = ms.k_hi;
+        __asm__ volatile(
+            "1:\n\t"
+            "ldr r4, [%[acc]], #4\n\t"
+            "mov r5, %[klo]\n\t"
+            "mov r6, %[khi]\n\t"
+            "smlal r5, r6, r4, %[m]\n\t"
+            "asr r6, r6, %[sh]\n\t"
+            "eor r5, r6, r6, asr #31\n\t"
+            "sub r5, r5, r6, asr #31\n\t"
+            "cmp r5, %[amax]\n\t"
+            "it hi\n\t"
+            "movhi %[amax], r5\n\t"
+            "ssat r6, #8, r6\n\t"
+            "cmn r6, #128\n\t"
+            "it eq\n\t"
+            "mvneq r6, #126\n\t"
+            "strb r6, [%[y]]\n\t"
+            "add %[y], %[y], %[step]\n\t"
+            "subs %[n], %[n], #1\n\t"
+            "bne 1b\n\t"
+            : [acc] "+r"(acc), [y] "+r"(y), [n] "+r"(n), [amax] "+r"(amax)
+            : [m] "r"(m), [sh] "r"(sh), [klo] "r"(klo), [khi] "r"(khi), [step] "r"(step)
+            : "r4", "r5", "r6", "cc", "memory");
+        (void)k;
+        *amax_io = amax;
+        return;
+    }
+#endif
     for (int32_t j = 0; j < n; j++, y += step) {
         int32_t v = (int32_t)(((int64_t)(int32_t)acc[j] * m + k) >> 32) >> sh; /* |v| < 2^30 */
         uint32_t mag = (uint32_t)(v < 0 ? -v : v);
@@ -466,10 +548,12 @@ typedef struct corr_ws {
 static void run_block(const s8_corr *c, const corr_geom *g, int32_t group, const corr_ws *w, const block *bl,
                       const int16_t *const *p0, const int32_t *cols, corr_out *o)
 {
-    int32_t pairs = g->cout_g2 >> 1, co = group * g->cout_g;
-    for (int32_t r = 0; r < g->cout_g2; r++) {
-        uint32_t init = (o->f && o->f->bias && r < g->cout_g) ? (uint32_t)o->f->bias[co + r] : 0u;
-        for (int32_t j = 0; j < bl->ncols + (bl->ncols & 1); j++) w->acc[r * S8_BLOCK + j] = init;
+    int32_t pairs = g->cout_g2 >> 1, co = group * g->cout_g, n_acc = bl->ncols + (bl->ncols & 1);
+    const int32_t *bias = o->f ? o->f->bias : 0;
+    uint32_t *restrict acc = w->acc;
+    for (int32_t r = 0; r < g->cout_g2; r++, acc += S8_BLOCK) {
+        uint32_t init = bias && r < g->cout_g ? (uint32_t)bias[co + r] : 0u;
+        for (int32_t j = 0; j < n_acc; j++) acc[j] = init;
     }
     for (int32_t j = 0; j < bl->ncols; j += 2) {
         int32_t j1 = j + 1 < bl->ncols ? j + 1 : j;
