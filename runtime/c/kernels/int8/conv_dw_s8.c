@@ -19,6 +19,8 @@
  * two inputs each tap reads (stride 1 along t; otherwise one product at a time). */
 #include "s8_conv.h"
 
+#define S8_ARG __attribute__((unused))
+
 /* A padded channel plane in orientation: lanes l (rows of `stride` int16) by t. */
 typedef struct dw_geom {
     int32_t transposed;          /* t runs down the columns */
@@ -63,16 +65,15 @@ static void fill_plane(const dw_geom *g, const int8_t *src, int32_t offset, int1
 {
     int32_t l0 = s8_max(0, -g->p_l), l1 = s8_min(g->in_l, g->rows - g->p_l);
     int32_t t0 = s8_max(0, -g->p_t), t1 = s8_min(g->in_t, g->stride - g->p_t);
-    if (g->transposed) { /* src is in_t rows of in_l */
-        for (int32_t t = t0; t < t1; t++)
-            for (int32_t l = l0; l < l1; l++)
-                u[(g->p_l + l) * g->stride + g->p_t + t] = (int16_t)(src[t * g->in_l + l] + offset);
-    } else {
-        for (int32_t l = l0; l < l1; l++) {
-            int16_t *d = u + (g->p_l + l) * g->stride + g->p_t;
-            const int8_t *x = src + l * g->in_t;
-            for (int32_t t = t0; t < t1; t++) d[t] = (int16_t)(x[t] + offset);
+    if (g->transposed) { /* src is in_t rows of in_l: each source row feeds a column */
+        for (int32_t t = t0; t < t1; t++) {
+            const int8_t *x = src + t * g->in_l + l0;
+            int16_t *d = u + (g->p_l + l0) * g->stride + g->p_t + t;
+            for (int32_t l = l0; l < l1; l++, d += g->stride) *d = (int16_t)(*x++ + offset);
         }
+    } else {
+        for (int32_t l = l0; l < l1; l++)
+            s8_widen(u + (g->p_l + l) * g->stride + g->p_t + t0, src + l * g->in_t + t0, t1 - t0, offset);
     }
 }
 
@@ -107,12 +108,67 @@ S8_INLINE int32_t weight_words_bytes(int32_t kh, int32_t kw) { return s8_ws_part
 /* The sums of one lane row (pairs of outputs along t). */
 static int32_t sums_bytes(const dw_geom *g) { return s8_ws_part(4 * s8_round2(g->n_t)); }
 
-/* Three taps at stride 1 along t, outputs in pairs: the sums of lane row l go to acc
- * (n_t, padded to even), lane by lane, each lane's two weight words in registers. */
+/* Three taps at stride 1 along t, three lanes, outputs in pairs: acc[2p], acc[2p + 1]
+ * for p < pairs, from the lane rows r, r + stride, r + 2 stride (int16, word aligned) and
+ * the six weight words (w0 w1) (w1 w2) of each lane (see the head of the file). */
+#if S8_DSP && defined(__GNUC__) && defined(__thumb2__)
+/* r0 r, r1 stride in bytes, r2 wp, r3 acc, [sp] pairs, [sp + 4] bias. The weights live
+ * in r4-r9 for the whole run; per pair three LDRD, twelve multiplies, one STRD: 24. */
+#define S8_LANE(WA, WB)                                                                                          \
+    "ldrd r2, r12, [r0]\n\t"                                                                                    \
+    "smlad r10, r2, " WA ", r10\n\t"                                                                            \
+    "smlatb r11, r2, " WA ", r11\n\t"                                                                           \
+    "smlabt r10, r12, " WB ", r10\n\t"                                                                          \
+    "smlad r11, r12, " WB ", r11\n\t"
+
+__attribute__((naked)) static void pairs3(S8_ARG const int16_t *r, S8_ARG int32_t stride_bytes,
+                                          S8_ARG const uint32_t *wp, S8_ARG uint32_t *acc, S8_ARG int32_t pairs,
+                                          S8_ARG uint32_t bias)
+{
+    __asm__ volatile(
+        "push {r4-r11, lr}\n\t"
+        "ldm r2, {r4, r5, r6, r7, r8, r9}\n\t"
+        "ldr lr, [sp, #36]\n\t"
+        "cmp lr, #0\n\t"
+        "ble 2f\n"
+        "1:\n\t"
+        "ldr r10, [sp, #40]\n\t"
+        "mov r11, r10\n\t" S8_LANE("r4", "r5") "add r0, r0, r1\n\t" S8_LANE("r6", "r7") "add r0, r0, r1\n\t"
+        S8_LANE("r8", "r9")
+        "sub r0, r0, r1, lsl #1\n\t"
+        "add r0, r0, #4\n\t"
+        "strd r10, r11, [r3], #8\n\t"
+        "subs lr, lr, #1\n\t"
+        "bne 1b\n"
+        "2:\n\t"
+        "pop {r4-r11, pc}\n\t");
+}
+#else
+static void pairs3(const int16_t *r, int32_t stride_bytes, const uint32_t *wp, uint32_t *acc, int32_t pairs,
+                   uint32_t bias)
+{
+    int32_t stride = stride_bytes / 2;
+    for (int32_t p = 0; p < pairs; p++, r += 2, acc += 2) {
+        uint32_t a0 = bias, a1 = bias;
+        for (int32_t i = 0; i < 3; i++) {
+            uint32_t x0 = s8_load32(r + i * stride), x1 = s8_load32(r + i * stride + 2);
+            a0 = s8_smlabt(x1, wp[2 * i + 1], s8_smlad(x0, wp[2 * i], a0));
+            a1 = s8_smlad(x1, wp[2 * i + 1], s8_smlatb(x0, wp[2 * i], a1));
+        }
+        acc[0] = a0, acc[1] = a1;
+    }
+}
+#endif
+
+/* Any count of lanes: the sums of lane row l go to acc (n_t, padded to even), lane by lane. */
 static void lane_sums3(const dw_geom *g, const int16_t *u, const uint32_t *wp, uint32_t bias, int32_t l,
                        uint32_t *restrict acc)
 {
     int32_t n = g->n_t;
+    if (g->k_l == 3) {
+        pairs3(u + l * g->s_l * g->stride, 2 * g->stride, wp, acc, (n + 1) >> 1, bias);
+        return;
+    }
     for (int32_t i = 0; i < g->k_l; i++) {
         const int16_t *r = u + (l * g->s_l + i) * g->stride;
         uint32_t wa = wp[2 * i], wb = wp[2 * i + 1];
@@ -159,9 +215,9 @@ static void correlate(const dw_geom *g, const int16_t *u, const uint32_t *wp, ui
     for (int32_t l = 0; l < g->n_l; l++) {
         lane_sums3(g, u, wp, bias, l, acc);
         if (o->st)
-            s8_epi_fwd(acc, g->n_t, y + l * g->y_l, g->y_t, o->rq, o->st);
+            s8_epi_fwd(acc, 1, 0, g->n_t, y + l * g->y_l, 0, g->y_t, o->rq, o->st);
         else
-            s8_epi_grad(acc, g->n_t, y + l * g->y_l, g->y_t, o->ms, o->amax);
+            s8_epi_grad(acc, 1, 0, g->n_t, y + l * g->y_l, 0, g->y_t, o->ms, o->amax);
     }
 }
 
@@ -245,6 +301,16 @@ static void tap_sums(const dw_geom *g, const int16_t *u, const int16_t *v, int32
 {
     for (int32_t l = 0; l < g->n_l; l++) {
         const int16_t *gr = v + l * g->stride, *xr = u + (l * g->s_l + dl) * g->stride;
+        if (g->s_t == 1 && g->k_t == 3) { /* the three taps share the gradient's word and two inputs */
+            uint32_t s0 = sums[0], s1 = sums[1], s2 = sums[2], x0 = s8_load32(xr);
+            for (int32_t t = 0; t < g->n_t; t += 2) {
+                uint32_t gv = s8_load32(gr + t), x1 = s8_load32(xr + t + 1), x2 = s8_load32(xr + t + 2);
+                s0 = s8_smlad(gv, x0, s0), s1 = s8_smlad(gv, x1, s1), s2 = s8_smlad(gv, x2, s2);
+                x0 = x2;
+            }
+            sums[0] = s0, sums[1] = s1, sums[2] = s2;
+            continue;
+        }
         for (int32_t j = 0; j < g->k_t; j++) {
             uint32_t acc = sums[j];
             if (g->s_t == 1) {

@@ -32,11 +32,11 @@
     "smlad %[s11], r9, r6, %[s11]\n\t"                                                 \
     "smlad %[s11], r10, r8, %[s11]\n\t"
 
-S8_NOINLINE void s8_tiles(int32_t quads, int32_t pairs, const int16_t *a, const int16_t *b, uint32_t *acc,
-                          int32_t rs)
+S8_NOINLINE void s8_tiles(int32_t quads, int32_t pairs, const int16_t *a, const int16_t *b, const uint32_t *init,
+                          uint32_t *acc, int32_t rs)
 {
-    for (; pairs > 0; pairs--, acc += 2 * rs) {
-        uint32_t s00 = acc[0], s01 = acc[1], s10 = acc[rs], s11 = acc[rs + 1];
+    for (; pairs > 0; pairs--, acc += 2 * rs, init += 2) {
+        uint32_t s00 = init[0], s01 = init[0], s10 = init[1], s11 = init[1];
         const int16_t *bp = b;
         int32_t n = quads >> 1;
         if (quads & 1) {
@@ -214,10 +214,11 @@ void s8_tiles_rows(int32_t quads, int32_t pairs, const int16_t *a, const int16_t
     }
 }
 
-void s8_tiles(int32_t quads, int32_t pairs, const int16_t *a, const int16_t *b, uint32_t *acc, int32_t rs)
+void s8_tiles(int32_t quads, int32_t pairs, const int16_t *a, const int16_t *b, const uint32_t *init, uint32_t *acc,
+              int32_t rs)
 {
-    for (; pairs > 0; pairs--, acc += 2 * rs) {
-        uint32_t s00 = acc[0], s01 = acc[1], s10 = acc[rs], s11 = acc[rs + 1];
+    for (; pairs > 0; pairs--, acc += 2 * rs, init += 2) {
+        uint32_t s00 = init[0], s01 = init[0], s10 = init[1], s11 = init[1];
         const int16_t *bp = b;
         for (int32_t q = 0; q < quads; q++, a += 8, bp += 8) {
             uint32_t b0 = s8_load32(bp), b1 = s8_load32(bp + 2), b2 = s8_load32(bp + 4), b3 = s8_load32(bp + 6);
@@ -394,8 +395,8 @@ S8_INLINE int32_t ssat8(int32_t v)
 #endif
 }
 
-void s8_epi_fwd(const uint32_t *restrict acc, int32_t n, int8_t *restrict y, int32_t step, const s8_rq *rq_in,
-                s8_fwd_state *st_io)
+S8_INLINE void epi_fwd_row(const uint32_t *restrict acc, int32_t n, int8_t *restrict y, int32_t step,
+                           const s8_rq *rq_in, s8_fwd_state *st_io)
 {
     s8_rq rq = *rq_in;
     s8_fwd_state st = *st_io;
@@ -478,8 +479,8 @@ void s8_epi_fwd(const uint32_t *restrict acc, int32_t n, int8_t *restrict y, int
     *st_io = st;
 }
 
-void s8_epi_grad(const uint32_t *restrict acc, int32_t n, int8_t *restrict y, int32_t step, const s8_ms *ms_in,
-                 uint32_t *amax_io)
+S8_INLINE void epi_grad_row(const uint32_t *restrict acc, int32_t n, int8_t *restrict y, int32_t step,
+                            const s8_ms *ms_in, uint32_t *amax_io)
 {
     s8_ms ms = *ms_in;
     uint32_t amax = *amax_io;
@@ -533,6 +534,18 @@ void s8_epi_grad(const uint32_t *restrict acc, int32_t n, int8_t *restrict y, in
     *amax_io = amax;
 }
 
+void s8_epi_fwd(const uint32_t *acc, int32_t rows, int32_t acc_step, int32_t n, int8_t *y, int32_t y_row,
+                int32_t step, const s8_rq *rq, s8_fwd_state *st)
+{
+    for (int32_t r = 0; r < rows; r++) epi_fwd_row(acc + r * acc_step, n, y + r * y_row, step, &rq[r], st);
+}
+
+void s8_epi_grad(const uint32_t *acc, int32_t rows, int32_t acc_step, int32_t n, int8_t *y, int32_t y_row,
+                 int32_t step, const s8_ms *ms, uint32_t *amax)
+{
+    for (int32_t r = 0; r < rows; r++) epi_grad_row(acc + r * acc_step, n, y + r * y_row, step, ms, amax);
+}
+
 typedef struct corr_out {
     s8_fwd_out *f;  /* the forward, or */
     s8_grad_out *q; /* the input gradient */
@@ -541,35 +554,26 @@ typedef struct corr_out {
 
 typedef struct corr_ws {
     int16_t *a, *b, *band;
-    uint32_t *acc;
+    uint32_t *acc, *init; /* init: each channel's first value (bias or 0), cout_g2 of them */
     int32_t *off;
 } corr_ws;
 
 static void run_block(const s8_corr *c, const corr_geom *g, int32_t group, const corr_ws *w, const block *bl,
                       const int16_t *const *p0, const int32_t *cols, corr_out *o)
 {
-    int32_t pairs = g->cout_g2 >> 1, co = group * g->cout_g, n_acc = bl->ncols + (bl->ncols & 1);
-    const int32_t *bias = o->f ? o->f->bias : 0;
-    uint32_t *restrict acc = w->acc;
-    for (int32_t r = 0; r < g->cout_g2; r++, acc += S8_BLOCK) {
-        uint32_t init = bias && r < g->cout_g ? (uint32_t)bias[co + r] : 0u;
-        for (int32_t j = 0; j < n_acc; j++) acc[j] = init;
-    }
+    int32_t pairs = g->cout_g2 >> 1, co = group * g->cout_g;
     for (int32_t j = 0; j < bl->ncols; j += 2) {
         int32_t j1 = j + 1 < bl->ncols ? j + 1 : j;
         if (p0)
             pack_band_pair(g, w->off, p0[j], p0[j1], w->b);
         else
             pack_direct_pair(c, g, group, cols[j], cols[j1], w->b);
-        s8_tiles(g->quads, pairs, w->a, w->b, w->acc + j, S8_BLOCK);
+        s8_tiles(g->quads, pairs, w->a, w->b, w->init, w->acc + j, S8_BLOCK);
     }
-    for (int32_t r = 0; r < g->cout_g; r++) {
-        int8_t *y = bl->y + r * g->out_plane;
-        if (o->f)
-            s8_epi_fwd(w->acc + r * S8_BLOCK, bl->ncols, y, bl->col_step, &o->f->rq[co + r], &o->st);
-        else
-            s8_epi_grad(w->acc + r * S8_BLOCK, bl->ncols, y, bl->col_step, &o->q->ms, &o->q->amax);
-    }
+    if (o->f)
+        s8_epi_fwd(w->acc, g->cout_g, S8_BLOCK, bl->ncols, bl->y, g->out_plane, bl->col_step, o->f->rq + co, &o->st);
+    else
+        s8_epi_grad(w->acc, g->cout_g, S8_BLOCK, bl->ncols, bl->y, g->out_plane, bl->col_step, &o->q->ms, &o->q->amax);
 }
 
 static corr_ws carve(const corr_geom *g, void *ws)
@@ -579,6 +583,7 @@ static corr_ws carve(const corr_geom *g, void *ws)
     w.a = (int16_t *)p, p += s8_ws_part(2 * g->cout_g2 * g->k4);
     w.b = (int16_t *)p, p += s8_ws_part(2 * 2 * g->k4);
     w.acc = (uint32_t *)p, p += s8_ws_part(4 * g->cout_g2 * S8_BLOCK);
+    w.init = (uint32_t *)p, p += s8_ws_part(4 * g->cout_g2);
     w.off = (int32_t *)p, p += s8_ws_part(4 * g->k4);
     w.band = (int16_t *)p;
     return w;
@@ -587,7 +592,8 @@ static corr_ws carve(const corr_geom *g, void *ws)
 int32_t s8_corr_ws(const s8_corr *c)
 {
     corr_geom g = geometry(c);
-    int32_t bytes = s8_ws_part(2 * g.cout_g2 * g.k4) + s8_ws_part(2 * 2 * g.k4) + s8_ws_part(4 * g.cout_g2 * S8_BLOCK);
+    int32_t bytes = s8_ws_part(2 * g.cout_g2 * g.k4) + s8_ws_part(2 * 2 * g.k4) + s8_ws_part(4 * g.cout_g2 * S8_BLOCK) +
+                    s8_ws_part(4 * g.cout_g2);
     if (!g.direct)
         bytes += s8_ws_part(4 * g.k4) + s8_ws_part(2 * g.cin_g * g.band_h * g.band_w);
     return bytes;
@@ -639,6 +645,9 @@ static void corr_run(const s8_corr *c, s8_pack_group pack, void *ctx, corr_out *
         tap_offsets(c, &g, w.off);
     for (int32_t group = 0; group < c->groups; group++) {
         pack(ctx, group, w.a);
+        const int32_t *bias = o->f ? o->f->bias : 0;
+        for (int32_t r = 0; r < g.cout_g2; r++)
+            w.init[r] = bias && r < g.cout_g ? (uint32_t)bias[group * g.cout_g + r] : 0u;
         if (g.direct)
             direct_blocks(c, &g, group, &w, out, o);
         else

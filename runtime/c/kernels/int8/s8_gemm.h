@@ -29,9 +29,11 @@ S8_INLINE int32_t s8_ws_part(int32_t bytes) { return (bytes + 7) & ~7; }
 S8_INLINE int32_t s8_slot(int32_t k) { return (k & ~3) * 2 + ((k & 1) << 1) + ((k >> 1) & 1); }
 
 /* For each A pair r < pairs (the pairs follow each other, 8 * quads int16 apart) and one
- * B pair: acc[2r * rs + (0, 1)] += (a0.b0, a0.b1), acc[(2r + 1) * rs + (0, 1)] += (a1.b0,
- * a1.b1): rows of accumulators rs words apart, two columns each; quads >= 1. */
-void s8_tiles(int32_t quads, int32_t pairs, const int16_t *a, const int16_t *b, uint32_t *acc, int32_t rs);
+ * B pair: acc[2r * rs + (0, 1)] = init[2r] + (a0.b0, a0.b1), acc[(2r + 1) * rs + (0, 1)] =
+ * init[2r + 1] + (a1.b0, a1.b1): rows of accumulators rs words apart, two columns each;
+ * quads >= 1. */
+void s8_tiles(int32_t quads, int32_t pairs, const int16_t *a, const int16_t *b, const uint32_t *init, uint32_t *acc,
+              int32_t rs);
 
 /* The same tile over rows in natural order (the weight gradient's operands): A pair r is
  * rows 2r and 2r + 1 of a (S8_ROW int16 apart), B the rows b0 and b1 (anywhere, 4-byte
@@ -110,10 +112,12 @@ S8_INLINE int8_t s8_fwd_one(s8_fwd_state *st, const s8_rq *rq, uint32_t acc)
     return (int8_t)(v > st->hi_v ? st->hi : (v < st->lo_v ? st->lo : v + st->z_y));
 }
 
-/* The epilogues over a run of accumulators: y[j * step] for j < n, from acc[j] (one
- * channel's constants). */
-void s8_epi_fwd(const uint32_t *acc, int32_t n, int8_t *y, int32_t step, const s8_rq *rq, s8_fwd_state *st);
-void s8_epi_grad(const uint32_t *acc, int32_t n, int8_t *y, int32_t step, const s8_ms *ms, uint32_t *amax);
+/* The epilogues over rows of accumulators: for r < rows, j < n, y[r * y_row + j * step]
+ * from acc[r * acc_step + j], with row r's requantization rq[r] (the gradient: one ms). */
+void s8_epi_fwd(const uint32_t *acc, int32_t rows, int32_t acc_step, int32_t n, int8_t *y, int32_t y_row,
+                int32_t step, const s8_rq *rq, s8_fwd_state *st);
+void s8_epi_grad(const uint32_t *acc, int32_t rows, int32_t acc_step, int32_t n, int8_t *y, int32_t y_row,
+                 int32_t step, const s8_ms *ms, uint32_t *amax);
 
 S8_INLINE int8_t s8_grad_one(const s8_ms *ms, uint32_t *amax, uint32_t acc)
 {
