@@ -65,11 +65,21 @@ static void fill_plane(const dw_geom *g, const int8_t *src, int32_t offset, int1
 {
     int32_t l0 = s8_max(0, -g->p_l), l1 = s8_min(g->in_l, g->rows - g->p_l);
     int32_t t0 = s8_max(0, -g->p_t), t1 = s8_min(g->in_t, g->stride - g->p_t);
-    if (g->transposed) { /* src is in_t rows of in_l: each source row feeds a column */
-        for (int32_t t = t0; t < t1; t++) {
-            const int8_t *x = src + t * g->in_l + l0;
-            int16_t *d = u + (g->p_l + l0) * g->stride + g->p_t + t;
-            for (int32_t l = l0; l < l1; l++, d += g->stride) *d = (int16_t)(*x++ + offset);
+    if (g->transposed) { /* src is in_t rows of in_l: lane l is column l of src */
+        uint32_t off2 = s8_pair(offset, offset), e, o;
+        int32_t st = g->stride, l = l0, n = t1 - t0;
+        for (; l + 4 <= l1; l += 4) { /* four lanes: one load and two SXTAB16 per source row */
+            int16_t *d0 = u + (g->p_l + l) * st + g->p_t + t0, *d1 = d0 + st, *d2 = d1 + st, *d3 = d2 + st;
+            const int8_t *x = src + t0 * g->in_l + l;
+            for (int32_t i = 0; i < n; i++, x += g->in_l) {
+                s8_quad(s8_load32(x), off2, &e, &o);
+                *d0++ = (int16_t)e, *d1++ = (int16_t)o, *d2++ = (int16_t)(e >> 16), *d3++ = (int16_t)(o >> 16);
+            }
+        }
+        for (; l < l1; l++) {
+            int16_t *d = u + (g->p_l + l) * st + g->p_t + t0;
+            const int8_t *x = src + t0 * g->in_l + l;
+            for (int32_t i = 0; i < n; i++, x += g->in_l) *d++ = (int16_t)(*x + offset);
         }
     } else {
         for (int32_t l = l0; l < l1; l++)
@@ -105,8 +115,8 @@ static void weight_words(const dw_geom *g, const int8_t *w, int32_t flip, int32_
 
 S8_INLINE int32_t weight_words_bytes(int32_t kh, int32_t kw) { return s8_ws_part(4 * kh * (s8_max(kh, kw) + 1)); }
 
-/* The sums of one lane row (pairs of outputs along t). */
-static int32_t sums_bytes(const dw_geom *g) { return s8_ws_part(4 * s8_round2(g->n_t)); }
+/* The sums of the plane's outputs (rows of n_t padded to even). */
+static int32_t sums_bytes(const dw_geom *g) { return s8_ws_part(4 * g->n_l * s8_round2(g->n_t)); }
 
 /* Three taps at stride 1 along t, three lanes, outputs in pairs: acc[2p], acc[2p + 1]
  * for p < pairs, from the lane rows r, r + stride, r + 2 stride (int16, word aligned) and
@@ -212,13 +222,12 @@ static void correlate(const dw_geom *g, const int16_t *u, const uint32_t *wp, ui
         correlate_any(g, u, wp, bias, y, o);
         return;
     }
-    for (int32_t l = 0; l < g->n_l; l++) {
-        lane_sums3(g, u, wp, bias, l, acc);
-        if (o->st)
-            s8_epi_fwd(acc, 1, 0, g->n_t, y + l * g->y_l, 0, g->y_t, o->rq, o->st);
-        else
-            s8_epi_grad(acc, 1, 0, g->n_t, y + l * g->y_l, 0, g->y_t, o->ms, o->amax);
-    }
+    int32_t row = s8_round2(g->n_t);
+    for (int32_t l = 0; l < g->n_l; l++) lane_sums3(g, u, wp, bias, l, acc + l * row);
+    if (o->st)
+        s8_epi_fwd(acc, g->n_l, row, g->n_t, y, g->y_l, g->y_t, o->rq, 0, o->st);
+    else
+        s8_epi_grad(acc, g->n_l, row, g->n_t, y, g->y_l, g->y_t, o->ms, o->amax);
 }
 
 static dw_geom forward_geom(const poet_s8_conv_shape *s)

@@ -535,9 +535,9 @@ S8_INLINE void epi_grad_row(const uint32_t *restrict acc, int32_t n, int8_t *res
 }
 
 void s8_epi_fwd(const uint32_t *acc, int32_t rows, int32_t acc_step, int32_t n, int8_t *y, int32_t y_row,
-                int32_t step, const s8_rq *rq, s8_fwd_state *st)
+                int32_t step, const s8_rq *rq, int32_t rq_step, s8_fwd_state *st)
 {
-    for (int32_t r = 0; r < rows; r++) epi_fwd_row(acc + r * acc_step, n, y + r * y_row, step, &rq[r], st);
+    for (int32_t r = 0; r < rows; r++, rq += rq_step) epi_fwd_row(acc + r * acc_step, n, y + r * y_row, step, rq, st);
 }
 
 void s8_epi_grad(const uint32_t *acc, int32_t rows, int32_t acc_step, int32_t n, int8_t *y, int32_t y_row,
@@ -571,7 +571,7 @@ static void run_block(const s8_corr *c, const corr_geom *g, int32_t group, const
         s8_tiles(g->quads, pairs, w->a, w->b, w->init, w->acc + j, S8_BLOCK);
     }
     if (o->f)
-        s8_epi_fwd(w->acc, g->cout_g, S8_BLOCK, bl->ncols, bl->y, g->out_plane, bl->col_step, o->f->rq + co, &o->st);
+        s8_epi_fwd(w->acc, g->cout_g, S8_BLOCK, bl->ncols, bl->y, g->out_plane, bl->col_step, o->f->rq + co, 1, &o->st);
     else
         s8_epi_grad(w->acc, g->cout_g, S8_BLOCK, bl->ncols, bl->y, g->out_plane, bl->col_step, &o->q->ms, &o->q->amax);
 }

@@ -113,9 +113,10 @@ S8_INLINE int8_t s8_fwd_one(s8_fwd_state *st, const s8_rq *rq, uint32_t acc)
 }
 
 /* The epilogues over rows of accumulators: for r < rows, j < n, y[r * y_row + j * step]
- * from acc[r * acc_step + j], with row r's requantization rq[r] (the gradient: one ms). */
+ * from acc[r * acc_step + j], with row r's requantization rq[r * rq_step] (the gradient:
+ * one ms). */
 void s8_epi_fwd(const uint32_t *acc, int32_t rows, int32_t acc_step, int32_t n, int8_t *y, int32_t y_row,
-                int32_t step, const s8_rq *rq, s8_fwd_state *st);
+                int32_t step, const s8_rq *rq, int32_t rq_step, s8_fwd_state *st);
 void s8_epi_grad(const uint32_t *acc, int32_t rows, int32_t acc_step, int32_t n, int8_t *y, int32_t y_row,
                  int32_t step, const s8_ms *ms, uint32_t *amax);
 
