@@ -381,10 +381,6 @@ typedef struct block {
     int32_t col_step; /* y elements between neighbouring columns */
 } block;
 
-#if S8_DSP
-/* A requantization whose 2 * acc overflows (|acc| >= 2^30): out of the loops. */
-static S8_NOINLINE int32_t rq_slow(const s8_rq *rq, int32_t a) { return s8_rq_apply(rq, a); }
-#endif
 
 S8_INLINE int32_t ssat8(int32_t v)
 {
@@ -395,155 +391,138 @@ S8_INLINE int32_t ssat8(int32_t v)
 #endif
 }
 
-S8_INLINE void epi_fwd_row(const uint32_t *restrict acc, int32_t n, int8_t *restrict y, int32_t step,
-                           const s8_rq *rq_in, s8_fwd_state *st_io)
-{
-    s8_rq rq = *rq_in;
-    s8_fwd_state st = *st_io;
-    if (rq.e == 0) { /* the definition's shifts: v may be any int32 */
-        for (int32_t j = 0; j < n; j++) y[j * step] = s8_fwd_one(&st, &rq, acc[j]);
-        *st_io = st;
-        return;
-    }
-    int32_t vmin = st.vmin, vmax = st.vmax, z = st.z_y, lo = st.lo, hi = st.hi;
-    int32_t m = rq.mult, rnd = rq.rnd, e = rq.e, full = lo == -128 && hi == 127;
+/* One row on the M4: per output ADDS (2 acc, the overflow check), SMMULR, ADD, SUB, ASR;
+ * the range (CMP/IT/MOV twice); ADD z, SSAT 8; STRB: 19 with the loop. An accumulator of
+ * 2^30 or more leaves through label 3 for the 64-bit form and comes back. */
 #if S8_DSP && defined(__GNUC__) && defined(__thumb2__)
-    if (full && n > 0) {
-        /* per output: ADDS (2 acc, overflow check), SMMULR, ADD, SUB, ASR; the range
-         * (CMP/IT/MOV twice); ADD z, SSAT 8; STRB: 18 with the loop. An accumulator of
-         * 2^30 or more leaves through label 3 for the 64-bit form, then comes back. */
-        const s8_rq *q = &rq;
-        __asm__ volatile(
-            "1:\n\t"
-            "ldr r4, [%[acc]], #4\n\t"
-            "adds r5, r4, r4\n\t"
-            "bvs 3f\n\t"
-            "smmulr r5, r5, %[m]\n\t"
-            "add r6, r5, %[rnd]\n\t"
-            "sub r6, r6, r5, lsr #31\n\t"
-            "asr r6, r6, %[e]\n"
-            "2:\n\t"
-            "cmp r6, %[vmin]\n\t"
-            "it lt\n\t"
-            "movlt %[vmin], r6\n\t"
-            "cmp r6, %[vmax]\n\t"
-            "it gt\n\t"
-            "movgt %[vmax], r6\n\t"
-            "add r6, r6, %[z]\n\t"
-            "ssat r6, #8, r6\n\t"
-            "strb r6, [%[y]]\n\t"
-            "add %[y], %[y], %[step]\n\t"
-            "subs %[n], %[n], #1\n\t"
-            "bne 1b\n\t"
-            "b 4f\n"
-            "3:\n\t" /* hi:lo = acc M + k - [acc < 0] 2^31; v = hi >> (e - 1) */
-            "ldr r5, [%[q], #16]\n\t"
-            "ldr r6, [%[q], #20]\n\t"
-            "smlal r5, r6, r4, %[m]\n\t"
-            "and r4, r4, #0x80000000\n\t"
-            "subs r5, r5, r4\n\t"
-            "sbc r6, r6, #0\n\t"
-            "sub r5, %[e], #1\n\t"
-            "asr r6, r6, r5\n\t"
-            "b 2b\n"
-            "4:\n\t"
-            : [acc] "+r"(acc), [y] "+r"(y), [n] "+r"(n), [vmin] "+r"(vmin), [vmax] "+r"(vmax)
-            : [m] "r"(m), [rnd] "r"(rnd), [e] "r"(e), [z] "r"(z), [step] "r"(step), [q] "r"(q)
-            : "r4", "r5", "r6", "cc", "memory");
-        st.vmin = vmin, st.vmax = vmax;
-        *st_io = st;
-        return;
-    }
-#endif
-    for (int32_t j = 0; j < n; j++, y += step) {
-        int32_t a = (int32_t)acc[j], v;
-#if S8_DSP && defined(__GNUC__)
-        int32_t a2, h;
-        if (__builtin_add_overflow(a, a, &a2)) {
-            v = rq_slow(&rq, a);
-        } else {
-            __asm__("smmulr %0, %1, %2" : "=r"(h) : "r"(a2), "r"(m));
-            v = (h + rnd - (int32_t)((uint32_t)h >> 31)) >> e;
-        }
+#define S8_FAST_FWD 1
+S8_INLINE void fwd_row_asm(const uint32_t *acc, int32_t n, int8_t *y, int32_t step, const s8_rq *q, int32_t z,
+                           int32_t *vmin_io, int32_t *vmax_io)
+{
+    int32_t vmin = *vmin_io, vmax = *vmax_io, m = q->mult, rnd = q->rnd, e = q->e;
+    __asm__ volatile(
+        "1:\n\t"
+        "ldr r4, [%[acc]], #4\n\t"
+        "adds r5, r4, r4\n\t"
+        "bvs 3f\n\t"
+        "smmulr r5, r5, %[m]\n\t"
+        "add r6, r5, %[rnd]\n\t"
+        "sub r6, r6, r5, lsr #31\n\t"
+        "asr r6, r6, %[e]\n"
+        "2:\n\t"
+        "cmp r6, %[vmin]\n\t"
+        "it lt\n\t"
+        "movlt %[vmin], r6\n\t"
+        "cmp r6, %[vmax]\n\t"
+        "it gt\n\t"
+        "movgt %[vmax], r6\n\t"
+        "add r6, r6, %[z]\n\t"
+        "ssat r6, #8, r6\n\t"
+        "strb r6, [%[y]]\n\t"
+        "add %[y], %[y], %[step]\n\t"
+        "subs %[n], %[n], #1\n\t"
+        "bne 1b\n\t"
+        "b 4f\n"
+        "3:\n\t" /* hi:lo = acc M + k - [acc < 0] 2^31; v = hi >> (e - 1) */
+        "ldr r5, [%[q], #16]\n\t"
+        "ldr r6, [%[q], #20]\n\t"
+        "smlal r5, r6, r4, %[m]\n\t"
+        "and r4, r4, #0x80000000\n\t"
+        "subs r5, r5, r4\n\t"
+        "sbc r6, r6, #0\n\t"
+        "sub r5, %[e], #1\n\t"
+        "asr r6, r6, r5\n\t"
+        "b 2b\n"
+        "4:\n\t"
+        : [acc] "+r"(acc), [y] "+r"(y), [n] "+r"(n), [vmin] "+r"(vmin), [vmax] "+r"(vmax)
+        : [m] "r"(m), [rnd] "r"(rnd), [e] "r"(e), [z] "r"(z), [step] "r"(step), [q] "r"(q)
+        : "r4", "r5", "r6", "cc", "memory");
+    *vmin_io = vmin, *vmax_io = vmax;
+}
 #else
-        (void)m, (void)rnd, (void)e;
-        v = s8_rq_apply(&rq, a);
+#define S8_FAST_FWD 0
 #endif
-        vmin = v < vmin ? v : vmin; /* |v| < 2^30: v + z does not overflow */
-        vmax = v > vmax ? v : vmax;
-        int32_t c = ssat8(v + z);
-        if (!full) c = c < lo ? lo : (c > hi ? hi : c);
-        *y = (int8_t)c;
-    }
-    st.vmin = vmin, st.vmax = vmax;
-    *st_io = st;
+
+/* One row in C: any requantization, any clamp. */
+static void fwd_row(const uint32_t *restrict acc, int32_t n, int8_t *restrict y, int32_t step, const s8_rq *rq,
+                    s8_fwd_state *st)
+{
+    for (int32_t j = 0; j < n; j++) y[j * step] = s8_fwd_one(st, rq, acc[j]);
 }
 
-S8_INLINE void epi_grad_row(const uint32_t *restrict acc, int32_t n, int8_t *restrict y, int32_t step,
-                            const s8_ms *ms_in, uint32_t *amax_io)
-{
-    s8_ms ms = *ms_in;
-    uint32_t amax = *amax_io;
-    if (ms.sh < 0) {
-        for (int32_t j = 0; j < n; j++) y[j * step] = s8_grad_one(&ms, &amax, acc[j]);
-        *amax_io = amax;
-        return;
-    }
-    int64_t k = (int64_t)(((uint64_t)(uint32_t)ms.k_hi << 32) | ms.k_lo);
-    int32_t m = ms.mult, sh = ms.sh;
+/* One row of the input gradient for n in [32, 62] on the M4: per output SMLAL onto
+ * 2^(n-1), ASR; |v| (EOR, SUB), amax (CMP/IT/MOV); SSAT 8 and -128 -> -127
+ * (CMN/IT/MVN); STRB: 19 with the loop. */
 #if S8_DSP && defined(__GNUC__) && defined(__thumb2__)
-    if (n > 0) {
-        /* per output: SMLAL onto 2^(n-1), ASR; |v| (EOR, SUB), amax (CMP/IT/MOV);
-         * SSAT 8 and -128 -> -127 (CMN/IT/MVN); STRB: 18 with the loop. */
-        uint32_t klo = ms.k_lo;
-        int32_t khi = ms.k_hi;
-        __asm__ volatile(
-            "1:\n\t"
-            "ldr r4, [%[acc]], #4\n\t"
-            "mov r5, %[klo]\n\t"
-            "mov r6, %[khi]\n\t"
-            "smlal r5, r6, r4, %[m]\n\t"
-            "asr r6, r6, %[sh]\n\t"
-            "eor r5, r6, r6, asr #31\n\t"
-            "sub r5, r5, r6, asr #31\n\t"
-            "cmp r5, %[amax]\n\t"
-            "it hi\n\t"
-            "movhi %[amax], r5\n\t"
-            "ssat r6, #8, r6\n\t"
-            "cmn r6, #128\n\t"
-            "it eq\n\t"
-            "mvneq r6, #126\n\t"
-            "strb r6, [%[y]]\n\t"
-            "add %[y], %[y], %[step]\n\t"
-            "subs %[n], %[n], #1\n\t"
-            "bne 1b\n\t"
-            : [acc] "+r"(acc), [y] "+r"(y), [n] "+r"(n), [amax] "+r"(amax)
-            : [m] "r"(m), [sh] "r"(sh), [klo] "r"(klo), [khi] "r"(khi), [step] "r"(step)
-            : "r4", "r5", "r6", "cc", "memory");
-        (void)k;
-        *amax_io = amax;
-        return;
-    }
-#endif
-    for (int32_t j = 0; j < n; j++, y += step) {
-        int32_t v = (int32_t)(((int64_t)(int32_t)acc[j] * m + k) >> 32) >> sh; /* |v| < 2^30 */
-        uint32_t mag = (uint32_t)(v < 0 ? -v : v);
-        amax = mag > amax ? mag : amax;
-        *y = (int8_t)(v > 127 ? 127 : (v < -127 ? -127 : v));
-    }
+#define S8_FAST_GRAD 1
+S8_INLINE void grad_row_asm(const uint32_t *acc, int32_t n, int8_t *y, int32_t step, const s8_ms *ms,
+                            uint32_t *amax_io)
+{
+    uint32_t amax = *amax_io, klo = ms->k_lo;
+    int32_t khi = ms->k_hi, m = ms->mult, sh = ms->sh;
+    __asm__ volatile(
+        "1:\n\t"
+        "ldr r4, [%[acc]], #4\n\t"
+        "mov r5, %[klo]\n\t"
+        "mov r6, %[khi]\n\t"
+        "smlal r5, r6, r4, %[m]\n\t"
+        "asr r6, r6, %[sh]\n\t"
+        "eor r5, r6, r6, asr #31\n\t"
+        "sub r5, r5, r6, asr #31\n\t"
+        "cmp r5, %[amax]\n\t"
+        "it hi\n\t"
+        "movhi %[amax], r5\n\t"
+        "ssat r6, #8, r6\n\t"
+        "cmn r6, #128\n\t"
+        "it eq\n\t"
+        "mvneq r6, #126\n\t"
+        "strb r6, [%[y]]\n\t"
+        "add %[y], %[y], %[step]\n\t"
+        "subs %[n], %[n], #1\n\t"
+        "bne 1b\n\t"
+        : [acc] "+r"(acc), [y] "+r"(y), [n] "+r"(n), [amax] "+r"(amax)
+        : [m] "r"(m), [sh] "r"(sh), [klo] "r"(klo), [khi] "r"(khi), [step] "r"(step)
+        : "r4", "r5", "r6", "cc", "memory");
     *amax_io = amax;
+}
+#else
+#define S8_FAST_GRAD 0
+#endif
+
+static void grad_row(const uint32_t *restrict acc, int32_t n, int8_t *restrict y, int32_t step, const s8_ms *ms,
+                     uint32_t *amax)
+{
+    for (int32_t j = 0; j < n; j++) y[j * step] = s8_grad_one(ms, amax, acc[j]);
 }
 
 void s8_epi_fwd(const uint32_t *acc, int32_t rows, int32_t acc_step, int32_t n, int8_t *y, int32_t y_row,
                 int32_t step, const s8_rq *rq, int32_t rq_step, s8_fwd_state *st)
 {
-    for (int32_t r = 0; r < rows; r++, rq += rq_step) epi_fwd_row(acc + r * acc_step, n, y + r * y_row, step, rq, st);
+    int32_t fast = S8_FAST_FWD && st->lo == -128 && st->hi == 127 && n > 0;
+    for (int32_t r = 0; r < rows; r++, rq += rq_step, acc += acc_step, y += y_row) {
+#if S8_FAST_FWD
+        if (fast && rq->e != 0) {
+            fwd_row_asm(acc, n, y, step, rq, st->z_y, &st->vmin, &st->vmax);
+            continue;
+        }
+#endif
+        (void)fast;
+        fwd_row(acc, n, y, step, rq, st);
+    }
 }
 
 void s8_epi_grad(const uint32_t *acc, int32_t rows, int32_t acc_step, int32_t n, int8_t *y, int32_t y_row,
                  int32_t step, const s8_ms *ms, uint32_t *amax)
 {
-    for (int32_t r = 0; r < rows; r++) epi_grad_row(acc + r * acc_step, n, y + r * y_row, step, ms, amax);
+    for (int32_t r = 0; r < rows; r++, acc += acc_step, y += y_row) {
+#if S8_FAST_GRAD
+        if (ms->sh >= 0 && n > 0) {
+            grad_row_asm(acc, n, y, step, ms, amax);
+            continue;
+        }
+#endif
+        grad_row(acc, n, y, step, ms, amax);
+    }
 }
 
 typedef struct corr_out {
