@@ -8,9 +8,7 @@
   round(b / (s_x s_W[c])). A QDQ file's int8 weights and int32 biases are kept.
 - Backward: R_c = max(1, round(256 s_W[c] / max s_W)); the initial delayed gradient
   exponents from the float gradients of the summed loss on the example batch.
-- Softmax: the 256-entry exp table of the logits' scale.
-
-- Logits: the calibrated range widened to at least ln(2**15) (:func:`logit_range`).
+- Softmax: the integers of exp(-s_z0 * d) (:func:`~poet_compiler.quant.loss.log2e_multiplier`).
 
 ``headroom_bits`` widens every calibrated activation range by 2**bits (measured in
 BENCHMARKS.md "int8 on the host"; the delayed exponents make it unnecessary).
@@ -111,19 +109,6 @@ class _Builder:
         return Add(f.name, f.inputs, f.output, (ma, mb), (sa, sb), mo, so, f.act, lo, hi)
 
 
-LOGIT_SPAN = math.log(2.0 ** 15)  # a logit gap beyond which the Q15 softmax table is 0
-
-
-def logit_range(lo: float, hi: float) -> tuple[float, float]:
-    """The logits' calibrated range, widened about its middle to at least LOGIT_SPAN: the
-    logits' scale is static (the softmax table is made for it) and a model trained from
-    scratch starts with logits far narrower than it ends with."""
-    if hi - lo >= LOGIT_SPAN:
-        return lo, hi
-    mid = 0.5 * (lo + hi)
-    return mid - 0.5 * LOGIT_SPAN, mid + 0.5 * LOGIT_SPAN
-
-
 def _initial_exponent(amax: float) -> int:
     """E with amax * 2**E in [2**(T-1), 2**T): what the delayed rule converges to."""
     if amax <= 0.0:
@@ -136,8 +121,6 @@ def quantize(graph: FloatGraph, x: np.ndarray, labels: np.ndarray, *, headroom_b
     cal = run(graph, x, labels)
     b = _Builder(graph, cal, headroom_bits)
     b.qp[graph.input] = graph.fixed.qparams.get(graph.input) or range_qparams(*cal.ranges[graph.input])
-    if graph.output not in graph.fixed.qparams:
-        cal.ranges[graph.output] = logit_range(*cal.ranges[graph.output])
     nodes: list[Node] = []
     for f in graph.nodes:
         if isinstance(f, FConv):
@@ -152,8 +135,8 @@ def quantize(graph: FloatGraph, x: np.ndarray, labels: np.ndarray, *, headroom_b
     shapes = dict(cal.shapes)
     exps = {n.name: _initial_exponent(cal.input_grad_amax[n.name]) for n in nodes
             if isinstance(n, Conv) and n.input != graph.input}
-    model = QModel(nodes, graph.input, graph.output, b.qp, shapes, exps, {},
-                   loss.exp_table(b.qp[graph.output].scale))
+    m_e, sh_e = loss.log2e_multiplier(b.qp[graph.output].scale)
+    model = QModel(nodes, graph.input, graph.output, b.qp, shapes, exps, {}, m_e, sh_e)
     for n in nodes:
         if isinstance(n, AvgPool) and pool.avgpool_grad_shift(n, (1, *shapes[n.input])) > 30:
             raise QuantError(f"layer {n.name}: the pooling window is too large")

@@ -10,9 +10,12 @@ Each step, the forward kernels record the range of v = requantize(acc) before th
 point and the clamp. After the step: k += 1 when any v saturated (beyond the fused
 activation's upper limit, or below -128 when there is no lower clamp), else k -= 1 when
 every v fits half the range, else k stays. Tensors whose scale is not a calibration
-choice keep k = 0: the model's input (quantized on the host), the logits (the softmax
-table belongs to their scale) and ReLU6 outputs ([0, 6] by definition). Max pooling and
-views share their input's scale, so they share its exponent.
+choice keep k = 0: the model's input (quantized on the host) and ReLU6 outputs ([0, 6]
+by definition). The logits move as any conv output does: a static logit scale
+saturates as a model trained from scratch grows its logits, and a saturated logit's
+gradient (passed straight through) can drive the whole output into saturation, where
+training stops (docs/int8.md, "Ablation"). Max pooling and views share their input's
+scale, so they share its exponent.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ def root(model: QModel, tensor: str) -> str:
 def adaptive(model: QModel, tensor: str) -> bool:
     """Whether the tensor's exponent moves (see the module docstring)."""
     node = model.producer(tensor)
-    if tensor in (model.input, model.output) or node is None:
+    if tensor == model.input or node is None:
         return False
     if isinstance(node, Conv | Add) and node.activation == "relu6":
         return False

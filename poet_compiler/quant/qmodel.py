@@ -142,7 +142,8 @@ class QModel:
     shapes: dict[str, tuple[int, ...]]  # per-sample shape of every tensor
     grad_exponent: dict[str, int] = field(default_factory=dict)  # layer -> E of its input gradient
     act_exponent: dict[str, int] = field(default_factory=dict)   # tensor -> k: scale = s0 * 2**k
-    exp_table: np.ndarray = field(default_factory=lambda: np.zeros(256, np.int32))  # softmax table
+    logit_multiplier: int = 0          # M_e, sh_e = quantize_multiplier(s_z0 * log2(e)): the loss's exponential
+    logit_shift: int = 0
 
     def convs(self) -> list[Conv]:
         return [n for n in self.nodes if isinstance(n, Conv)]

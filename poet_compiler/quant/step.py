@@ -57,6 +57,11 @@ def logits(model: QModel, x: np.ndarray) -> np.ndarray:
     return forward(model, x)[model.output]
 
 
+def loss_integers(model: QModel) -> tuple[int, int]:
+    """(M_e, n) of the loss's exponential at the logits' present exponent."""
+    return model.logit_multiplier, loss.exp_shift(model.logit_shift, exponents.k(model, model.output))
+
+
 @dataclass
 class StepResult:
     loss_q16: int
@@ -87,8 +92,9 @@ class Trainer:
         seen: dict[str, Seen] = {}
         t = forward(self.model, x, seen)
         z = t[self.model.output]
-        result = StepResult(loss.loss_q16(z, labels, self.model.exp_table))
-        g, e = loss.loss_grad(z, labels, self.model.exp_table)
+        m_e, n_e = loss_integers(self.model)
+        result = StepResult(loss.loss_q16(z, labels, m_e, n_e))
+        g, e = loss.loss_grad(z, labels, m_e, n_e)
         grads: dict[str, list[tuple[np.ndarray, int]]] = {self.model.output: [(g, e)]}
         pending: dict[str, int] = {}
         for node in reversed(self.model.nodes):
