@@ -325,16 +325,19 @@ def grad_sum(rng: Rng, count: int) -> Expect:
 
 
 def softmax_ce(rng: Rng, batch: int, classes: int) -> Expect:
-    table = loss.exp_table(float(rng.uniform(0.02, 0.6)))
+    m_e, sh_e = loss.log2e_multiplier(float(rng.uniform(0.02, 0.6)))
+    n_e = loss.exp_shift(sh_e, int(rng.integers(-4, 5)))
+    if rng.random() < 0.15:
+        n_e = int(rng.choice([0, -3, 63, 70]))   # the exponential's edges: every d > 0 gives 0, or t = 0
     z = _int8(rng, (batch, classes))
     if rng.random() < 0.3:
         z[:, :] = z[:, :1]  # ties: every probability equal
     labels = rng.integers(0, classes, size=batch).astype(np.int32)
-    want = loss.loss_q16(z, labels, table)
-    g, e = loss.loss_grad(z, labels, table)
-    case = ck.Case(ck.Kernel.SOFTMAX_CE, [batch, classes],
-                   [ck.inp(z), ck.inp(labels), ck.inp(table.astype(np.uint16)), ck.out(g.shape, np.int8),
-                    ck.out((1,), np.int32)], f"softmax_ce {batch}x{classes}")
+    want = loss.loss_q16(z, labels, m_e, n_e)
+    g, e = loss.loss_grad(z, labels, m_e, n_e)
+    case = ck.Case(ck.Kernel.SOFTMAX_CE, [batch, classes, m_e, n_e],
+                   [ck.inp(z), ck.inp(labels), ck.out(g.shape, np.int8), ck.out((1,), np.int32)],
+                   f"softmax_ce {batch}x{classes}")
     return Expect(case, [g, np.array([e], np.int32)], want)
 
 

@@ -113,7 +113,7 @@ static int32_t call(int32_t kernel, const int32_t *p, void **b, void *ws, int32_
         return OK;
     }
     case K_GRAD_SUM: *ret = poet_s8_grad_sum(p[0], b[0], p[1], b[1], p[2], b[2]); return OK;
-    case K_SOFTMAX_CE: *ret = poet_s8_softmax_ce(p[0], p[1], b[0], b[1], b[2], b[3], b[4], ws); return OK;
+    case K_SOFTMAX_CE: *ret = poet_s8_softmax_ce(p[0], p[1], b[0], b[1], p[2], p[3], b[2], b[3], ws); return OK;
     case K_UPDATE_BIAS: {
         poet_s8_update u = {(const int32_t *)b[0], (const int32_t *)b[1], p[2], p[3], p[4], (uint32_t)p[5]};
         poet_s8_update_bias(&u, p[0], p[1], b[2], b[3], b[4], b[5]);

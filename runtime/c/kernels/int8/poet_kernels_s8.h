@@ -145,15 +145,18 @@ void poet_s8_act_bwd(int32_t count, const poet_s8_act_mask *m, const int8_t *g_y
 int32_t poet_s8_grad_sum(int32_t count, const int8_t *g1, int32_t e1, const int8_t *g2, int32_t e2, int8_t *g);
 
 /* ---- softmax cross-entropy (loss_s8.c) ----------------------------------------------
- * Per sample b, label t: m = max_j z[j], e_j = table[m - z_j], S = sum e_j,
+ * Per sample b, label t: m = max_j z[j], d_j = m - z_j, e_j = round(2^15 exp(-s_z d_j)) as
+ * docs/int8.md computes it (t_j = mul_shift(d_j, m_e, n_e) in Q8, POW2[t_j & 255] >> (t_j >> 8)
+ * rounded, 0 past 2^-15; n_e = 23 - sh_e - k_z), S = sum e_j,
  * P_j = (e_j * 2^15 + S / 2) / S, G_j = P_j - 2^15 [j == t],
  * L_b = ((log2q(S) - log2q(max(e_t, 1))) * 45426 + 2^15) >> 16 (Q16 nats).
  * Returns the batch's loss (sum L_b + batch / 2) / batch (Q16). The gradient:
  * r = max(0, nbits(max |G|) - 7), g = sat(rshift_round(G, r), +-127), *e_out = 15 - r.
- * ws: poet_s8_softmax_ce_ws bytes (the int32 G of the batch). */
+ * ws: poet_s8_softmax_ce_ws bytes (the int32 G of the batch). A label outside
+ * [0, classes) counts as e_t = 0 and subtracts nothing. */
 int32_t poet_s8_softmax_ce_ws(int32_t batch, int32_t classes);
-int32_t poet_s8_softmax_ce(int32_t batch, int32_t classes, const int8_t *logits, const int32_t *labels,
-                           const uint16_t *table, int8_t *g, int32_t *e_out, void *ws);
+int32_t poet_s8_softmax_ce(int32_t batch, int32_t classes, const int8_t *logits, const int32_t *labels, int32_t m_e,
+                           int32_t n_e, int8_t *g, int32_t *e_out, void *ws);
 /* The Q16 log2 of v >= 1 (docs/int8.md, "Loss"). */
 int32_t poet_s8_log2q(uint32_t v);
 
