@@ -16,6 +16,7 @@ import pytest
 
 from poet_compiler.quant import ckernels as ck
 from poet_compiler.quant import kernel_cases as kc
+from poet_compiler.quant import workspace
 
 # The layers of kws_dscnn (models/kws_dscnn.onnx, batch 4) and digits_cnn (batch 16).
 MODEL_SPECS = [
@@ -53,23 +54,34 @@ def check(results: list[ck.Result], expects: list[kc.Expect]) -> None:
                                    f"{got.flat[bad[0]]} != {want.flat[bad[0]]}")
 
 
-def run(host: ck.HostKernels, expects: list[kc.Expect]) -> None:
-    check(host.run([e.case for e in expects]), expects)
+def run(host: ck.HostKernels, expects: list[kc.Expect]) -> list[ck.Result]:
+    results = host.run([e.case for e in expects])
+    check(results, expects)
+    return results
+
+
+def check_workspace(results: list[ck.Result], specs: list[kc.ConvSpec], bytes_of) -> None:
+    """The kernel's _ws function gives the bytes of docs/int8.md's table (workspace.py)."""
+    for r, spec in zip(results, specs):
+        assert r.ws_bytes == bytes_of(workspace.Shape(*spec.params())), spec
 
 
 def test_conv_forward(host: ck.HostKernels) -> None:
     rng = np.random.default_rng(1)
-    run(host, [kc.conv_fwd(rng, s) for s in CONV_SPECS for _ in range(2)])
+    specs = [s for s in CONV_SPECS for _ in range(2)]
+    check_workspace(run(host, [kc.conv_fwd(rng, s) for s in specs]), specs, workspace.conv_fwd)
 
 
 def test_conv_input_gradient(host: ck.HostKernels) -> None:
     rng = np.random.default_rng(2)
-    run(host, [kc.conv_bwd_input(rng, s) for s in CONV_SPECS for _ in range(2)])
+    specs = [s for s in CONV_SPECS for _ in range(2)]
+    check_workspace(run(host, [kc.conv_bwd_input(rng, s) for s in specs]), specs, workspace.conv_bwd_input)
 
 
 def test_conv_weight_gradient(host: ck.HostKernels) -> None:
     rng = np.random.default_rng(3)
-    run(host, [kc.conv_bwd_weight(rng, s) for s in CONV_SPECS for _ in range(2)])
+    specs = [s for s in CONV_SPECS for _ in range(2)]
+    check_workspace(run(host, [kc.conv_bwd_weight(rng, s) for s in specs]), specs, workspace.conv_bwd_weight)
 
 
 def test_pooling(host: ck.HostKernels) -> None:
@@ -84,8 +96,10 @@ def test_elementwise_and_loss(host: ck.HostKernels) -> None:
     cases = [kc.add(rng, int(n)) for n in rng.integers(1, 300, size=20)]
     cases += [e for n in (1, 7, 64, 255) for e in kc.activations(rng, n)]
     cases += [kc.grad_sum(rng, int(n)) for n in rng.integers(1, 200, size=20)]
-    cases += [kc.softmax_ce(rng, int(b), int(c)) for b, c in zip(rng.integers(1, 20, 20), rng.integers(2, 40, 20))]
-    run(host, cases)
+    loss_cases = [kc.softmax_ce(rng, int(b), int(c)) for b, c in zip(rng.integers(1, 20, 20), rng.integers(2, 40, 20))]
+    results = run(host, cases + loss_cases)
+    for r, e in zip(results[len(cases):], loss_cases):
+        assert r.ws_bytes == workspace.softmax_ce(*e.case.params[:2])
 
 
 def test_update_and_exponents(host: ck.HostKernels) -> None:
@@ -94,13 +108,11 @@ def test_update_and_exponents(host: ck.HostKernels) -> None:
     run(host, cases + kc.exponent_cases(rng, 40))
 
 
-def test_a_kernel_past_its_workspace_is_caught(host: ck.HostKernels) -> None:
-    """The guard bytes after the declared workspace are checked: a case whose kernel is
-    given a workspace too small for it (a conv shape claimed smaller than its buffers)
-    would show GUARD; here the runner reports an unknown kernel, and a sentinel-filled
-    output that the kernel does not write differs from the reference."""
+def test_unwritten_outputs_show(host: ck.HostKernels) -> None:
+    """Outputs start as 0xA5 bytes, so an element a kernel leaves unwritten differs from
+    the reference (here: a clamp of 0 elements into a 4-byte buffer)."""
     res = host.run([ck.Case(ck.Kernel.CLAMP, [0, -128, 127], [ck.inp(np.zeros(4, np.int8)), ck.out((4,), np.int8)])])
-    assert res[0].status == ck.Status.OK and (res[0].outs[0] == np.int8(-91)).all()   # 0xA5: nothing written
+    assert res[0].status == ck.Status.OK and (res[0].outs[0] == np.int8(-91)).all()
 
 
 @pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="needs arm-none-eabi-gcc")
