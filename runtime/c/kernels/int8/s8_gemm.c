@@ -17,52 +17,81 @@
 /* ---- the tile -------------------------------------------------------------------------- */
 
 #if S8_DSP && defined(__GNUC__) && defined(__thumb2__)
+#define S8_ARG __attribute__((unused))
 /* One quad: LDM four words of B (two columns), LDM two words of each A row; 8 SMLAD.
- * r4-r6, r8-r10 are scratch; r7 is left to GCC (frame pointer in some builds). */
+ * Accumulators r0 r1 (A row 0 against columns 0, 1), r7 r11 (row 1); A r2, B r3. */
 #define S8_TILE_QUAD                                                                   \
-    "ldmia %[b]!, {r4, r5, r6, r8}\n\t"                                                \
-    "ldmia %[a]!, {r9, r10}\n\t"                                                       \
-    "smlad %[s00], r9, r4, %[s00]\n\t"                                                 \
-    "smlad %[s00], r10, r5, %[s00]\n\t"                                                \
-    "smlad %[s01], r9, r6, %[s01]\n\t"                                                 \
-    "smlad %[s01], r10, r8, %[s01]\n\t"                                                \
-    "ldmia %[a]!, {r9, r10}\n\t"                                                       \
-    "smlad %[s10], r9, r4, %[s10]\n\t"                                                 \
-    "smlad %[s10], r10, r5, %[s10]\n\t"                                                \
-    "smlad %[s11], r9, r6, %[s11]\n\t"                                                 \
-    "smlad %[s11], r10, r8, %[s11]\n\t"
+    "ldmia r3!, {r4, r5, r6, r8}\n\t"                                                  \
+    "ldmia r2!, {r9, r10}\n\t"                                                         \
+    "smlad r0, r9, r4, r0\n\t"                                                         \
+    "smlad r0, r10, r5, r0\n\t"                                                        \
+    "smlad r1, r9, r6, r1\n\t"                                                         \
+    "smlad r1, r10, r8, r1\n\t"                                                        \
+    "ldmia r2!, {r9, r10}\n\t"                                                         \
+    "smlad r7, r9, r4, r7\n\t"                                                         \
+    "smlad r7, r10, r5, r7\n\t"                                                        \
+    "smlad r11, r9, r6, r11\n\t"                                                       \
+    "smlad r11, r10, r8, r11\n\t"
 
-S8_NOINLINE void s8_tiles(int32_t quads, int32_t pairs, const int16_t *a, const int16_t *b, const uint32_t *init,
-                          uint32_t *acc, int32_t rs)
+/* s8_tiles(quads r0, pairs r1, a r2, b r3, init, acc, rs on the stack): per pair of A
+ * rows the sums start from init, run quads 4 at a time after the 1-3 left over, and go
+ * to acc with two STRD; the counters wait on the stack. */
+__attribute__((naked)) void s8_tiles(S8_ARG int32_t quads, S8_ARG int32_t pairs, S8_ARG const int16_t *a,
+                                     S8_ARG const int16_t *b, S8_ARG const uint32_t *init, S8_ARG uint32_t *acc,
+                                     S8_ARG int32_t rs)
 {
-    for (; pairs > 0; pairs--, acc += 2 * rs, init += 2) {
-        uint32_t s00 = init[0], s01 = init[0], s10 = init[1], s11 = init[1];
-        const int16_t *bp = b;
-        int32_t n = quads >> 1;
-        if (quads & 1) {
-            __asm__ volatile(S8_TILE_QUAD
-                             : [s00] "+r"(s00), [s01] "+r"(s01), [s10] "+r"(s10), [s11] "+r"(s11), [a] "+r"(a),
-                               [b] "+r"(bp)
-                             :
-                             : "r4", "r5", "r6", "r8", "r9", "r10", "memory");
-        }
-        if (n > 0) {
-            __asm__ volatile("1:\n\t" S8_TILE_QUAD S8_TILE_QUAD "subs %[n], %[n], #1\n\t"
-                             "bne 1b\n\t"
-                             : [s00] "+r"(s00), [s01] "+r"(s01), [s10] "+r"(s10), [s11] "+r"(s11), [a] "+r"(a),
-                               [b] "+r"(bp), [n] "+r"(n)
-                             :
-                             : "r4", "r5", "r6", "r8", "r9", "r10", "cc", "memory");
-        }
-        acc[0] = s00, acc[1] = s01, acc[rs] = s10, acc[rs + 1] = s11;
-    }
+    __asm__ volatile(
+        "push {r4-r11, lr}\n\t"
+        "sub sp, sp, #24\n\t" /* [sp] quads, +4 pairs, +8 b, +12 init, +16 acc, +20 rs in bytes */
+        "str r0, [sp]\n\t"
+        "str r1, [sp, #4]\n\t"
+        "str r3, [sp, #8]\n\t"
+        "ldr r4, [sp, #60]\n\t"
+        "str r4, [sp, #12]\n\t"
+        "ldr r12, [sp, #64]\n\t"
+        "ldr r4, [sp, #68]\n\t"
+        "lsl r4, r4, #2\n\t"
+        "str r4, [sp, #20]\n\t"
+        "cmp r1, #0\n\t"
+        "ble 9f\n"
+        "5:\n\t"
+        "ldr r4, [sp, #12]\n\t"
+        "ldrd r0, r7, [r4], #8\n\t"
+        "str r4, [sp, #12]\n\t"
+        "mov r1, r0\n\t"
+        "mov r11, r7\n\t"
+        "ldr r3, [sp, #8]\n\t"
+        "ldr lr, [sp]\n\t"
+        "tst lr, #1\n\t"
+        "beq 6f\n\t" S8_TILE_QUAD
+        "6:\n\t"
+        "tst lr, #2\n\t"
+        "beq 7f\n\t" S8_TILE_QUAD S8_TILE_QUAD
+        "7:\n\t"
+        "lsrs lr, lr, #2\n\t"
+        "beq 8f\n"
+        "1:\n\t" S8_TILE_QUAD S8_TILE_QUAD S8_TILE_QUAD S8_TILE_QUAD
+        "subs lr, lr, #1\n\t"
+        "bne 1b\n"
+        "8:\n\t"
+        "ldr r4, [sp, #20]\n\t"
+        "strd r0, r1, [r12]\n\t"
+        "add r5, r12, r4\n\t"
+        "strd r7, r11, [r5]\n\t"
+        "add r12, r5, r4\n\t"
+        "ldr r4, [sp, #4]\n\t"
+        "subs r4, r4, #1\n\t"
+        "str r4, [sp, #4]\n\t"
+        "bne 5b\n"
+        "9:\n\t"
+        "add sp, sp, #24\n\t"
+        "pop {r4-r11, pc}\n\t");
 }
 
 /* s8_tiles_rows(quads r0, pairs r1, a r2, b0 r3, b1, acc, rs on the stack) in full: the
  * loop over pairs keeps its counters on the stack so that the quad loop has the
  * registers (accumulators r0 r1 r7 r11, A r2, B rows r3 r12, count lr). LDRD needs
  * word-aligned B rows; a row at an odd int16 offset takes two LDR instead. */
-#define S8_ARG __attribute__((unused))
 #define S8_B_ALIGNED "ldrd r4, r5, [r3], #8\n\tldrd r6, r8, [r12], #8\n\t"
 #define S8_B_UNALIGNED "ldr r4, [r3], #4\n\tldr r5, [r3], #4\n\tldr r6, [r12], #4\n\tldr r8, [r12], #4\n\t"
 #define S8_ROWS_QUAD(LOAD_B)                                                                                     \
