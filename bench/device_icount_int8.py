@@ -93,6 +93,9 @@ class Row:
     instr: dict[str, float]   # fwd, bwd_input, bwd_weight, f32_* (M4), m3_* (portable on the M3)
 
 
+STACK: dict[str, int] = {}    # the firmware's stack high-water mark per board (the runner included)
+
+
 def measure(work: Path) -> list[Row]:
     rng = np.random.default_rng(0)
     expects: list[kc.Expect] = []
@@ -117,10 +120,12 @@ def measure(work: Path) -> list[Row]:
     m4 = ck.run_firmware(ck.build_firmware(work, "m4", float_convs=True), "m4",
                          [e.case for e in expects] + floats, work / "m4")
     check(m4.results[:len(expects)], expects)
+    STACK["m4"] = int(m4.line.split("stack=")[1].split()[0])
     for (i, what), r in zip(keys + fkeys, m4.results):
         rows[i].instr[what] = r.instructions()
     m3 = ck.run_firmware(ck.build_firmware(work, "m3"), "m3", [e.case for e in expects], work / "m3")
     check(m3.results, expects)
+    STACK["m3"] = int(m3.line.split("stack=")[1].split()[0])
     for (i, what), r in zip(keys, m3.results):
         rows[i].instr["m3_" + what] = r.instructions()
     return rows
@@ -161,7 +166,9 @@ def report(rows: list[Row], argv: list[str]) -> str:
                    f"{f[2]:.2f} | {f[3]:.2f} | {f[4]:.2f} | {f[5]:.2f} |")
     f = _ratios(rows)
     out += ["", f"Targets: forward <= {TARGET_FWD} ({'met' if f[0] <= TARGET_FWD else 'not met'}), backward <= "
-            f"{TARGET_BWD} ({'met' if f[1] <= TARGET_BWD else 'not met'}).", "", "Per node (instructions):", "",
+            f"{TARGET_BWD} ({'met' if f[1] <= TARGET_BWD else 'not met'}).",
+            f"Stack high-water of the case firmware (runner + kernels): M4 {STACK.get('m4', 0):,} B, "
+            f"M3 {STACK.get('m3', 0):,} B.", "", "Per node (instructions):", "",
             "| model | node | class | MACs | int8 fwd | int8 bwd input | int8 bwd weight | float32 fwd | "
             "float32 bwd input | float32 bwd weight |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
