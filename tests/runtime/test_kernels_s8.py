@@ -60,28 +60,16 @@ def run(host: ck.HostKernels, expects: list[kc.Expect]) -> list[ck.Result]:
     return results
 
 
-def check_workspace(results: list[ck.Result], specs: list[kc.ConvSpec], bytes_of) -> None:
-    """The kernel's _ws function gives the bytes of docs/int8.md's table (workspace.py)."""
-    for r, spec in zip(results, specs):
+@pytest.mark.parametrize("build,bytes_of,seed", [(kc.conv_fwd, workspace.conv_fwd, 1),
+                                                  (kc.conv_bwd_input, workspace.conv_bwd_input, 2),
+                                                  (kc.conv_bwd_weight, workspace.conv_bwd_weight, 3)],
+                         ids=["forward", "input_gradient", "weight_gradient"])
+def test_conv(host: ck.HostKernels, build, bytes_of, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    specs = [s for s in CONV_SPECS for _ in range(2)]
+    results = run(host, [build(rng, s) for s in specs])
+    for r, spec in zip(results, specs):  # the kernel's _ws: docs/int8.md's bytes (workspace.py)
         assert r.ws_bytes == bytes_of(workspace.Shape(*spec.params())), spec
-
-
-def test_conv_forward(host: ck.HostKernels) -> None:
-    rng = np.random.default_rng(1)
-    specs = [s for s in CONV_SPECS for _ in range(2)]
-    check_workspace(run(host, [kc.conv_fwd(rng, s) for s in specs]), specs, workspace.conv_fwd)
-
-
-def test_conv_input_gradient(host: ck.HostKernels) -> None:
-    rng = np.random.default_rng(2)
-    specs = [s for s in CONV_SPECS for _ in range(2)]
-    check_workspace(run(host, [kc.conv_bwd_input(rng, s) for s in specs]), specs, workspace.conv_bwd_input)
-
-
-def test_conv_weight_gradient(host: ck.HostKernels) -> None:
-    rng = np.random.default_rng(3)
-    specs = [s for s in CONV_SPECS for _ in range(2)]
-    check_workspace(run(host, [kc.conv_bwd_weight(rng, s) for s in specs]), specs, workspace.conv_bwd_weight)
 
 
 def test_pooling(host: ck.HostKernels) -> None:
