@@ -7,15 +7,6 @@
  * instructions per output, everything else the definitions in C. */
 #include "s8_gemm.h"
 
-S8_INLINE int32_t ssat8(int32_t v)
-{
-#if S8_DSP
-    return __ssat(v, 8);
-#else
-    return v < -128 ? -128 : (v > 127 ? 127 : v);
-#endif
-}
-
 /* One row on the M4: per output ADDS (2 acc, the overflow check), SMMULR, ADD, SUB, ASR;
  * the range (CMP/IT/MOV twice); ADD z, SSAT 8; STRB: 19 with the loop. An accumulator of
  * 2^30 or more leaves through label 3 for the 64-bit form and comes back. */
