@@ -56,6 +56,7 @@ class Conv:
     weight_exponent: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # k_W[c]
     weight_momentum: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int16))  # Q8 LSBs of q_W
     bias_momentum: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))    # Q8 LSBs of q_b
+    weight_residual: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))   # Q8 LSBs of q_W
     train_weight: bool = True
     train_bias: bool = True
 
@@ -65,6 +66,8 @@ class Conv:
         if self.weight_momentum.size == 0:
             self.weight_momentum = np.zeros(self.weight.shape, np.int16)
             self.bias_momentum = np.zeros(self.out_channels, np.int32)
+        if self.weight_residual.size == 0:
+            self.weight_residual = np.zeros(self.weight.shape, np.int8)
 
     @property
     def out_channels(self) -> int:
