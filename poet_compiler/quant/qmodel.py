@@ -79,7 +79,9 @@ class Conv:
 
 
 @dataclass
-class MaxPool:
+class Pool:
+    """A pooling window: its kernel, stride and padding (top, left, bottom, right)."""
+
     name: str
     input: str
     output: str
@@ -89,17 +91,16 @@ class MaxPool:
 
 
 @dataclass
-class AvgPool:
+class MaxPool(Pool):
+    """The largest code of each window; the output keeps the input's QParams."""
+
+
+@dataclass
+class AvgPool(Pool):
     """Average over each window of valid (unpadded) positions, requantized to the output's
     QParams (``multiplier``/``shift`` = s_x / s_y; the division by the count is exact).
     Global average pooling is the window of the whole map."""
 
-    name: str
-    input: str
-    output: str
-    kernel: tuple[int, int]
-    stride: tuple[int, int]
-    padding: tuple[int, int, int, int] = (0, 0, 0, 0)
     multiplier: int = 1 << 30
     shift: int = 1
 
