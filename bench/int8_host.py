@@ -20,7 +20,7 @@ import torch
 
 from poet_compiler.codegen.emit_c import dataset
 from poet_compiler.codegen.emit_c.train_demo import pretrain
-from poet_compiler.quant import calibrate, loss, sources, step
+from poet_compiler.quant import calibrate, exponents, loss, sources, step
 from poet_compiler.quant.update import Rounding
 
 
@@ -103,6 +103,17 @@ class EpochDiagnostics:
                 f"+{self.weight_grows}/-{self.weight_shrinks}; saturated logits {self.saturated_logits / n:.1f}/step")
 
 
+def trace_line(n: int, r: step.StepResult, model) -> str:
+    """One step's state: loss, every activation exponent k (model order), input-gradient
+    exponent E (and its amax), each layer's largest weight exponent, saturated logits,
+    changed weights."""
+    ks = " ".join(str(model.act_exponent.get(n.output, 0)) for n in model.nodes if exponents.adaptive(model, n.output))
+    es = " ".join(f"{e}({r.grad_amax.get(name, 0)})" for name, e in model.grad_exponent.items())
+    kw = " ".join(str(int(c.weight_exponent.max())) for c in model.convs())
+    return (f"step {n}: loss {loss.loss_float(r.loss_q16):.3f} k [{ks}] E(amax) [{es}] kW max [{kw}] "
+            f"saturated logits {r.saturated_logits} changed {r.weights_changed}/{r.weights_updated}")
+
+
 def snapshot(model) -> dict:
     out = {"k:" + n: k for n, k in model.act_exponent.items()}
     out.update({"E:" + n: e for n, e in model.grad_exponent.items()})
@@ -126,6 +137,8 @@ def run(split: dataset.Split, graph, args: argparse.Namespace, train: list[str] 
             before = snapshot(model)
             r = trainer.step(xq[i * b:(i + 1) * b], split.y_train[i * b:(i + 1) * b])
             diag.add(r, before, model)
+            if args.trace:
+                print(trace_line(trainer.step_count, r, model), flush=True)
         acc = 100.0 * float(np.mean(loss.predictions(step.logits(model, xt)) == split.y_test))
         print(f"epoch {epoch + 1}: held-out accuracy {acc:.1f} %; {diag.line()}", flush=True)
 
@@ -163,6 +176,7 @@ def main() -> None:
     ap.add_argument("--split", type=int, default=0, help="train/test split seed (0: make device-train's)")
     ap.add_argument("--seed", type=int, default=step.DEFAULT_SEED, help="the update's draw seed")
     ap.add_argument("--float", action="store_true", help="the same loop in PyTorch float32 instead")
+    ap.add_argument("--trace", action="store_true", help="one line of state per step")
     args = ap.parse_args()
     lr, mu = (0.1, 0.5) if args.finetune else (0.02, 0.9)  # the float loops' rules (Makefile)
     args.lr = lr if args.lr is None else args.lr
