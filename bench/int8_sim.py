@@ -49,7 +49,7 @@ STATIC_LOGIT_SPAN = math.log(2.0 ** 15)  # the span a static logit scale needs f
 @dataclass(frozen=True)
 class Switches:
     act: str = "float"            # float | delayed | dynamic
-    logits: str = "float"         # float | static (the spec) | delayed (an exponent as activations have)
+    logits: str = "float"         # float | static (the previous spec) | delayed (an exponent, as activations: the spec)
     block: bool = False           # a saturated logit receives no gradient pushing it further out
     loss: bool = False
     grad: str = "float"           # float | delayed | dynamic
@@ -57,8 +57,6 @@ class Switches:
     rounding: str = "stochastic"  # int8 weights: stochastic | nearest | truncate | residual | residual8 | residual16
     momentum_q: bool = False
     exact_rescale: bool = False   # int8 weights and gradients: the input gradient with exact channel scales, not R_c
-    grow_margin: int = 0          # int8 weights: a channel grows when |q| > 127 + margin... (0: the spec)
-    shrink_below: int = exponents.SHRINK_BELOW
 
 
 def round_half_up(x: torch.Tensor) -> torch.Tensor:
@@ -420,8 +418,8 @@ class Sim:
         shape = new.shape
         codes = new.reshape(len(new), -1)
         peak = np.abs(codes).max(axis=1)
-        grow = peak > 127 + self.sw.grow_margin
-        shrink = peak < self.sw.shrink_below
+        grow = peak > 127
+        shrink = peak < exponents.SHRINK_BELOW
         factor = np.where(grow, 0.5, np.where(shrink, 2.0, 1.0))[:, None]
         if self.sw.rounding.startswith("res"):
             value = (codes + layer.res.reshape(codes.shape)) * factor
