@@ -17,65 +17,67 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from int8_host import model_and_data  # noqa: E402
 from int8_sim import Sim, Stats, Switches  # noqa: E402
 
-from poet_compiler.codegen.emit_c import dataset  # noqa: E402
-from poet_compiler.quant import calibrate, sources  # noqa: E402
+from poet_compiler.quant import calibrate  # noqa: E402
 
-ALL = Switches(act="delayed", logits="static", loss=True, grad="delayed", weight="int8", rounding="stochastic",
+ALL = Switches(act="delayed", logits="delayed", loss=True, grad="delayed", weight="int8", rounding="residual8",
                momentum_q=True)
 SINGLE = {
     "float": Switches(),
-    "act (delayed k)": Switches(act="delayed"),
-    "logits (static)": Switches(logits="static"),
-    "logits (static, outward gradient blocked)": Switches(logits="static", block=True),
-    "logits (delayed exponent)": Switches(logits="delayed"),
-    "loss (integer softmax, static logits)": Switches(logits="static", loss=True),
-    "loss (integer softmax, delayed logits)": Switches(logits="delayed", loss=True),
-    "grad (delayed E)": Switches(grad="delayed"),
+    "act, delayed k": Switches(act="delayed"),
+    "act, dynamic k": Switches(act="dynamic"),
+    "logits, static scale": Switches(logits="static"),
+    "logits, static, outward gradient dropped": Switches(logits="static", block=True),
+    "logits, delayed k": Switches(logits="delayed"),
+    "loss (integer softmax), logits delayed": Switches(logits="delayed", loss=True),
+    "grad, delayed E": Switches(grad="delayed"),
+    "grad, dynamic E": Switches(grad="dynamic"),
     "weights: float master, int8 in the step": Switches(weight="master"),
-    "weights: int8, stochastic rounding": Switches(weight="int8"),
-    "weights: int8, nearest rounding": Switches(weight="int8", rounding="nearest"),
-    "weights: int8, residual (exact)": Switches(weight="int8", rounding="residual"),
-    "weights: int8, stochastic, Q8 momentum": Switches(weight="int8", momentum_q=True),
+    "weights int8: stochastic rounding": Switches(weight="int8"),
+    "weights int8: nearest": Switches(weight="int8", rounding="nearest"),
+    "weights int8: truncate": Switches(weight="int8", rounding="truncate"),
+    "weights int8: int8 residual": Switches(weight="int8", rounding="residual8"),
+    "weights int8: int16 residual": Switches(weight="int8", rounding="residual16"),
+    "weights int8: int8 residual, Q8 momentum": Switches(weight="int8", rounding="residual8", momentum_q=True),
 }
 LEAVE_OUT = {
     "all (the spec)": ALL,
-    "all but act": dataclasses.replace(ALL, act="float"),
+    "all, logits static": dataclasses.replace(ALL, logits="static"),
+    "all, act float": dataclasses.replace(ALL, act="float"),
     "all, act dynamic": dataclasses.replace(ALL, act="dynamic"),
-    "all but logits/loss": dataclasses.replace(ALL, logits="float", loss=False),
-    "all, logits delayed": dataclasses.replace(ALL, logits="delayed"),
-    "all, logits blocked": dataclasses.replace(ALL, block=True),
-    "all, logits delayed and blocked": dataclasses.replace(ALL, logits="delayed", block=True),
-    "all but loss": dataclasses.replace(ALL, loss=False),
-    "all but grad": dataclasses.replace(ALL, grad="float"),
+    "all, loss float": dataclasses.replace(ALL, loss=False),
+    "all, grad float": dataclasses.replace(ALL, grad="float"),
     "all, grad dynamic": dataclasses.replace(ALL, grad="dynamic"),
-    "all but weights (float)": dataclasses.replace(ALL, weight="float", momentum_q=False),
+    "all, weights float": dataclasses.replace(ALL, weight="float", momentum_q=False),
     "all, weights master": dataclasses.replace(ALL, weight="master", momentum_q=False),
-    "all, residual (exact)": dataclasses.replace(ALL, rounding="residual"),
-    "all but Q8 momentum": dataclasses.replace(ALL, momentum_q=False),
+    "all, nearest": dataclasses.replace(ALL, rounding="nearest"),
+    "all, truncate": dataclasses.replace(ALL, rounding="truncate"),
+    "all, stochastic rounding": dataclasses.replace(ALL, rounding="stochastic"),
+    "all, int16 residual": dataclasses.replace(ALL, rounding="residual16"),
+    "all, momentum float": dataclasses.replace(ALL, momentum_q=False),
+    "all, exact channel scales in the input gradient": dataclasses.replace(ALL, exact_rescale=True),
 }
 
 
-def train(sw: Switches, split: dataset.Split, lr: float, momentum: float, epochs: int, seed: int = 0,
-          verbose: bool = False) -> tuple[list[float], list[Stats]]:
+def train(sw: Switches, name: str, split_seed: int, lr: float, momentum: float, epochs: int,
+          init: str = "default") -> tuple[list[float], list[Stats]]:
     b = 16
-    graph, _ = sources.from_zoo("digits_cnn", b)
+    graph, _, split = model_and_data(name, split_seed, init)
     model = calibrate.quantize(graph, split.x_train[:b], split.y_train[:b])
-    sim = Sim(model, graph, sw, lr, b, momentum, seed)
+    sim = Sim(model, graph, sw, lr, b, momentum, split_seed)
     qin = model.qparams[model.input]
     x = torch.from_numpy(qin.dequantize(qin.quantize(split.x_train)))
     xt = torch.from_numpy(qin.dequantize(qin.quantize(split.x_test)))
     y = torch.from_numpy(split.y_train)
     accs, stats = [], []
-    for epoch in range(epochs):
+    for _ in range(epochs):
         for i in range(len(x) // b):
             s = sim.step(x[i * b:(i + 1) * b], y[i * b:(i + 1) * b])
             stats.append(s)
         acc = 100.0 * float(np.mean(sim.predict(xt) == split.y_test))
         accs.append(acc)
-        if verbose:
-            print(f"  epoch {epoch + 1}: loss {s.loss:.3f} acc {acc:.1f} %", flush=True)
     return accs, stats
 
 
@@ -108,21 +110,25 @@ def main() -> None:
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--only", action="append", default=None, help="row name(s) to run")
-    ap.add_argument("--seeds", type=int, default=1, help="rounding seeds per row (stochastic rounding)")
+    ap.add_argument("--splits", type=int, default=1, help="train/test split seeds 0..N-1 per row (0: the device's)")
+    ap.add_argument("--model", default="digits_cnn", help="a zoo model; the digits resized to its input")
+    ap.add_argument("--init", default="default", choices=["default", "he"], help="initial weights (he: Kaiming normal)")
+    ap.add_argument("--part", default="0/1", help="run every N-th row from the I-th: I/N")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    split = dataset.digits()
     rows = {**SINGLE, **LEAVE_OUT}
-    print(f"lr {args.lr} momentum {args.momentum}, {args.epochs} epochs; held-out accuracy per epoch")
-    for name, sw in rows.items():
-        if args.only and name not in args.only:
+    part, parts = (int(v) for v in args.part.split("/"))
+    print(f"{args.model}: lr {args.lr} momentum {args.momentum}, {args.epochs} epochs; held-out accuracy per epoch")
+    for i, (name, sw) in enumerate(rows.items()):
+        if (args.only and name not in args.only) or i % parts != part:
             continue
         finals, detail = [], ""
-        for seed in range(args.seeds):
-            accs, stats = train(sw, split, args.lr, args.momentum, args.epochs, seed)
+        for seed in range(args.splits):
+            accs, stats = train(sw, args.model, seed, args.lr, args.momentum, args.epochs, args.init)
             finals.append(accs[-1])
-            detail = " ".join(f"{a:.1f}" for a in accs) + " | " + summary(stats)
-        spread = f" (seeds: {' '.join(f'{a:.1f}' for a in finals)})" if len(finals) > 1 else ""
+            if seed == 0:
+                detail = " ".join(f"{a:.1f}" for a in accs) + " | " + summary(stats)
+        spread = f" (splits: {' '.join(f'{a:.1f}' for a in finals)})" if len(finals) > 1 else ""
         print(f"{name:45s} {np.mean(finals):5.1f} %{spread}  [{detail}]", flush=True)
 
 

@@ -10,7 +10,8 @@ same rules between steps):
 - ``act``: activations on their int8 grid s0 * 2**k (asymmetric, clamped by the fused
   activation), k by the spec's delayed rule (``delayed``) or fitted to this step's own
   values (``dynamic``, the ideal a delayed rule approximates);
-- ``logits``: the logits on their static int8 grid (the softmax table's scale), or with a
+- ``logits``: the logits on a static int8 grid (calibrated, widened to span ln 2**15 nats
+  as a static softmax table needs), or with a
   delayed exponent like any activation (``delayed``); ``block``: the gradient that would
   push a saturated logit further out is dropped;
 - ``loss``: the logits' gradient of the integer softmax (Q15 probabilities, int8 at the
@@ -21,7 +22,7 @@ same rules between steps):
 - ``weight``: ``float``; ``master`` (a float master copy, quantized per channel to int8 for
   the step, as quantization-aware training on a GPU does); ``int8`` (stored int8 with
   per-channel exponents and the spec's grow/shrink rule; the update rounded by ``rounding``);
-- ``momentum_q``: the int16 Q8 momentum buffer with the spec's rounded decay.
+- ``momentum_q``: the int16 Q8 momentum buffer with the spec's decay (rounded toward zero).
 
 The simulation is not an oracle of the reference (it shares its loss function and its
 exponent rule): it attributes the accuracy the int8 step loses to the part that loses it.
@@ -36,25 +37,26 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from poet_compiler.quant import exponents
+from poet_compiler.quant import calibrate, exponents
 from poet_compiler.quant import loss as qloss
 from poet_compiler.quant.exponents import Seen
 from poet_compiler.quant.float_graph import FConv, FloatGraph
 from poet_compiler.quant.qmodel import AvgPool, Conv, MaxPool, QModel, View
 
+STATIC_LOGIT_SPAN = math.log(2.0 ** 15)  # the span a static logit scale needs for its softmax table
+
 
 @dataclass(frozen=True)
 class Switches:
     act: str = "float"            # float | delayed | dynamic
-    logits: str = "float"         # float | static (the spec) | delayed (an exponent as activations have)
+    logits: str = "float"         # float | static (the previous spec) | delayed (an exponent, as activations: the spec)
     block: bool = False           # a saturated logit receives no gradient pushing it further out
     loss: bool = False
     grad: str = "float"           # float | delayed | dynamic
     weight: str = "float"         # float | master | int8
     rounding: str = "stochastic"  # int8 weights: stochastic | nearest | truncate | residual | residual8 | residual16
     momentum_q: bool = False
-    grow_margin: int = 0          # int8 weights: a channel grows when |q| > 127 + margin... (0: the spec)
-    shrink_below: int = exponents.SHRINK_BELOW
+    exact_rescale: bool = False   # int8 weights and gradients: the input gradient with exact channel scales, not R_c
 
 
 def round_half_up(x: torch.Tensor) -> torch.Tensor:
@@ -214,6 +216,13 @@ class Sim:
         self.layers = _layers(self.model, self.graph, self.sw)
         self.grad_e = {name: GradExponent(e, self.sw.grad) for name, e in self.model.grad_exponent.items()}
         self.rng = np.random.default_rng(self.seed)
+        self.logit_qparams = self.model.qparams[self.model.output]
+        if self.sw.logits == "static":  # the static scale was calibrated widened to ln(2**15) nats
+            qp = self.logit_qparams
+            lo, hi = qp.dequantize(np.array([-128, 127]))
+            if hi - lo < STATIC_LOGIT_SPAN:
+                mid = 0.5 * (lo + hi)
+                self.logit_qparams = calibrate.range_qparams(mid - STATIC_LOGIT_SPAN / 2, mid + STATIC_LOGIT_SPAN / 2)
 
     # -- forward --------------------------------------------------------------------------
     def _weights(self, layer: Layer) -> tuple[torch.Tensor, torch.Tensor]:
@@ -230,7 +239,7 @@ class Sim:
 
     def _backward_weight(self, layer: Layer, w: torch.Tensor) -> torch.Tensor | None:
         """The weights the spec's input gradient effectively uses: q[c] * R_c * max s_W / 256."""
-        if self.sw.weight != "int8" or self.sw.grad == "float":
+        if self.sw.weight != "int8" or self.sw.grad == "float" or self.sw.exact_rescale:
             return None
         top = int(layer.kw.max())
         r = np.maximum(1, round_half_away(layer.grad_r0 / 2.0 ** (top - layer.kw)))
@@ -255,7 +264,7 @@ class Sim:
         return apply(xd, w, b) + through - through.detach()
 
     def _quant_act(self, tensor: str, acc: torch.Tensor, act: str, lo: int, hi: int, stats: Stats) -> torch.Tensor:
-        qp = self.model.qparams[tensor]
+        qp = self.logit_qparams if tensor == self.model.output else self.model.qparams[tensor]
         z = qp.zero_point
         if tensor == self.model.output:
             if self.sw.logits == "float":
@@ -319,7 +328,7 @@ class Sim:
     def step(self, x: torch.Tensor, labels: torch.Tensor) -> Stats:
         stats = Stats()
         z = self.forward(x, stats)
-        qz = self.model.qparams[self.model.output]
+        qz = self.logit_qparams
         k = self.act_k.get(self.model.output, 0)
         s_z = qz.scale * 2.0 ** k
         m_e, sh_e = qloss.log2e_multiplier(qz.scale)
@@ -373,7 +382,7 @@ class Sim:
         if self.sw.momentum_q:
             mu = math.floor(self.momentum * 2 ** 15 + 0.5)
             buf8 = layer.buf_w * 256
-            buf8 = np.clip(round_half_away(buf8 * mu / 2 ** 15) + round_half_away(u * 256), -32767, 32767)
+            buf8 = np.clip(np.trunc(buf8 * mu / 2 ** 15) + round_half_away(u * 256), -32767, 32767)
             layer.buf_w = buf8 / 256
         else:
             layer.buf_w = self.momentum * layer.buf_w + u
@@ -409,8 +418,8 @@ class Sim:
         shape = new.shape
         codes = new.reshape(len(new), -1)
         peak = np.abs(codes).max(axis=1)
-        grow = peak > 127 + self.sw.grow_margin
-        shrink = peak < self.sw.shrink_below
+        grow = peak > 127
+        shrink = peak < exponents.SHRINK_BELOW
         factor = np.where(grow, 0.5, np.where(shrink, 2.0, 1.0))[:, None]
         if self.sw.rounding.startswith("res"):
             value = (codes + layer.res.reshape(codes.shape)) * factor

@@ -107,13 +107,16 @@ def adapt(model: QModel, seen: dict[str, Seen]) -> None:
 SHRINK_BELOW = 32  # a channel whose largest |q| is below this after an update doubles its codes
 
 
-def rescale_channels(node: Conv, new: np.ndarray) -> np.ndarray:
+def rescale_channels(node: Conv, new: np.ndarray, fraction_bits: int = 0) -> np.ndarray:
     """Per-channel weight exponents (docs/int8.md, "Weight exponents"): after an update,
-    a channel with any |q| > 127 halves its codes (rounded half away from zero) and its
-    bias and k_W[c] += 1; a channel with every |q| < 32 doubles them and k_W[c] -= 1.
-    Returns the int8 codes, saturated to [-127, 127]."""
+    a channel with any |q| > 127 halves its weights (rounded half away from zero), its
+    bias and momentum, and k_W[c] += 1; a channel with every |q| < 32 doubles them and
+    k_W[c] -= 1. ``new`` holds the updated weights in LSBs with ``fraction_bits`` (8 when
+    a residual carries the fraction, whose q is then the nearest code). Returns them
+    rescaled, not yet split or saturated."""
     flat = as_i64(new).reshape(new.shape[0], -1)
-    peak = np.abs(flat).max(axis=1)
+    half = (1 << fraction_bits) >> 1
+    peak = np.abs((flat + half) >> fraction_bits).max(axis=1)
     grow, shrink = peak > 127, peak < SHRINK_BELOW
     flat = np.where(grow[:, None], rshift_round(flat, 1), np.where(shrink[:, None], flat << 1, flat))
     change = grow.astype(np.int64) - shrink.astype(np.int64)
@@ -121,7 +124,7 @@ def rescale_channels(node: Conv, new: np.ndarray) -> np.ndarray:
     node.bias = _per_channel(node.bias, grow, shrink, INT32_MAX).astype(np.int32)
     node.bias_momentum = _per_channel(node.bias_momentum, grow, shrink, INT32_MAX).astype(np.int32)
     node.weight_momentum = _per_channel(node.weight_momentum, grow, shrink, (1 << 15) - 1).astype(np.int16)
-    return saturate(flat, -127, 127).reshape(new.shape)
+    return flat.reshape(new.shape)
 
 
 def _per_channel(a: np.ndarray, grow: np.ndarray, shrink: np.ndarray, limit: int) -> np.ndarray:

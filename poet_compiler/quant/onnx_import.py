@@ -62,6 +62,7 @@ class _Reader:
         return tensor
 
     def const(self, node: onnx.NodeProto, tensor: str) -> np.ndarray:
+        tensor = self.name(tensor)  # the exporter shares equal initializers behind Identity nodes
         if tensor in self.dq_int:
             ints, scale, zp = self.dq_int[tensor]
             shape = (-1,) + (1,) * (ints.ndim - 1) if np.ndim(scale) else ()

@@ -56,6 +56,7 @@ class Conv:
     weight_exponent: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # k_W[c]
     weight_momentum: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int16))  # Q8 LSBs of q_W
     bias_momentum: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))    # Q8 LSBs of q_b
+    weight_residual: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))   # Q8 LSBs of q_W
     train_weight: bool = True
     train_bias: bool = True
 
@@ -65,6 +66,8 @@ class Conv:
         if self.weight_momentum.size == 0:
             self.weight_momentum = np.zeros(self.weight.shape, np.int16)
             self.bias_momentum = np.zeros(self.out_channels, np.int32)
+        if self.weight_residual.size == 0:
+            self.weight_residual = np.zeros(self.weight.shape, np.int8)
 
     @property
     def out_channels(self) -> int:
@@ -76,7 +79,9 @@ class Conv:
 
 
 @dataclass
-class MaxPool:
+class Pool:
+    """A pooling window: its kernel, stride and padding (top, left, bottom, right)."""
+
     name: str
     input: str
     output: str
@@ -86,17 +91,16 @@ class MaxPool:
 
 
 @dataclass
-class AvgPool:
+class MaxPool(Pool):
+    """The largest code of each window; the output keeps the input's QParams."""
+
+
+@dataclass
+class AvgPool(Pool):
     """Average over each window of valid (unpadded) positions, requantized to the output's
     QParams (``multiplier``/``shift`` = s_x / s_y; the division by the count is exact).
     Global average pooling is the window of the whole map."""
 
-    name: str
-    input: str
-    output: str
-    kernel: tuple[int, int]
-    stride: tuple[int, int]
-    padding: tuple[int, int, int, int] = (0, 0, 0, 0)
     multiplier: int = 1 << 30
     shift: int = 1
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from poet_compiler.quant import conv, elementwise, exponents, loss, pool, update
 from poet_compiler.quant.exponents import Seen
-from poet_compiler.quant.fixedpoint import as_i64, nbits
+from poet_compiler.quant.fixedpoint import as_i64, nbits, saturate
 from poet_compiler.quant.prng import DEFAULT_SEED
 from poet_compiler.quant.qmodel import Add, AvgPool, Conv, MaxPool, QModel, View
 
@@ -68,6 +68,8 @@ class StepResult:
     weights_updated: int = 0        # weight elements given an update (trained layers)
     weights_changed: int = 0        # of those, the ones whose int8 code changed
     sub_lsb: int = 0                # updates smaller than one LSB (|u| < 2**16)
+    saturated_logits: int = 0       # logits at -128 or 127
+    grad_amax: dict[str, int] = field(default_factory=dict)  # layer -> max |v| of its input gradient
     grad_exponents: dict[str, int] = field(default_factory=dict)
 
 
@@ -79,9 +81,8 @@ class Trainer:
     seed: int = DEFAULT_SEED
     step_count: int = 0
     momentum: float = 0.0
-    rounding: update.Rounding = update.Rounding.STOCHASTIC
+    rounding: update.Rounding = update.Rounding.RESIDUAL
     rules: dict[str, update.UpdateRule] = field(default_factory=dict)
-    residuals: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for node in self.model.convs():
@@ -94,6 +95,7 @@ class Trainer:
         z = t[self.model.output]
         m_e, n_e = loss_integers(self.model)
         result = StepResult(loss.loss_q16(z, labels, m_e, n_e))
+        result.saturated_logits = int(np.count_nonzero((z == -128) | (z == 127)))
         g, e = loss.loss_grad(z, labels, m_e, n_e)
         grads: dict[str, list[tuple[np.ndarray, int]]] = {self.model.output: [(g, e)]}
         pending: dict[str, int] = {}
@@ -108,6 +110,7 @@ class Trainer:
             if amax > 0:
                 self.model.grad_exponent[name] += GRAD_TARGET_BITS - int(nbits(amax))
         exponents.adapt(self.model, seen)
+        result.grad_amax = pending
         result.grad_exponents = dict(self.model.grad_exponent)
         self.step_count += 1
         return result
@@ -150,23 +153,24 @@ class Trainer:
                 node.bias_momentum = update.momentum(node.bias_momentum, u, mu, (1 << 31) - 1).astype(np.int32)
                 u = as_i64(node.bias_momentum) << (update.FRACTION_BITS - update.MOMENTUM_BITS)
             node.bias = update.apply(node.bias, u, seed=self.seed, step=self.step_count, tensor=2 * index + 1,
-                                     limit=update.BIAS_LIMIT, rounding=self.rounding,
-                                     residual=self._residual(node.name + ".bias", u.shape)).astype(np.int32)
+                                     limit=update.BIAS_LIMIT, rounding=self.rounding).astype(np.int32)
         if node.train_weight:
             u = update.scaled_update(gw, rule.weight_multiplier, rule.weight_shift + k_x - k_w, e_y)
             if mu:
                 node.weight_momentum = update.momentum(node.weight_momentum, u, mu, (1 << 15) - 1).astype(np.int16)
                 u = as_i64(node.weight_momentum) << (update.FRACTION_BITS - update.MOMENTUM_BITS)
-            new = update.apply(node.weight, u, seed=self.seed, step=self.step_count, tensor=2 * index,
-                               limit=update.UNCLAMPED, rounding=self.rounding,
-                               residual=self._residual(node.name + ".weight", u.shape))
-            new = exponents.rescale_channels(node, new)
-            result.weights_updated += new.size
-            result.weights_changed += int(np.count_nonzero(new != node.weight))
             result.sub_lsb += int(np.count_nonzero(np.abs(u) < (1 << update.FRACTION_BITS)))
-            node.weight = new.astype(np.int8)
+            self._apply_weight(node, u, index, result)
 
-    def _residual(self, key: str, shape: tuple[int, ...]) -> np.ndarray | None:
-        if self.rounding is not update.Rounding.RESIDUAL:
-            return None
-        return self.residuals.setdefault(key, np.zeros(shape, dtype=np.int64))
+    def _apply_weight(self, node: Conv, u: np.ndarray, index: int, result: StepResult) -> None:
+        if self.rounding is update.Rounding.RESIDUAL:
+            w = update.with_residual(node.weight, node.weight_residual, u)
+            new, residual = update.split(exponents.rescale_channels(node, w, update.RESIDUAL_BITS))
+            node.weight_residual = residual.astype(np.int8)
+        else:
+            new = update.apply(node.weight, u, seed=self.seed, step=self.step_count, tensor=2 * index,
+                               limit=update.UNCLAMPED, rounding=self.rounding)
+            new = saturate(exponents.rescale_channels(node, new), -update.WEIGHT_LIMIT, update.WEIGHT_LIMIT)
+        result.weights_updated += new.size
+        result.weights_changed += int(np.count_nonzero(new != node.weight))
+        node.weight = new.astype(np.int8)

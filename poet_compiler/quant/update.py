@@ -44,7 +44,7 @@ class Rounding(Enum):
     STOCHASTIC = "stochastic"
     NEAREST = "nearest"        # round half up: an update below half an LSB is lost
     TRUNCATE = "truncate"      # toward zero, TTE's C cast: an update below one LSB is lost
-    RESIDUAL = "residual"      # nearest, carrying the remainder in an int16 per parameter
+    RESIDUAL = "residual"      # an int8 residual per weight: the weight is q + r / 2**8 LSBs
 
 
 @dataclass
@@ -83,30 +83,46 @@ MOMENTUM_BITS = 8     # fraction bits of a momentum buffer (LSBs of its paramete
 
 
 def momentum(buf: np.ndarray, u: np.ndarray, mu_q15: int, limit: int) -> np.ndarray:
-    """torch.optim.SGD's buffer in parameter LSBs, Q8: buf <- round(buf * mu) + round(u / 2**8),
-    saturated to +-limit (int16 for weights, int32 for biases); the step applied is buf * 2**8."""
-    new = rshift_round(as_i64(buf) * mu_q15, 15) + rshift_round(u, FRACTION_BITS - MOMENTUM_BITS)
-    return saturate(new, -limit, limit)
+    """torch.optim.SGD's buffer in parameter LSBs, Q8: buf <- buf * mu (rounded toward zero) +
+    round(u / 2**8), saturated to +-limit (int16 for weights, int32 for biases); the step
+    applied is buf / 2**8 LSBs. The decay rounds toward zero so that a buffer no longer fed
+    reaches 0: rounded to nearest, |buf| <= 5 would be a fixed point at mu = 0.9 and keep
+    moving its weight by up to 5/256 LSB every step."""
+    p = as_i64(buf) * mu_q15
+    decayed = np.sign(p) * (np.abs(p) >> 15)
+    return saturate(decayed + rshift_round(u, FRACTION_BITS - MOMENTUM_BITS), -limit, limit)
 
 
 def apply(param: np.ndarray, u: np.ndarray, *, seed: int, step: int, tensor: int, limit: int,
-          rounding: Rounding = Rounding.STOCHASTIC, residual: np.ndarray | None = None) -> np.ndarray:
-    """The new parameter codes: saturate(q - round(u / 2**16), -limit, limit)."""
+          rounding: Rounding = Rounding.STOCHASTIC) -> np.ndarray:
+    """The new parameter codes: saturate(q - round(u / 2**16), -limit, limit), rounded by
+    ``rounding`` (RESIDUAL rounds to nearest here: see :func:`with_residual` for weights)."""
     one = 1 << FRACTION_BITS
     if rounding is Rounding.STOCHASTIC:
         r = as_i64(draws(seed, step, tensor, u.size)).reshape(u.shape) >> (32 - FRACTION_BITS)
         delta = (u + r) >> FRACTION_BITS
-    elif rounding is Rounding.NEAREST:
-        delta = (u + (one >> 1)) >> FRACTION_BITS
     elif rounding is Rounding.TRUNCATE:
         delta = np.sign(u) * (np.abs(u) >> FRACTION_BITS)
     else:
-        if residual is None:
-            raise ValueError("the residual rounding needs its residual array")
-        total = u + as_i64(residual)
-        delta = (total + (one >> 1)) >> FRACTION_BITS
-        residual[...] = total - (delta << FRACTION_BITS)
+        delta = (u + (one >> 1)) >> FRACTION_BITS
     return saturate(as_i64(param) - delta, -limit, limit)
+
+
+RESIDUAL_BITS = 8     # fraction bits of a weight's residual (int8): the momentum buffer's too
+
+
+def with_residual(q: np.ndarray, residual: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """The weight after the update in Q8 LSBs, w = q * 2**8 + r - round(u / 2**8): nothing
+    of an update is lost down to 2**-9 LSB. :func:`split` makes it (q, r) again."""
+    return (as_i64(q) << RESIDUAL_BITS) + as_i64(residual) - rshift_round(u, FRACTION_BITS - RESIDUAL_BITS)
+
+
+def split(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(q, r) of a Q8 weight: q = sat((w + 128) >> 8, +-127) (nearest, half up), r = w - 256 q
+    saturated to int8 ([-128, 127] whenever q did not saturate)."""
+    q = saturate((as_i64(w) + (1 << (RESIDUAL_BITS - 1))) >> RESIDUAL_BITS, -GRAD_MAX, GRAD_MAX)
+    r = saturate(as_i64(w) - (q << RESIDUAL_BITS), -(1 << (RESIDUAL_BITS - 1)), (1 << (RESIDUAL_BITS - 1)) - 1)
+    return q, r
 
 
 WEIGHT_LIMIT = GRAD_MAX

@@ -97,3 +97,21 @@ def test_unsupported_op_names_the_node(tmp_path):
     onnx.save(helper.make_model(graph), str(path))
     with pytest.raises(onnx_import.QuantError, match="node act1 \\(Sigmoid\\)"):
         onnx_import.read(path)
+
+
+def test_a_constant_behind_identity_is_read(tmp_path):
+    """torch's exporter shares equal initializers (kws_dscnn's folded zero biases) through
+    Identity nodes: the importer reads the constant behind them."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((2, 1, 1, 1), np.float32), "w")
+    b = numpy_helper.from_array(np.array([0.5, -0.5], np.float32), "b")
+    nodes = [helper.make_node("Identity", ["b"], ["b2"], name="share"),
+             helper.make_node("Conv", ["input", "w", "b2"], ["output"], name="conv")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 1, 2, 2])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 2, 2, 2])], [w, b])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    (conv_node,) = onnx_import.read(path).nodes
+    assert conv_node.bias.tolist() == [0.5, -0.5]
