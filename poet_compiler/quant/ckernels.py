@@ -51,7 +51,6 @@ class Kernel(IntEnum):
     NEXT_GRAD_EXP = 16
     RESCALE_BIAS = 17
     LOG2Q = 18
-    DRAW_KEY = 19
     F32_CONV_FWD = 100         # the float32 kernels (runtime/c/kernels/conv.c), in a build with float=True
     F32_CONV_BWD_INPUT = 101
     F32_CONV_BWD_WEIGHT = 102

@@ -12,12 +12,12 @@ that wrap, right shifts past 31, update shifts past 62.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from poet_compiler.quant import ckernels as ck
-from poet_compiler.quant import conv, elementwise, exponents, loss, pool, prng, update
+from poet_compiler.quant import conv, elementwise, exponents, loss, pool, step, update
 from poet_compiler.quant.exponents import Seen
 from poet_compiler.quant.fixedpoint import INT32_MAX, INT32_MIN, as_i64, nbits
 from poet_compiler.quant.qmodel import Add, AvgPool, Conv, MaxPool
@@ -350,8 +350,6 @@ class _Layer:
     k_x: int
     e_y: int
     mu: int
-    step: int
-    index: int
     gw: np.ndarray = field(default_factory=lambda: np.zeros(0))
     gb: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
@@ -361,62 +359,69 @@ def _layer(rng: Rng, co: int, per: int) -> _Layer:
     node.weight = _int8(rng, node.weight.shape, -127, 127)
     small = rng.random(co) < 0.3
     node.weight[small] = (node.weight[small] // 8).astype(np.int8)   # channels below 32: the shrink rule
+    node.weight_residual = _int8(rng, node.weight.shape)
     node.bias = rng.integers(-(1 << 20), 1 << 20, size=co).astype(np.int32)
     node.weight_momentum = rng.integers(-20000, 20000, size=node.weight.shape).astype(np.int16)
     node.bias_momentum = rng.integers(-(1 << 24), 1 << 24, size=co).astype(np.int32)
     scale = rng.uniform(0.002, 0.05, size=co)
     rule = update.update_rule(scale, float(rng.uniform(0.01, 0.1)), float(rng.uniform(0.005, 0.2)), 16)
     mu = int(rng.choice([0, 29491, 16384]))
-    layer = _Layer(node, rule, int(rng.integers(-3, 4)), int(rng.integers(-4, 12)), mu, int(rng.integers(0, 5000)),
-                   int(rng.integers(0, 6)))
+    layer = _Layer(node, rule, int(rng.integers(-3, 4)), int(rng.integers(-4, 12)), mu)
     layer.gw = rng.integers(-(1 << 22), 1 << 22, size=node.weight.shape).astype(np.int64)
     layer.gw[rng.random(node.weight.shape) < 0.05] = int(rng.integers(-(1 << 31), 1 << 31))
     layer.gb = rng.integers(-(1 << 16), 1 << 16, size=co).astype(np.int64)
+    if mu:
+        _bias_ties(rng, layer)
     return layer
 
 
+def _bias_ties(rng: Rng, layer: _Layer) -> None:
+    """Some channels get Gb = 0 and a bias momentum that decays to 128 mod 256: a step of
+    exactly half a bias LSB, where round half up and half down differ."""
+    tie = np.flatnonzero(rng.random(layer.gb.size) < 0.3)
+    for c in tie:
+        start = int(rng.integers(-(1 << 24), 1 << 24))
+        candidates = np.arange(start, start + 1024, dtype=np.int64)
+        decayed = update.momentum(candidates, np.zeros_like(candidates), layer.mu, INT32_MAX)
+        layer.node.bias_momentum[c] = candidates[np.flatnonzero(decayed % 256 == 128)[0]]
+        layer.gb[c] = 0
+
+
 def updates(rng: Rng, co: int, per: int) -> list[Expect]:
-    """The bias then the weight update of one layer, as Trainer._update runs them; the C
-    kernels run on a random channel range, the others keep their values."""
+    """The bias then the weight update of one layer, by the reference's own
+    :func:`~poet_compiler.quant.step.update_conv` (the device's rule: residual weights,
+    nearest biases); the C kernels run on a random channel range, the others keep their
+    values."""
     lay = _layer(rng, co, per)
     node, rule = lay.node, lay.rule
     c0, c1 = (0, co) if rng.random() < 0.5 else sorted(int(v) for v in rng.choice(co + 1, 2, replace=False))
     sel = (np.arange(co) >= c0) & (np.arange(co) < c1)
-    keys = [prng.tensor_key(prng.DEFAULT_SEED, lay.step, 2 * lay.index + t) for t in (0, 1)]
-    old = {"w": node.weight.copy(), "b": node.bias.copy(), "wm": node.weight_momentum.copy(),
-           "bm": node.bias_momentum.copy(), "kw": node.weight_exponent.copy()}
-    k_w = node.weight_exponent.astype(np.int64)
-    u = update.scaled_update(lay.gb, rule.bias_multiplier, rule.bias_shift - lay.k_x - k_w, lay.e_y)
-    if lay.mu:
-        node.bias_momentum = update.momentum(node.bias_momentum, u, lay.mu, INT32_MAX).astype(np.int32)
-        u = as_i64(node.bias_momentum) << (update.FRACTION_BITS - update.MOMENTUM_BITS)
-    node.bias = update.apply(node.bias, u, seed=prng.DEFAULT_SEED, step=lay.step, tensor=2 * lay.index + 1,
-                             limit=update.BIAS_LIMIT).astype(np.int32)
-    bias_after = np.where(sel, node.bias, old["b"]).astype(np.int32)
-    bmom_after = np.where(sel, node.bias_momentum, old["bm"]).astype(np.int32)
-    bias_case = ck.Case(ck.Kernel.UPDATE_BIAS, [c0, c1, lay.k_x, lay.e_y, lay.mu, keys[1]],
+    pick = sel.reshape((-1,) + (1,) * (node.weight.ndim - 1))
+    old = {"w": node.weight.copy(), "r": node.weight_residual.copy(), "b": node.bias.copy(),
+           "wm": node.weight_momentum.copy(), "bm": node.bias_momentum.copy(), "kw": node.weight_exponent.copy()}
+    bias_only = replace(node, train_weight=False)
+    step.update_conv(bias_only, rule, (lay.gw, lay.gb), (lay.k_x, lay.e_y, lay.mu), step.StepResult(0))
+    bias_after = np.where(sel, bias_only.bias, old["b"]).astype(np.int32)
+    bmom_after = np.where(sel, bias_only.bias_momentum, old["bm"]).astype(np.int32)
+    bias_case = ck.Case(ck.Kernel.UPDATE_BIAS, [c0, c1, lay.k_x, lay.e_y, lay.mu],
                         [ck.inp(rule.bias_multiplier.astype(np.int32)), ck.inp(rule.bias_shift.astype(np.int32)),
                          ck.inp(old["kw"]), ck.inp(lay.gb[c0:c1].astype(np.int32)), ck.inout(old["b"]),
                          ck.inout(old["bm"]) if lay.mu else ck.null()], "update_bias")
-    u = update.scaled_update(lay.gw, rule.weight_multiplier, rule.weight_shift + lay.k_x - k_w, lay.e_y)
-    if lay.mu:
-        node.weight_momentum = update.momentum(node.weight_momentum, u, lay.mu, (1 << 15) - 1).astype(np.int16)
-        u = as_i64(node.weight_momentum) << (update.FRACTION_BITS - update.MOMENTUM_BITS)
-    new = update.apply(node.weight, u, seed=prng.DEFAULT_SEED, step=lay.step, tensor=2 * lay.index,
-                       limit=update.UNCLAMPED)
-    new = exponents.rescale_channels(node, new).astype(np.int8)
-    pick = sel.reshape((-1,) + (1,) * (new.ndim - 1))
+    step.update_conv(node, rule, (lay.gw, lay.gb), (lay.k_x, lay.e_y, lay.mu), step.StepResult(0))
     per_c = int(np.prod(node.weight.shape[1:]))
-    weight_case = ck.Case(ck.Kernel.UPDATE_WEIGHT, [c0, c1, per_c, lay.k_x, lay.e_y, lay.mu, keys[0]],
+    weight_case = ck.Case(ck.Kernel.UPDATE_WEIGHT, [c0, c1, per_c, lay.k_x, lay.e_y, lay.mu],
                           [ck.inp(rule.weight_multiplier.astype(np.int32)), ck.inp(rule.weight_shift.astype(np.int32)),
                            ck.inp(lay.gw[c0:c1].reshape(-1).astype(np.int32)), ck.inout(old["w"]),
-                           ck.inout(old["wm"]), ck.inout(old["kw"]), ck.inout(bias_after), ck.inout(bmom_after)],
-                          "update_weight")
-    want = [np.where(pick, new, old["w"]).astype(np.int8), np.where(pick, node.weight_momentum, old["wm"]),
-            np.where(sel, node.weight_exponent, old["kw"]).astype(np.int32),
-            np.where(sel, node.bias, bias_after).astype(np.int32),
-            np.where(sel, node.bias_momentum, bmom_after).astype(np.int32)]
-    changed = int(np.count_nonzero((new != old["w"])[c0:c1]))
+                           ck.inout(old["r"]), ck.inout(old["wm"]), ck.inout(old["kw"]), ck.inout(bias_after),
+                           ck.inout(bmom_after)], "update_weight")
+    want: list[np.ndarray] = [
+        np.where(pick, node.weight, old["w"]).astype(np.int8),
+        np.where(pick, node.weight_residual, old["r"]).astype(np.int8),
+        np.where(pick, node.weight_momentum, old["wm"]).astype(np.int16),
+        np.where(sel, node.weight_exponent, old["kw"]).astype(np.int32),
+        np.where(sel, node.bias, bias_after).astype(np.int32),
+        np.where(sel, node.bias_momentum, bmom_after).astype(np.int32)]
+    changed = int(np.count_nonzero((node.weight != old["w"])[c0:c1]))
     return [Expect(bias_case, [bias_after] + ([bmom_after] if lay.mu else [])), Expect(weight_case, want, changed)]
 
 
@@ -436,8 +441,4 @@ def exponent_cases(rng: Rng, count: int) -> list[Expect]:
                           [exponents.rescale_bias(bias, d)]))
         v = max(1, int(rng.integers(1, 1 << 32, dtype=np.int64)) >> int(rng.integers(0, 32)))
         out.append(Expect(ck.Case(ck.Kernel.LOG2Q, [v], [], "log2q"), [], loss.log2_q16(v)))
-        seed, step, t = (int(a) for a in rng.integers(0, 1 << 31, size=3))
-        key = prng.tensor_key(seed, step, t)
-        out.append(Expect(ck.Case(ck.Kernel.DRAW_KEY, [seed, step, t], [], "draw_key"), [], key - (1 << 32)
-                          if key >= 1 << 31 else key))
     return out

@@ -142,35 +142,56 @@ class Trainer:
         if not (node.train_weight or node.train_bias):
             return
         gw, gb = conv.weight_grad(node, g, x, self.model.qparams[node.input].zero_point)
-        rule = self.rules[node.name]
-        k_x = exponents.k(self.model, node.input)
-        index = self.model.convs().index(node)
-        k_w = node.weight_exponent.astype(np.int64)
         mu = int(np.floor(self.momentum * (1 << 15) + 0.5))
-        if node.train_bias:
-            u = update.scaled_update(gb, rule.bias_multiplier, rule.bias_shift - k_x - k_w, e_y)
-            if mu:
-                node.bias_momentum = update.momentum(node.bias_momentum, u, mu, (1 << 31) - 1).astype(np.int32)
-                u = as_i64(node.bias_momentum) << (update.FRACTION_BITS - update.MOMENTUM_BITS)
-            node.bias = update.apply(node.bias, u, seed=self.seed, step=self.step_count, tensor=2 * index + 1,
-                                     limit=update.BIAS_LIMIT, rounding=self.rounding).astype(np.int32)
-        if node.train_weight:
-            u = update.scaled_update(gw, rule.weight_multiplier, rule.weight_shift + k_x - k_w, e_y)
-            if mu:
-                node.weight_momentum = update.momentum(node.weight_momentum, u, mu, (1 << 15) - 1).astype(np.int16)
-                u = as_i64(node.weight_momentum) << (update.FRACTION_BITS - update.MOMENTUM_BITS)
-            result.sub_lsb += int(np.count_nonzero(np.abs(u) < (1 << update.FRACTION_BITS)))
-            self._apply_weight(node, u, index, result)
+        draws = Draws(self.seed, self.step_count, self.model.convs().index(node))
+        update_conv(node, self.rules[node.name], (gw, gb), (exponents.k(self.model, node.input), e_y, mu), result,
+                    self.rounding, draws)
 
-    def _apply_weight(self, node: Conv, u: np.ndarray, index: int, result: StepResult) -> None:
-        if self.rounding is update.Rounding.RESIDUAL:
-            w = update.with_residual(node.weight, node.weight_residual, u)
-            new, residual = update.split(exponents.rescale_channels(node, w, update.RESIDUAL_BITS))
-            node.weight_residual = residual.astype(np.int8)
-        else:
-            new = update.apply(node.weight, u, seed=self.seed, step=self.step_count, tensor=2 * index,
-                               limit=update.UNCLAMPED, rounding=self.rounding)
-            new = saturate(exponents.rescale_channels(node, new), -update.WEIGHT_LIMIT, update.WEIGHT_LIMIT)
-        result.weights_updated += new.size
-        result.weights_changed += int(np.count_nonzero(new != node.weight))
-        node.weight = new.astype(np.int8)
+
+@dataclass(frozen=True)
+class Draws:
+    """Where stochastic rounding's draws come from (a measured alternative, not the
+    device's rule): the seed, the step counter and the layer's index among the convs."""
+
+    seed: int = DEFAULT_SEED
+    step: int = 0
+    index: int = 0
+
+
+def update_conv(node: Conv, rule: update.UpdateRule, grads: tuple[np.ndarray, np.ndarray],
+                exps: tuple[int, int, int], result: StepResult,
+                rounding: update.Rounding = update.Rounding.RESIDUAL, draws: Draws = Draws()) -> None:
+    """One layer's bias update, then its weight update with the channel rule (docs/int8.md,
+    "Update"), from its gradients (GW, Gb) and (k_x, E_y, mu_q15): what the C kernels
+    update_bias and update_weight compute, in that order."""
+    gw, gb = grads
+    k_x, e_y, mu = exps
+    k_w = node.weight_exponent.astype(np.int64)
+    if node.train_bias:
+        u = update.scaled_update(gb, rule.bias_multiplier, rule.bias_shift - k_x - k_w, e_y)
+        if mu:
+            node.bias_momentum = update.momentum(node.bias_momentum, u, mu, (1 << 31) - 1).astype(np.int32)
+            u = as_i64(node.bias_momentum) << (update.FRACTION_BITS - update.MOMENTUM_BITS)
+        node.bias = update.apply(node.bias, u, seed=draws.seed, step=draws.step, tensor=2 * draws.index + 1,
+                                 limit=update.BIAS_LIMIT, rounding=rounding).astype(np.int32)
+    if node.train_weight:
+        u = update.scaled_update(gw, rule.weight_multiplier, rule.weight_shift + k_x - k_w, e_y)
+        if mu:
+            node.weight_momentum = update.momentum(node.weight_momentum, u, mu, (1 << 15) - 1).astype(np.int16)
+            u = as_i64(node.weight_momentum) << (update.FRACTION_BITS - update.MOMENTUM_BITS)
+        result.sub_lsb += int(np.count_nonzero(np.abs(u) < (1 << update.FRACTION_BITS)))
+        _apply_weight(node, u, rounding, draws, result)
+
+
+def _apply_weight(node: Conv, u: np.ndarray, rounding: update.Rounding, draws: Draws, result: StepResult) -> None:
+    if rounding is update.Rounding.RESIDUAL:
+        w = update.with_residual(node.weight, node.weight_residual, u)
+        new, residual = update.split(exponents.rescale_channels(node, w, update.RESIDUAL_BITS))
+        node.weight_residual = residual.astype(np.int8)
+    else:
+        new = update.apply(node.weight, u, seed=draws.seed, step=draws.step, tensor=2 * draws.index,
+                           limit=update.UNCLAMPED, rounding=rounding)
+        new = saturate(exponents.rescale_channels(node, new), -update.WEIGHT_LIMIT, update.WEIGHT_LIMIT)
+    result.weights_updated += new.size
+    result.weights_changed += int(np.count_nonzero(new != node.weight))
+    node.weight = new.astype(np.int8)

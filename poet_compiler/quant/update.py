@@ -9,10 +9,11 @@ own integer units, with F = 16 fraction bits:
 
 that is the real update mapped exactly onto the integer grid (what QAS approximates with
 s_W**-2 and s_W**-2 s_x**-2), computed by ``mul_shift`` with a per-channel multiplier and
-shift fixed on the host; u is saturated to +-2**23 (128 LSBs), then stochastically
-rounded: q -= floor((u + r) / 2**16) with r the top 16 bits of the element's draw
-(:mod:`~poet_compiler.quant.prng`), so the expected step equals u exactly and an update
-below one LSB changes the weight with probability |u| / 2**16 instead of never.
+shift fixed on the host; u is saturated to +-2**23 (128 LSBs). The device's rule: a
+weight carries an int8 residual r beside its code q (its value q + r / 2**8 LSBs,
+:func:`with_residual`, :func:`split`), so an update below one LSB accumulates instead of
+being lost; a bias rounds u to the nearest LSB. Stochastic, nearest and truncating
+rounding of the weights stay here for the measurements of bench/int8_host.py.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ UPDATE_LIMIT = 1 << 23
 
 
 class Rounding(Enum):
-    """How the Q16 update becomes whole LSBs. The spec's rule is STOCHASTIC; the others are
-    kept for the measurement of bench/int8_host.py (docs/int8.md, "Why stochastic rounding")."""
+    """How the Q16 update becomes whole LSBs. The spec's rule is RESIDUAL (weights; biases
+    round to the nearest); the others are kept for the measurements of bench/int8_host.py
+    (docs/int8.md, "Update")."""
 
     STOCHASTIC = "stochastic"
     NEAREST = "nearest"        # round half up: an update below half an LSB is lost

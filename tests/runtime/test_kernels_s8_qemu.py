@@ -29,7 +29,8 @@ def cases() -> list[kc.Expect]:
         out += kc.maxpool(rng, s) + kc.avgpool(rng, s)
     out += [kc.add(rng, 77), kc.grad_sum(rng, 90), kc.softmax_ce(rng, 16, 10), kc.softmax_ce(rng, 3, 12)]
     out += kc.activations(rng, 33)
-    out += [e for co, per in ((5, 9), (16, 72), (3, 1)) for e in kc.updates(rng, co, per)]
+    layers = [(5, 9), (16, 72), (3, 1)] + list(zip(rng.integers(1, 20, 6), rng.integers(1, 80, 6)))
+    out += [e for co, per in layers for e in kc.updates(rng, int(co), int(per))]
     return out + kc.exponent_cases(rng, 6)
 
 

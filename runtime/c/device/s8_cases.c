@@ -23,7 +23,7 @@ enum { OK = 0, GUARD = 1, UNKNOWN = 2, ARENA = 3, FORMAT = 4 };
 enum {
     K_CONV_FWD = 1, K_CONV_BWD_INPUT, K_CONV_BWD_WEIGHT, K_MAXPOOL_FWD, K_MAXPOOL_BWD, K_AVGPOOL_FWD,
     K_AVGPOOL_BWD, K_ADD_FWD, K_CLAMP, K_ACT_BWD, K_GRAD_SUM, K_SOFTMAX_CE, K_UPDATE_BIAS, K_UPDATE_WEIGHT,
-    K_NEXT_ACT_EXP, K_NEXT_GRAD_EXP, K_RESCALE_BIAS, K_LOG2Q, K_DRAW_KEY,
+    K_NEXT_ACT_EXP, K_NEXT_GRAD_EXP, K_RESCALE_BIAS, K_LOG2Q,
     K_F32_CONV_FWD = 100, K_F32_CONV_BWD_INPUT, K_F32_CONV_BWD_WEIGHT
 };
 #define MAX_BUFS 12
@@ -115,13 +115,13 @@ static int32_t call(int32_t kernel, const int32_t *p, void **b, void *ws, int32_
     case K_GRAD_SUM: *ret = poet_s8_grad_sum(p[0], b[0], p[1], b[1], p[2], b[2]); return OK;
     case K_SOFTMAX_CE: *ret = poet_s8_softmax_ce(p[0], p[1], b[0], b[1], p[2], p[3], b[2], b[3], ws); return OK;
     case K_UPDATE_BIAS: {
-        poet_s8_update u = {(const int32_t *)b[0], (const int32_t *)b[1], p[2], p[3], p[4], (uint32_t)p[5]};
+        poet_s8_update u = {(const int32_t *)b[0], (const int32_t *)b[1], p[2], p[3], p[4]};
         poet_s8_update_bias(&u, p[0], p[1], b[2], b[3], b[4], b[5]);
         return OK;
     }
     case K_UPDATE_WEIGHT: {
-        poet_s8_update u = {(const int32_t *)b[0], (const int32_t *)b[1], p[3], p[4], p[5], (uint32_t)p[6]};
-        *ret = poet_s8_update_weight(&u, p[0], p[1], p[2], b[2], b[3], b[4], b[5], b[6], b[7]);
+        poet_s8_update u = {(const int32_t *)b[0], (const int32_t *)b[1], p[3], p[4], p[5]};
+        *ret = poet_s8_update_weight(&u, p[0], p[1], p[2], b[2], b[3], b[4], b[5], b[6], b[7], b[8]);
         return OK;
     }
     case K_NEXT_ACT_EXP: {
@@ -132,7 +132,6 @@ static int32_t call(int32_t kernel, const int32_t *p, void **b, void *ws, int32_
     case K_NEXT_GRAD_EXP: *ret = poet_s8_next_grad_exponent(p[0], (uint32_t)p[1]); return OK;
     case K_RESCALE_BIAS: poet_s8_rescale_bias(p[0], b[0], p[1]); return OK;
     case K_LOG2Q: *ret = poet_s8_log2q((uint32_t)p[0]); return OK;
-    case K_DRAW_KEY: *ret = (int32_t)poet_s8_draw_key((uint32_t)p[0], (uint32_t)p[1], (uint32_t)p[2]); return OK;
 #ifdef S8_CASES_FLOAT
     case K_F32_CONV_FWD:
     case K_F32_CONV_BWD_INPUT:

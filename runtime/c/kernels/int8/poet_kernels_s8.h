@@ -161,35 +161,32 @@ int32_t poet_s8_softmax_ce(int32_t batch, int32_t classes, const int8_t *logits,
 int32_t poet_s8_log2q(uint32_t v);
 
 /* ---- the update (update_s8.c) --------------------------------------------------------
- * Counter-based draws: key = fmix32(fmix32(seed + step) + t * 0x9E3779B9), the draw of
- * element i is fmix32(key + i) (t = 2 * layer index + 0 weight / 1 bias).
- *
  * Per output channel c of a layer, in parameter LSBs (Q16):
  *   u   = sat(mul_shift(G, mult[c], n_c), +-2^23)    n_c = 31 - shift[c] + e_y - k_x + kW[c]
  *                                                     (weights; biases: + k_x + kW[c])
- *   momentum (mu_q15 != 0): buf = sat(rshift_round(buf * mu_q15, 15) + rshift_round(u, 8),
- *                           +-limit), u = buf << 8    (limit 32767 weights, 2^31 - 1 biases)
- *   q  -= (u + (draw >> 16)) >> 16                    (stochastic rounding)
- * Biases saturate to +-(2^31 - 1). Weights then follow their channel's exponent rule:
- * any |q| > 127: q, bias, both momenta = rshift_round(., 1), kW[c] += 1; all |q| < 32:
- * doubled (saturating), kW[c] -= 1; then q = sat(q, +-127). The layer's bias update runs
- * first (it reads the old kW). Channels [c_begin, c_end) of gw/gb (which hold only those
- * channels); the draws index the whole tensor. mom, bias, bias_mom: NULL when absent.
- * gw is consumed: the weight update keeps each channel's new codes there until its
- * exponent rule is decided (no other scratch). Returns the number of weights whose code
- * changed. */
+ *   momentum (mu_q15 != 0): p = buf * mu_q15, buf = sat(sign(p) (|p| >> 15) + rshift_round(u, 8),
+ *                           +-limit), step8 = buf    (Q8; limit 32767 weights, 2^31 - 1 biases)
+ *   without: step8 = rshift_round(u, 8)
+ * Biases round to the nearest: b = sat(b - ((256 step8 + 2^15) >> 16), +-(2^31 - 1)) (u in
+ * place of 256 step8 without momentum). A weight is its code q and residual r (int8), the
+ * value q + r/256 LSBs: w = 256 q + r - step8; then its channel's exponent rule on the
+ * nearest codes (w + 128) >> 8: any |code| > 127: w, bias, both momenta = rshift_round(., 1),
+ * kW[c] += 1; all |code| < 32: doubled (momenta saturating), kW[c] -= 1; then
+ * q = sat((w + 128) >> 8, +-127), r = sat(w - 256 q, -128, 127). The layer's bias update
+ * runs first (it reads the old kW). Channels [c_begin, c_end) of gw/gb (which hold only
+ * those channels). mom, bias, bias_mom: NULL when absent. gw is consumed: the weight
+ * update keeps each channel's Q8 weights there until its exponent rule is decided (no
+ * other scratch). Returns the number of weights whose code changed. */
 typedef struct poet_s8_update {
     const int32_t *mult, *shift; /* per output channel: the host's (lr/B) scale as multiplier, shift */
     int32_t k_x, e_y, mu_q15;
-    uint32_t key;
 } poet_s8_update;
 
-uint32_t poet_s8_draw_key(uint32_t seed, uint32_t step, uint32_t tensor);
-uint32_t poet_s8_fmix32(uint32_t x);
 void poet_s8_update_bias(const poet_s8_update *u, int32_t c_begin, int32_t c_end, const int32_t *kw,
                          const int32_t *gb, int32_t *bias, int32_t *mom);
 int32_t poet_s8_update_weight(const poet_s8_update *u, int32_t c_begin, int32_t c_end, int32_t per_channel,
-                              int32_t *gw, int8_t *w, int16_t *mom, int32_t *kw, int32_t *bias, int32_t *bias_mom);
+                              int32_t *gw, int8_t *w, int8_t *residual, int16_t *mom, int32_t *kw, int32_t *bias,
+                              int32_t *bias_mom);
 
 /* ---- exponent bookkeeping between steps (exponent_s8.c; docs/int8.md) --------------
  * The activation exponent k of a tensor from the step's vrange of v: k + 1 if
