@@ -131,7 +131,7 @@ LIMIT_CELLS := dag250_80@10 dag1000_80@10 op_vgg16_cifar_a72_30_2.0@10 op_resnet
 	mobilenetv2_a72_50@10 bert_base_a72_70@20 gpt2_large_a72_50_20
 cells = $(subst $(space),$(comma),$(strip $(1)))
 BENCH_TARGETS := bench-optimizer bench-scale bench-dags bench-peers-poet bench-peers-moccasin bench-exactness bench-baselines \
-	bench-bytecode bench-runtime-size bench-device bench-device-training bench-torch bench-sweep-cache \
+	bench-bytecode bench-runtime-size bench-device bench-device-int8 bench-device-training bench-torch bench-sweep-cache \
 	bench-reproducibility bench-time-limits bench-time-limit-rule
 
 bench: $(BENCH_TARGETS)
@@ -200,6 +200,9 @@ bench-runtime-size:
 
 bench-device: setup
 	$(BENCH) bench/device_icount.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/device_icount.md
+
+bench-device-int8: setup
+	$(BENCH) bench/device_icount_int8.py -o $(BENCH_RESULTS)/device_icount_int8.md
 
 bench-device-training: setup
 	$(BENCH) bench/device_training.py $(QUICK_FLAG) -o $(BENCH_RESULTS)/device_training.md

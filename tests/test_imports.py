@@ -175,6 +175,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("schedule", ("schedule",)),
     ("solve", ("solve",)),
     ("schemas", ("schemas",)),
+    ("quant", ("quant",)),
     ("codegen", ("codegen",)),
     ("user side", ("reporting", "viz", "training", "training_options", "sweeps", "comparison", "api",
                    "commands", "cli", "")),

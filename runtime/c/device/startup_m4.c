@@ -1,7 +1,8 @@
 /* startup_m4.c - vector table and reset handler for a Cortex-M4F (MPS2 AN386 under QEMU).
  *
  * Reset: copy .data from flash, zero .bss, paint the stack (for plat_stack_used), turn
- * the FPU on (CPACR: full access to CP10/CP11), call main. Faults print one line over
+ * the FPU on where there is one (CPACR: full access to CP10/CP11), call main. The same
+ * file starts a Cortex-M3 (MPS2 AN385: the int8 kernels' firmware without FPU or DSP). Faults print one line over
  * semihosting and exit with code 3, so a bad kernel never hangs the emulator. */
 #include <stdint.h>
 
@@ -23,8 +24,10 @@ void Reset_Handler(void)
     uint32_t sp;
     __asm__ volatile("mov %0, sp" : "=r"(sp));
     for (uint32_t *p = &_stack_bottom; p < (uint32_t *)sp - 16; p++) *p = STACK_PAINT; /* 64 B below the live frame */
+#if defined(__ARM_FP) /* a core without an FPU (Cortex-M3) has no CPACR to set */
     CPACR |= 0xFu << 20;
     __asm__ volatile("dsb\n\tisb" ::: "memory");
+#endif
     plat_exit(main());
 }
 
