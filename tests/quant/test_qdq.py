@@ -22,11 +22,16 @@ def test_qdq_forward_agrees_with_onnxruntime(tmp_path):
     module = models.get("digits_cnn").build()
     opt = torch.optim.SGD(module.parameters(), lr=0.02, momentum=0.9)
     x, y = torch.from_numpy(split.x_train), torch.from_numpy(split.y_train)
-    for b in range(200):  # logits of a partly trained model, not of an initial one near zero
-        i = b % (len(x) // 16)
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(module(x[i * 16:(i + 1) * 16]), y[i * 16:(i + 1) * 16]).backward()
-        opt.step()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)   # tiny batches: a second thread only waits (3 s against 110 s beside other jobs)
+    try:
+        for b in range(200):  # logits of a partly trained model, not of an initial one near zero
+            i = b % (len(x) // 16)
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(module(x[i * 16:(i + 1) * 16]), y[i * 16:(i + 1) * 16]).backward()
+            opt.step()
+    finally:
+        torch.set_num_threads(threads)
     (tmp_path / "f.onnx").write_bytes(export_bytes(module, (x[:16],)))
     qdq_check.quantize_qdq(tmp_path / "f.onnx", tmp_path / "q.onnx", split.x_train[:256], 16)
     graph = onnx_import.read(tmp_path / "q.onnx")
