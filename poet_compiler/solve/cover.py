@@ -338,9 +338,10 @@ def _require(m: Any, a: Any, gap: _Gap, req: tuple[Any, ...]) -> None:
         m.add(a <= rec) if r is IMPOSSIBLE else m.add(a <= rec + r)
 
 
-def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: float = TUNING.cover_limit_s,
+def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: float | None = None,
                 closure: bool = False, workers: int = 1, tuning: Tuning = TUNING) -> CoverBound:
-    """The eviction-cover bound of ``problem`` at ``budget`` (default: its activation budget).
+    """The eviction-cover bound of ``problem`` at ``budget`` (default: its activation budget),
+    within ``time_limit_s`` (default: ``tuning.cover_limit_s``).
 
     Two relaxations: the *light* model charges a recompute its own energy; the *refined*
     one also makes it keep (or bring back) the inputs nobody reads after the gap starts,
@@ -358,6 +359,7 @@ def cover_bound(problem: Problem, *, budget: int | None = None, time_limit_s: fl
     ``closure=True`` charges a recompute with its whole :func:`recompute_closure`: closer
     to what a schedule pays, but ``energy_j`` is then **not** a bound (a schedule may keep
     those inputs); only its restores are used, to build a schedule (:mod:`.guided`)."""
+    time_limit_s = tuning.cover_limit_s if time_limit_s is None else time_limit_s
     started = work.now()
     light = _solve_cover(problem, budget, time_limit_s / 2 if not closure else time_limit_s,
                          closure=closure, absences=False)
@@ -488,7 +490,7 @@ def _bound(res: NativeResult) -> float:
     return res.bound
 
 
-def cover_min_budget(problem: Problem, *, time_limit_s: float = TUNING.cover_limit_s) -> int | None:
+def cover_min_budget(problem: Problem, *, time_limit_s: float) -> int | None:
     """A lower bound on the smallest activation budget at which a schedule meets the
     deadline: the cover's rows with the budget as the variable (a schedule that fits B
     gives a choice that fits B). None when no budget fits the deadline; 0 (no
@@ -509,7 +511,7 @@ def cover_min_budget(problem: Problem, *, time_limit_s: float = TUNING.cover_lim
 
 
 def cover_min_time(problem: Problem, *, budget: int | None = None,
-                   time_limit_s: float = TUNING.cover_limit_s) -> tuple[float, CoverBound] | None:
+                   time_limit_s: float) -> tuple[float, CoverBound] | None:
     """A lower bound on the step time of any schedule within ``budget`` (default: the
     activation budget) at any deadline: the cover's rows with the restores' time (as in
     the deadline row) as the objective. ``(seconds, choice)``, the choice's ``energy_j``

@@ -127,10 +127,7 @@ def solve_by_rows(ctx: Context, problem: Problem, hint: Schedule | None, *, budg
     rounds, build_s, solve_s = 0, 0.0, 0.0
     while True:
         t_build = work.now()
-        built = build_fast(problem, budget=budget, full_stages=full.__contains__)
-        if hint is not None:
-            built.hint_from(hint)
-        built.model.objective_floor = floor
+        built = build_fast(problem, budget=budget, full_stages=full.__contains__, hint=hint, floor=floor)
         took = work.now() - t_build
         build_s += took
         out = solve_built(ctx, built, took, reserve_s=finalize_s, gap=gap,

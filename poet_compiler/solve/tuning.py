@@ -6,10 +6,10 @@ depth, a size above which a stage is skipped. The stages read them from the
 :class:`Tuning` in their context (:mod:`poet_compiler.solve.pipeline.context`), so a test
 or a bench passes its own instead of patching a module (``Tuning(max_arena_retries=20)``;
 ``bench/ablation.py``'s ``NAME=VALUE``); a function outside the pipeline that takes one
-(``cover_bound``, ``finalize``) defaults to :data:`TUNING`. The infeasibility analysis
-(``solve/feasibility.py``) and the heuristics, which take a Problem only, read
-:data:`TUNING` itself. Two switches serve the ablation (``deep_cover``, ``widen``); at
-their defaults the pipeline runs every stage.
+(``cover_bound``, ``finalize``, the infeasibility analysis of ``solve/feasibility.py``)
+defaults to :data:`TUNING`, and the pipeline passes its own. Only the heuristics, which
+take a Problem alone, read :data:`TUNING` itself. Two switches serve the ablation
+(``deep_cover``, ``widen``); at their defaults the pipeline runs every stage.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from poet_compiler.solve.problem import Problem
     from poet_compiler.solvers.model import LinearModel
 
 
@@ -172,9 +171,9 @@ class Tuning:
     # Wider guided sub-problems after the first, where the caller allows them.
     widen: bool = True
 
-    def small(self, problem: Problem) -> bool:
-        """At most :attr:`small_graph_nodes` nodes."""
-        return problem.n <= self.small_graph_nodes
+    def small(self, nodes: int) -> bool:
+        """A graph of ``nodes`` nodes is small: at most :attr:`small_graph_nodes`."""
+        return nodes <= self.small_graph_nodes
 
     def cover_limit(self, left: float) -> float:
         """The effort a caller with ``left`` to spend gives one cover solve."""

@@ -81,7 +81,7 @@ def test_below_a_working_set_a_large_graph_is_refused_without_any_model(monkeypa
     """Cheap proofs first: one node's working set above the budget decides it, before any
     formulation, cover or solver is built."""
     import poet_compiler.solve.feasibility as feas
-    from poet_compiler.solve.pipeline.context import Steps
+    from poet_compiler.solve.pipeline.steps import STEPS
 
     def no_model(*args, **kwargs):  # noqa: ANN002, ANN003
         raise AssertionError("a model was built for a budget that one node already rules out")
@@ -90,8 +90,8 @@ def test_below_a_working_set_a_large_graph_is_refused_without_any_model(monkeypa
     # called with the problem alone), and every stage's.
     for name in ("build_fast", "cover_min_budget", "cover_bound"):
         monkeypatch.setattr(feas, name, no_model)
-    steps = Steps(cover_bound=no_model, guided_search=no_model, solve_by_rows=no_model, solve_full=no_model,
-                  solve_guided=no_model)
+    steps = dataclasses.replace(STEPS, cover_bound=no_model, guided_search=no_model, solve_by_rows=no_model,
+                                solve_full=no_model, solve_guided=no_model)
     problem = random_problem(3, TUNING.small_graph_nodes + 20, "poet")
     ws, node = feas.working_set(problem)
     tight = dataclasses.replace(problem, ram_budget_bytes=ws - 1)

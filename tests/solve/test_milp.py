@@ -266,7 +266,7 @@ def test_a_full_model_bound_under_the_cover_does_not_lower_the_reported_bound() 
     a deadline, static power: no presence stage) and one family, as on graphs of more
     than ``Tuning.small_graph_nodes`` nodes."""
     from poet_compiler.solve.cover import cover_bound
-    from poet_compiler.solve.pipeline.context import Steps
+    from poet_compiler.solve.pipeline.steps import STEPS
     from poet_compiler.solve.row_generation import solve_by_rows
     from poet_compiler.solve.tuning import Tuning
     from poet_compiler.solvers import BackendResult
@@ -285,7 +285,7 @@ def test_a_full_model_bound_under_the_cover_does_not_lower_the_reported_bound() 
     for seed in range(8):
         problem = training_problem(seed, 4, "poet", dma=True, static_w=0.3, deadline=True)
         res = solve_milp(problem, SolveOptions(time_limit_s=5, threads=1, gap_limit=0.0), tuning=tuning,
-                         steps=Steps(solve_by_rows=weak))
+                         steps=dataclasses.replace(STEPS, solve_by_rows=weak))
         if res.extra.backend_solve_s is None or not res.ok:
             continue   # proven before the full model, or nothing before it had a schedule
         seen += 1

@@ -13,7 +13,7 @@ from poet_compiler.solve.feasibility import working_set
 from poet_compiler.solve.guided import GuidedOutcome
 from poet_compiler.solve.milp import solve_milp
 from poet_compiler.solve.options import SolveOptions
-from poet_compiler.solve.pipeline.context import Steps
+from poet_compiler.solve.pipeline.steps import STEPS
 from poet_compiler.solve.tuning import Tuning
 from poet_compiler.solvers.base import BackendResult
 from poet_compiler.units import format_bytes
@@ -52,7 +52,7 @@ def test_solver_timeout_falls_back_to_the_heuristic() -> None:
     problem = dataclasses.replace(p, ram_budget_bytes=reference(p.graph, p.costs).peak_bytes)
     # The mocked solve takes no time; 1 s left none for it under load.
     res = solve_milp(problem, SolveOptions(time_limit_s=5),
-                     steps=Steps(solve_full=_timeout_backend, guided_search=_no_guided))
+                     steps=dataclasses.replace(STEPS, solve_full=_timeout_backend, guided_search=_no_guided))
     # "optimal" when the heuristic meets the eviction-cover bound (still a proof).
     assert res.ok, res.message
     assert res.gap is not None and (res.status == "optimal") == (res.gap == 0)
@@ -71,7 +71,8 @@ def test_no_schedule_at_all_is_a_timeout_that_names_the_solver(why: str) -> None
 
     problem = random_problem(3, 20, "poet", deadline_prob=0.0)
     res = solve_milp(problem, SolveOptions(time_limit_s=5), tuning=NO_PRESENCE,
-                     steps=Steps(solve_full=silent, guided_search=_no_guided, warm_starts=_no_warm_starts))
+                     steps=dataclasses.replace(STEPS, solve_full=silent, guided_search=_no_guided,
+                                               warm_starts=_no_warm_starts))
     assert res.status == "timeout" and res.schedule is None
     assert res.message.startswith("timeout: cpsat found no schedule within ")
     assert "()" not in res.message and (why in res.message)
@@ -87,7 +88,8 @@ def test_no_schedule_says_what_ram_would_fit() -> None:
     assert need < peak - 1
     res = solve_milp(dataclasses.replace(p, ram_budget_bytes=(need + peak) // 2), SolveOptions(time_limit_s=5),
                      tuning=NO_PRESENCE,
-                     steps=Steps(solve_full=_timeout_backend, guided_search=_no_guided, warm_starts=_no_warm_starts))
+                     steps=dataclasses.replace(STEPS, solve_full=_timeout_backend, guided_search=_no_guided,
+                                               warm_starts=_no_warm_starts))
     assert res.status == "timeout" and res.schedule is None, res.message
     assert f"checkpoint-all fits at {format_bytes(peak)}, nothing below {format_bytes(need)}" in res.message
     assert res.extra.min_ram_lower_bytes == need
@@ -140,7 +142,7 @@ def test_guided_schedule_keeps_the_cover_bound_when_the_full_model_finds_nothing
     for seed in range(12):
         problem = random_problem(seed, 9, "poet", deadline_prob=0.0, budget_fraction=0.2)
         res = solve_milp(problem, SolveOptions(gap_limit=0.0, time_limit_s=20), tuning=NO_PRESENCE,
-                         steps=Steps(solve_full=_timeout_backend))
+                         steps=dataclasses.replace(STEPS, solve_full=_timeout_backend))
         if "did not improve" not in str(res.extra.solver_used):
             continue
         assert res.ok, res.message
@@ -171,7 +173,8 @@ def test_full_model_not_built_over_its_share_of_the_memory_limit() -> None:
         # The default effort: a 20 s limit alone implies 6 deterministic s, which stops
         # before the full model whatever its memory (another reason, another message).
         with memory_limit(row_generation.forecast_bytes(problem)):
-            res = solve_milp(problem, options, tuning=tuning, steps=Steps(solve_full=no_full_model))
+            res = solve_milp(problem, options, tuning=tuning,
+                             steps=dataclasses.replace(STEPS, solve_full=no_full_model))
         if not res.extra.full_model_skipped:
             continue
         assert res.ok, res.message
@@ -201,7 +204,7 @@ def test_full_model_skipped_when_too_little_time_is_left() -> None:
     for seed in range(12):
         problem = random_problem(seed, 9, "poet", deadline_prob=0.0, budget_fraction=0.2)
         res = solve_milp(problem, SolveOptions(gap_limit=0.0, time_limit_s=20), tuning=tuning,
-                         steps=Steps(solve_full=no_full_model))
+                         steps=dataclasses.replace(STEPS, solve_full=no_full_model))
         if not res.extra.full_model_skipped:
             continue
         assert res.ok, res.message

@@ -64,6 +64,7 @@ from poet_compiler.solve.formulation.common import (
     add_time_and_energy,
     check_build_deadline,
     neg,
+    seed,
 )
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solvers.model import LinearModel
@@ -360,9 +361,11 @@ def _add_point_row(b: Built, t: int, present: list[int], hold: dict[int, Expr], 
 
 
 def build_fast(problem: Problem, *, objective: str = "energy", budget: int | None = None,
-               restriction: Restriction | None = None, full_stages: StageFilter | None = None) -> Built:
+               restriction: Restriction | None = None, full_stages: StageFilter | None = None,
+               hint: Schedule | None = None, floor: float | None = None) -> Built:
     """Build the fast formulation. ``objective="ram"`` minimizes the RAM budget itself;
-    ``restriction`` builds the sub-problem it names (see :class:`Restriction`)."""
+    ``restriction`` builds the sub-problem it names (see :class:`Restriction`); ``hint``
+    and ``floor``: its start and objective floor (:func:`~.common.seed`)."""
     g = problem.graph
     model = LinearModel()
     one = model.var("ONE", "bin", 1.0, 1.0)
@@ -386,7 +389,7 @@ def build_fast(problem: Problem, *, objective: str = "energy", budget: int | Non
     if objective == "ram":
         assert b.budget_var is not None
         model.objective, model.objective_unit = {b.budget_var: 1.0}, "B"
-    return b
+    return seed(b, hint, floor)
 
 
 def canonical(problem: Problem, schedule: Schedule) -> Schedule:

@@ -6,7 +6,6 @@ when the solver's is no better or does not fit its arena."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
 from poet_compiler import work
 from poet_compiler.schedule.schedule import Schedule
@@ -16,14 +15,12 @@ from poet_compiler.solve.formulation.common import Built
 from poet_compiler.solve.formulation.fast import canonical
 from poet_compiler.solve.pipeline.answer import Answer, Message, finalized, gap_claim, says, wrap
 from poet_compiler.solve.pipeline.context import Context
+from poet_compiler.solve.pipeline.guided_stage import Guided
 from poet_compiler.solve.pipeline.proofs import infeasible
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import MODEL_STATS, Notes
 from poet_compiler.solve.row_generation import solve_built
 from poet_compiler.solvers import BackendResult
-
-if TYPE_CHECKING:
-    from poet_compiler.solve.pipeline.improvement import Guided
 
 
 def full_model(ctx: Context, tight: Problem, reserve: int, hint: Schedule | None, guided: Guided | None,
@@ -120,12 +117,9 @@ def _solve_dense(ctx: Context, tight: Problem, hint: Schedule | None, floor: flo
                  finalize_s: float) -> tuple[Built, BackendResult, Notes]:
     """The whole model in one solve (the dense formulation; the fast one goes by rounds)."""
     t_build = work.now()
-    built = build(ctx.problem, ctx.options.formulation, budget=tight.activation_budget)
+    built = build(ctx.problem, ctx.options.formulation, budget=tight.activation_budget, hint=hint, floor=floor)
     build_s = round(work.now() - t_build, 3)
     notes = notes.set(**model_stats(built.model.stats()), model_build_s=build_s)
-    if hint is not None:
-        built.hint_from(hint)
-    built.model.objective_floor = floor
     out = solve_built(ctx, built, work.now() - t_build, reserve_s=finalize_s, gap=ctx.gap)
     if out is None:
         out = BackendResult("timeout", None, None, None, 0.0, ctx.options.solver,
