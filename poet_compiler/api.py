@@ -15,6 +15,7 @@ units, the device profile) is checked before the trace, which takes seconds.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import time
@@ -426,14 +427,12 @@ def compile(  # noqa: A001 - the product's verb
         result = run_strategy(strategy, problem, opts)
         # Time outside the solve, reported beside its stage_s (tracing counts too).
         compile_s = time.perf_counter() - origin
-        result.extra.set(startup_s=round(t_start - origin, 3) if started is not None else None,
-                         trace_s=round(t_traced - t_start, 3), costing_s=round(t_costed - t_traced, 3),
-                         compile_s=round(compile_s, 3), peak_rss_mb=peak_rss(),
-                         time_limit_s=time_limit_s, time_limit_given=stated_limit_s is not None)
-        note = effort_note(result.extra.stopped_by, result.extra.effort, compile_s, time_limit_s,
-                           stated_limit_s is not None)
-        if note is not None:
-            result.extra.effort_note = note
+        notes = result.notes.set(startup_s=round(t_start - origin, 3) if started is not None else None,
+                                 trace_s=round(t_traced - t_start, 3), costing_s=round(t_costed - t_traced, 3),
+                                 compile_s=round(compile_s, 3), peak_rss_mb=peak_rss(),
+                                 time_limit_s=time_limit_s, time_limit_given=stated_limit_s is not None)
+        note = effort_note(notes.stopped_by, notes.effort, compile_s, time_limit_s, stated_limit_s is not None)
+        result = dataclasses.replace(result, notes=notes if note is None else notes.set(effort_note=note))
         stage(result.status)
         report("schedule", result.energy_j if result.ok else None, result.lower_bound_j, "J")
     label = str(model) if isinstance(model, str) else graph.name

@@ -24,7 +24,7 @@ from poet_compiler.solve.formulation.common import BuildDeadline, Built
 from poet_compiler.solve.formulation.fast import build_fast
 from poet_compiler.solve.guided import cover_schedule, realize_within
 from poet_compiler.solve.problem import Problem, simulate_schedule
-from poet_compiler.solve.result import ResultExtra
+from poet_compiler.solve.result import NO_NOTES, Notes
 from poet_compiler.solve.tuning import TUNING, Tuning
 from poet_compiler.solve.warm_start import warm_start_candidates
 from poet_compiler.solvers import BackendOptions, solve_model
@@ -45,10 +45,12 @@ class Requirement:
         return self.upper is not None and self.upper <= self.lower * (1 + 1e-9) + 1e-12
 
 
-@dataclass
+@dataclass(frozen=True)
 class Explanation:
+    """Why no schedule exists, and the report's notes of it (the smallest RAM and deadline)."""
+
     message: str
-    extra: ResultExtra = field(default_factory=ResultExtra)
+    notes: Notes = field(default_factory=Notes)
 
 
 def working_set(problem: Problem) -> tuple[int, int]:
@@ -236,22 +238,23 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
     most ``Tuning.quick_search_s`` of search."""
     half = max(0.0, time_limit_s / 2)
     at = "no deadline" if problem.deadline_s is None else f"deadline {problem.deadline_s:.6g} s"
-    extra = ResultExtra()
     # Below the working set no deadline helps: skip that search.
     ws_limited = problem.activation_budget < working_set(problem)[0]
 
     def deadline(limit_s: float, model: bool = True) -> Requirement | None:
-        dl = None if ws_limited else deadline_requirement(problem, time_limit_s=limit_s, threads=threads,
-                                                          model=model, tuning=tuning)
-        if dl is not None:
-            extra.set(min_deadline_s=dl.upper if dl.exact else None, min_deadline_lower_s=dl.lower)
-        return dl
+        return None if ws_limited else deadline_requirement(problem, time_limit_s=limit_s, threads=threads,
+                                                            model=model, tuning=tuning)
+
+    def noted(dl: Requirement | None, notes: Notes = NO_NOTES) -> Notes:
+        """``notes`` with the smallest deadline's, when one was searched and found."""
+        return notes if dl is None else notes.set(min_deadline_s=dl.upper if dl.exact else None,
+                                                  min_deadline_lower_s=dl.lower)
 
     if _deadline_too_short(problem):
+        dl = deadline(half)
         return Explanation(f"infeasible: deadline {problem.deadline_s:.6g} s < compute-only minimum "
                            f"{problem.costs.compute_only_s:.6g} s (every node must run once)"
-                           + _deadline_clause(deadline(half), f"; at RAM {format_bytes(problem.ram_budget_bytes)}"),
-                           extra)
+                           + _deadline_clause(dl, f"; at RAM {format_bytes(problem.ram_budget_bytes)}"), noted(dl))
     if ws_limited and not tuning.small(problem.n):
         # Refused at once: one node's working set proves it; the message says "at least"
         # (the exact minimum, a solve, is left to a sweep).
@@ -259,14 +262,14 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
     else:
         req = ram_requirement(problem, time_limit_s=time_limit_s if ws_limited else half, threads=threads,
                               tuning=tuning)
-    extra.set(min_ram_bytes=int(req.lower) if req.exact else None, min_ram_lower_bytes=int(req.lower))
+    notes = Notes(min_ram_bytes=int(req.lower) if req.exact else None, min_ram_lower_bytes=int(req.lower))
     ram = format_bytes(req.lower) if req.exact else f"at least {format_bytes(req.lower)}"
     if problem.activation_budget < 0:
         # Below the fixed bytes alone: the split is the answer (bad input, one line).
         return Explanation(f"infeasible: RAM {format_bytes(problem.ram_budget_bytes)} is below the "
                            f"{format_bytes(problem.fixed.total)} the step keeps beside its arena "
                            f"({problem.fixed.describe()}); the smallest RAM that can work is {ram} at {at} in mode "
-                           f"{problem.mode} ({_node_clause(problem)})", extra)
+                           f"{problem.mode} ({_node_clause(problem)})", notes)
     if req.lower > problem.ram_budget_bytes:
         # The cover's range only: on VGG16-CIFAR m4 70 % 1.0x the model's solve took 25 s
         # of wall for 5 units and gave the range the cover had given.
@@ -274,16 +277,16 @@ def explain_infeasible(problem: Problem, *, time_limit_s: float = 30.0, threads:
         beside = f"beside the arena: {problem.fixed.describe()}; " if problem.fixed.total else ""
         return Explanation(f"infeasible: RAM {format_bytes(problem.ram_budget_bytes)} < {ram} needed at {at} "
                            f"in mode {problem.mode} ({beside}{_node_clause(problem)})"
-                           + _deadline_clause(dl, "; at this RAM"), extra)
+                           + _deadline_clause(dl, "; at this RAM"), noted(dl, notes))
     dl = deadline(half)
     if dl is not None and dl.upper is not None:
         need = f"{dl.upper:.6g} s" if dl.exact else f"at least {dl.lower:.6g} s"
         return Explanation(
             f"infeasible: deadline {problem.deadline_s:.6g} s < {need} needed at RAM "
             f"{format_bytes(problem.ram_budget_bytes)} in mode {problem.mode} (the smallest RAM for this deadline is "
-            f"{ram})", extra)
+            f"{ram})", noted(dl, notes))
     return Explanation(f"infeasible at RAM {format_bytes(problem.ram_budget_bytes)} and {at} "
-                       f"(minimum RAM {ram})", extra)
+                       f"(minimum RAM {ram})", noted(dl, notes))
 
 
 def quick_infeasibility(problem: Problem, *, time_limit_s: float = 30.0, threads: int = 2,

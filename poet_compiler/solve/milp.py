@@ -43,7 +43,7 @@ from poet_compiler.solve.pipeline.improvement import improve
 from poet_compiler.solve.pipeline.incumbents import Incumbents, incumbents
 from poet_compiler.solve.pipeline.judge import judge
 from poet_compiler.solve.pipeline.proofs import infeasible, quick_proofs
-from poet_compiler.solve.pipeline.report import Timing, closing, result_of
+from poet_compiler.solve.pipeline.report import Timing, closing, final_result
 from poet_compiler.solve.pipeline.steps import STEPS
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
@@ -56,7 +56,7 @@ def solve_milp(problem: Problem, options: SolveOptions | None = None, *, warm_st
     """Solve ``problem`` to (proven) optimality, the gap limit or its effort (module docstring).
 
     ``options.effort``: the work every stage shares (:func:`~.options.effort_units`);
-    ``options.time_limit_s`` is only the wall cap; ``Result.extra.stopped_by`` says which
+    ``options.time_limit_s`` is only the wall cap; ``Result.notes.stopped_by`` says which
     of proof, gap, effort or time ended it. ``tuning`` and ``steps``: a test's or a
     bench's own (:mod:`.tuning`, :class:`~.pipeline.context.Steps`)."""
     options = options or SolveOptions()
@@ -69,7 +69,7 @@ def solve_milp(problem: Problem, options: SolveOptions | None = None, *, warm_st
         answer = families(ctx, warm_start)
         timing = Timing.of(ctx)
         answer = closing(ctx, answer, meter)
-    return result_of(ctx, answer, timing)
+    return final_result(ctx, answer, timing)
 
 
 def _meter(problem: Problem, options: SolveOptions, tuning: Tuning) -> work.Meter:

@@ -36,7 +36,7 @@ def test_min_ram_is_tight(seed: int, mode: str) -> None:
     assert brute_force(below) is None
     res = solve_milp(below)
     assert res.status == "infeasible"
-    assert res.extra.min_ram_bytes == r
+    assert res.notes.min_ram_bytes == r
     assert "RAM" in res.message and "needed" in res.message
     assert solve_milp(at).energy_j is not None
 
@@ -72,7 +72,7 @@ def test_deadline_below_compute_only() -> None:
     assert res.status == "infeasible"
     assert "compute-only minimum" in res.message
     req = deadline_requirement(problem)
-    assert req is not None and req.exact and res.extra.min_deadline_s == pytest.approx(req.upper)
+    assert req is not None and req.exact and res.notes.min_deadline_s == pytest.approx(req.upper)
     with pytest.raises(InfeasibleError):
         ram_requirement(short)
 
@@ -126,6 +126,6 @@ def test_the_deadline_side_note_of_a_ram_that_is_too_small_builds_no_model(monke
     assert "time" not in built
     # The range is real: a schedule meets its upper end at that RAM, none its lower end's undercut.
     upper = float(re.search(r"a deadline of ([0-9.e+-]+) s works", why.message).group(1))  # type: ignore[union-attr]
-    lower = why.extra.min_deadline_lower_s
+    lower = why.notes.min_deadline_lower_s
     assert lower is not None and upper >= lower * (1 - 1e-6)
     assert brute_force(dataclasses.replace(short, deadline_s=upper * (1 + 1e-5))) is not None

@@ -213,8 +213,8 @@ def test_fragmentation_feedback_resolves_with_a_smaller_budget() -> None:
         res = solve_milp(problem, SolveOptions(gap_limit=0.0), steps=steps)
         assert res.ok, res.message
         assert res.arena_bytes <= problem.activation_budget
-        assert res.extra.fragmentation_retries >= 1
-        assert res.extra.fragmentation_reserve_bytes >= waste
+        assert res.notes.fragmentation_retries >= 1
+        assert res.notes.fragmentation_reserve_bytes >= waste
         assert res.energy_j == pytest.approx(oracle[0], rel=1e-6)
         assert res.lower_bound_j <= res.energy_j
         return
@@ -286,7 +286,7 @@ def test_a_full_model_bound_under_the_cover_does_not_lower_the_reported_bound() 
         problem = training_problem(seed, 4, "poet", dma=True, static_w=0.3, deadline=True)
         res = solve_milp(problem, SolveOptions(time_limit_s=5, threads=1, gap_limit=0.0), tuning=tuning,
                          steps=dataclasses.replace(STEPS, solve_by_rows=weak))
-        if res.extra.backend_solve_s is None or not res.ok:
+        if res.notes.backend_solve_s is None or not res.ok:
             continue   # proven before the full model, or nothing before it had a schedule
         seen += 1
         cover = cover_bound(problem)

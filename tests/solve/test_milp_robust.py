@@ -56,7 +56,7 @@ def test_solver_timeout_falls_back_to_the_heuristic() -> None:
     # "optimal" when the heuristic meets the eviction-cover bound (still a proof).
     assert res.ok, res.message
     assert res.gap is not None and (res.status == "optimal") == (res.gap == 0)
-    assert res.extra.fallback_schedule in HEURISTICS
+    assert res.notes.fallback_schedule in HEURISTICS
     assert res.arena_bytes <= problem.activation_budget and res.energy_j is not None
     assert "presolve did not finish" in res.message
 
@@ -92,7 +92,7 @@ def test_no_schedule_says_what_ram_would_fit() -> None:
                                                warm_starts=_no_warm_starts))
     assert res.status == "timeout" and res.schedule is None, res.message
     assert f"checkpoint-all fits at {format_bytes(peak)}, nothing below {format_bytes(need)}" in res.message
-    assert res.extra.min_ram_lower_bytes == need
+    assert res.notes.min_ram_lower_bytes == need
 
 
 def test_tiny_time_limit_still_gives_a_schedule() -> None:
@@ -109,7 +109,7 @@ def test_working_set_infeasibility_is_proven_and_cheap() -> None:
     problem = dataclasses.replace(p, ram_budget_bytes=working_set(p)[0] - 1)
     res = solve_milp(problem, SolveOptions(time_limit_s=30))
     assert res.status == "infeasible"
-    assert "needed" in res.message and (res.extra.min_ram_lower_bytes or 0) >= working_set(p)[0]
+    assert "needed" in res.message and (res.notes.min_ram_lower_bytes or 0) >= working_set(p)[0]
 
 
 def test_arena_that_never_fits_is_timeout_not_infeasible() -> None:
@@ -120,7 +120,7 @@ def test_arena_that_never_fits_is_timeout_not_infeasible() -> None:
     problem = random_problem(0, 6, "poet", deadline_prob=0.0)
     # Compaction lays out any program whose live bytes fit (the schedule is kept) ...
     kept = solve_milp(problem, SolveOptions(time_limit_s=5), steps=laid_out(plan_arena=wasting(10, scale=10)))
-    assert kept.ok and kept.extra.arena_rescue is not None and kept.extra.arena_rescue["compacted"] == 1
+    assert kept.ok and kept.notes.arena_rescue is not None and kept.notes.arena_rescue["compacted"] == 1
     # ... unless it finds no room (buffers in flight): then it is a timeout, not infeasible.
     res = solve_milp(problem, SolveOptions(time_limit_s=5),
                      steps=laid_out(plan_arena=wasting(10, scale=10), compact_arena=no_room))
@@ -130,8 +130,8 @@ def test_arena_that_never_fits_is_timeout_not_infeasible() -> None:
 
 def _bound_before_full_model(res) -> float:  # noqa: ANN001
     """The better of the cover bound and the presence bound (when that stage ran)."""
-    presence = (res.extra.presence or {}).get("bound_j")
-    return max(res.extra.cover_bound_j, presence or 0.0)
+    presence = (res.notes.presence or {}).get("bound_j")
+    return max(res.notes.cover_bound_j, presence or 0.0)
 
 
 def test_guided_schedule_keeps_the_cover_bound_when_the_full_model_finds_nothing() -> None:
@@ -143,7 +143,7 @@ def test_guided_schedule_keeps_the_cover_bound_when_the_full_model_finds_nothing
         problem = random_problem(seed, 9, "poet", deadline_prob=0.0, budget_fraction=0.2)
         res = solve_milp(problem, SolveOptions(gap_limit=0.0, time_limit_s=20), tuning=NO_PRESENCE,
                          steps=dataclasses.replace(STEPS, solve_full=_timeout_backend))
-        if "did not improve" not in str(res.extra.solver_used):
+        if "did not improve" not in str(res.notes.solver_used):
             continue
         assert res.ok, res.message
         assert res.lower_bound_j == pytest.approx(_bound_before_full_model(res))
@@ -175,16 +175,16 @@ def test_full_model_not_built_over_its_share_of_the_memory_limit() -> None:
         with memory_limit(row_generation.forecast_bytes(problem)):
             res = solve_milp(problem, options, tuning=tuning,
                              steps=dataclasses.replace(STEPS, solve_full=no_full_model))
-        if not res.extra.full_model_skipped:
+        if not res.notes.full_model_skipped:
             continue
         assert res.ok, res.message
         assert res.lower_bound_j == pytest.approx(_bound_before_full_model(res))
         assert "the full model is not built: its forecast memory" in res.message
         assert "--memory-limit" in res.message
         # Not effort: more of it would not build the full model (and no effort_note says so).
-        assert res.extra.stopped_by == ("proof" if res.status == "optimal" else "memory"), res.extra.stopped_by
+        assert res.notes.stopped_by == ("proof" if res.status == "optimal" else "memory"), res.notes.stopped_by
         unlimited = solve_milp(problem, options, tuning=tuning)
-        assert not unlimited.extra.full_model_skipped
+        assert not unlimited.notes.full_model_skipped
         assert unlimited.energy_j <= res.energy_j * (1 + 1e-9)
         seen += 1
     assert seen, "no seed reached the full model with an unproven guided schedule"
@@ -205,12 +205,12 @@ def test_full_model_skipped_when_too_little_time_is_left() -> None:
         problem = random_problem(seed, 9, "poet", deadline_prob=0.0, budget_fraction=0.2)
         res = solve_milp(problem, SolveOptions(gap_limit=0.0, time_limit_s=20), tuning=tuning,
                          steps=dataclasses.replace(STEPS, solve_full=no_full_model))
-        if not res.extra.full_model_skipped:
+        if not res.notes.full_model_skipped:
             continue
         assert res.ok, res.message
         assert res.lower_bound_j == pytest.approx(_bound_before_full_model(res))
         assert res.gap is not None and (res.status == "optimal") == (res.gap == 0)
         assert "before the full model" in res.message
-        assert res.extra.stopped_by == ("proof" if res.status == "optimal" else "effort"), res.extra.stopped_by
+        assert res.notes.stopped_by == ("proof" if res.status == "optimal" else "effort"), res.notes.stopped_by
         seen += 1
     assert seen, "no seed reached the full model with an unproven guided schedule"

@@ -130,7 +130,7 @@ def test_the_solve_is_proven_by_the_presence_bound_where_the_cover_is_loose() ->
         assert res.energy_j >= exact[0] * (1 - 1e-9)
         if res.status == "optimal":
             assert res.energy_j == pytest.approx(exact[0], rel=1e-9)
-            assert res.extra.presence["bound_j"] > cover.energy_j
+            assert res.notes.presence["bound_j"] > cover.energy_j
             proven += 1
     assert proven >= 1, "no seed where the cover is loose and the presence bound proves the optimum"
 

@@ -38,7 +38,7 @@ def test_an_aborting_cpsat_leaves_the_heuristics_answer(monkeypatch) -> None:
     # The process lives on and answers with the best heuristic schedule (which the
     # eviction-cover bound may still prove optimal: it does not need the MILP).
     assert res.ok and res.energy_j is not None
-    assert res.extra.solver_used == "warm start"
+    assert res.notes.solver_used == "warm start"
     assert res.status != "optimal" or res.lower_bound_j <= res.energy_j * (1 + 1e-9)
 
 

@@ -84,7 +84,7 @@ class _Recorder:
 
 
 def _check_accounting(res, rec: _Recorder) -> None:  # noqa: ANN001
-    stage_s = res.extra.stage_s
+    stage_s = res.notes.stage_s
     assert stage_s, "no stage accounting"
     assert set(stage_s) <= set(STAGES), stage_s
     assert all(v >= 0 for v in stage_s.values())
@@ -169,9 +169,9 @@ def test_once_the_wall_cap_has_passed_the_best_heuristic_is_the_answer() -> None
     problem = dataclasses.replace(p, ram_budget_bytes=reference(p.graph, p.costs).peak_bytes)
     res = solve_milp(problem, SolveOptions(time_limit_s=0.5, effort=30.0),
                      steps=dataclasses.replace(STEPS, warm_starts=slow))
-    assert res.ok and res.extra.fallback_schedule is not None, res.message
+    assert res.ok and res.notes.fallback_schedule is not None, res.message
     assert "the time limit passed before the bounds" in res.message
-    assert res.extra.cover_bound_j is None and res.extra.stopped_by == "time"
+    assert res.notes.cover_bound_j is None and res.notes.stopped_by == "time"
 
 
 def test_messages_name_the_time_limit_once_it_decided() -> None:

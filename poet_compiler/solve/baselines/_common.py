@@ -31,7 +31,7 @@ from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.finalize import finalize
 from poet_compiler.solve.problem import Problem
-from poet_compiler.solve.result import Result, ResultExtra
+from poet_compiler.solve.result import NO_NOTES, Notes, Result
 from poet_compiler.units import format_bytes
 
 
@@ -102,11 +102,9 @@ def _result(problem: Problem, strategy: str, started: float, **fields: Any) -> R
 
 def infeasible(problem: Problem, strategy: str, reason: str, *, started: float,
                attempt: Figures | None = None) -> Result:
-    """An 'infeasible' Result: no plan, a one-line reason, the best attempt's figures in extra."""
-    extra = ResultExtra()
-    if attempt is not None:
-        extra.attempt = dataclasses.asdict(attempt)
-    return _result(problem, strategy, started, status="infeasible", message=f"{strategy}: {reason}", extra=extra)
+    """An 'infeasible' Result: no plan, a one-line reason, the best attempt's figures in its notes."""
+    notes = NO_NOTES if attempt is None else Notes(attempt=dataclasses.asdict(attempt))
+    return _result(problem, strategy, started, status="infeasible", message=f"{strategy}: {reason}", notes=notes)
 
 
 #: Inside :func:`plans_only`, :meth:`Trial.finish` returns a fitting plan without finalizing it.
@@ -154,10 +152,9 @@ class Trial:
         # A plan that breaks a rule is a bug (finalize raises InternalError); one that misses
         # the budget, the deadline or (fragmentation) the arena comes back "infeasible".
         result = finalize(problem, plan, strategy=strategy, status="feasible", message=note)
-        result.solve_time_s = time.perf_counter() - self.started
-        if not result.ok:
-            result.message = f"{strategy}: {result.message}"   # e.g. arena fragmentation
-        return result
+        # Not fitting here is the arena's (fragmentation): the message names the heuristic.
+        return dataclasses.replace(result, solve_time_s=time.perf_counter() - self.started,
+                                   message=result.message if result.ok else f"{strategy}: {result.message}")
 
     def infeasible(self, reason: str) -> Result:
         return infeasible(self.problem, self.strategy, reason, started=self.started)

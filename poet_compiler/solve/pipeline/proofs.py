@@ -17,7 +17,7 @@ def quick_proofs(ctx: Context) -> Answer | None:
                                     threads=ctx.options.threads, tuning=ctx.tuning)
     if quick is None:
         return None
-    return no_schedule("infeasible", quick.message, Notes.of(quick.extra))
+    return no_schedule("infeasible", quick.message, quick.notes)
 
 
 def infeasible(ctx: Context, reserve: int, notes: Notes, proof: str) -> Answer:
@@ -32,5 +32,5 @@ def infeasible(ctx: Context, reserve: int, notes: Notes, proof: str) -> Answer:
     with ctx.stage("infeasibility"):
         why = ctx.steps.explain_infeasible(problem, time_limit_s=max(ctx.left(), ctx.tuning.last_step_min_s),
                                            threads=ctx.options.threads, tuning=ctx.tuning)
-    return no_schedule("infeasible", why.message, notes.merge(Notes.of(why.extra), infeasible_proof=proof),
+    return no_schedule("infeasible", why.message, notes.merge(why.notes, infeasible_proof=proof),
                        proven=True)
