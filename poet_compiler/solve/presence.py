@@ -36,14 +36,8 @@ from poet_compiler.errors import ScheduleError
 from poet_compiler.schedule.build import assemble
 from poet_compiler.schedule.program import Op, Program
 from poet_compiler.schedule.schedule import Schedule
-from poet_compiler.solve.cover import (
-    StagedChoice,
-    add_deadline_row,
-    cost_scales,
-    recompute_j,
-    restore_slack,
-    transfer_j,
-)
+from poet_compiler.solve.cover import StagedChoice
+from poet_compiler.solve.cover_model import add_deadline_row, cost_scales, recompute_j, restore_slack, transfer_j
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solvers.native import NativeLimits, NativeResult, new_model, solve_native
 
