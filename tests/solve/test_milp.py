@@ -222,7 +222,7 @@ def test_fragmentation_feedback_resolves_with_a_smaller_budget() -> None:
 
 
 def test_the_guided_stage_keeps_the_fenced_schedule_only_when_cheaper(monkeypatch) -> None:
-    """``improvement.cheaper_of_fenced``: the guided schedule fitted with FENCEs is kept
+    """``guided_stage.cheaper_of_fenced``: the guided schedule fitted with FENCEs is kept
     over the arena-fit fallback only when it costs less, and whenever no fallback fits."""
     import dataclasses
 
@@ -230,7 +230,7 @@ def test_the_guided_stage_keeps_the_fenced_schedule_only_when_cheaper(monkeypatc
     from poet_compiler.schedule import compact
     from poet_compiler.solve.finalize import Fenced, Layout, finalize_plan
     from poet_compiler.solve.pipeline.answer import finalized
-    from poet_compiler.solve.pipeline.improvement import cheaper_of_fenced
+    from poet_compiler.solve.pipeline.guided_stage import cheaper_of_fenced
     from poet_compiler.solve.problem import Problem
     from tests.schedule.test_compact import _in_flight_blocks_the_room, _layout_leaving_no_room
 
