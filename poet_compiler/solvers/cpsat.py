@@ -20,6 +20,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from typing import Any  # Any: OR-Tools objects, imported lazily
 
 from poet_compiler import work
 from poet_compiler.solvers.base import (
@@ -32,7 +33,7 @@ from poet_compiler.solvers.base import (
 )
 from poet_compiler.solvers.memory import Watch
 from poet_compiler.solvers.model import LinearModel
-from poet_compiler.solvers.scaling import scale_model
+from poet_compiler.solvers.scaling import Scaled, scale_model
 
 
 def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
@@ -48,6 +49,35 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
     started = time.perf_counter()
     deadline = started + float(options.time_limit_s)
     sc = scale_model(model)
+    built = _cp_model(model, sc, deadline)
+    if built is None:
+        # The wall allowance ran out while building (1.7 s on a 250-node DAG's guided
+        # sub-problem, given 1.0 s): no search.
+        return BackendResult("timeout", None, None, None, time.perf_counter() - started, "cpsat",
+                             "no time left to search after building the model", model.stats(),
+                             deterministic_s=0.0)
+    cp, xs = built
+    solver = cp_model.CpSolver()
+    _set_parameters(solver.parameters, options, deadline)
+    search = _Search(model, sc, options, started, len(xs), on_solution, on_good_enough)
+    if on_solver is not None:
+        on_solver(solver)
+    if options.progress or on_solution is not None or model.objective_floor is not None:
+        solver.best_bound_callback = lambda b: search.line.update(bound=search.to_phys(b))
+        status = solver.solve(cp, search.callback(cp_model.CpSolverSolutionCallback))
+    else:
+        status = solver.solve(cp)
+    search.line.close()
+    if search.enough:
+        return search.enough[0]
+    return search.result(cp, solver, status, xs)
+
+
+def _cp_model(model: LinearModel, sc: Scaled, deadline: float) -> tuple[Any, list[Any]] | None:
+    """The CP-SAT model of ``sc`` (``model`` scaled to integers) with its hint, and its
+    variables; None when the ``time.perf_counter()`` instant ``deadline`` passes first."""
+    from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
+
     cp = cp_model.CpModel()
     xs = []
     for v in range(model.n_vars):
@@ -60,11 +90,7 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
         xs.append(x)
     for k, (terms, lo, hi) in enumerate(sc.rows):
         if k % 256 == 0 and time.perf_counter() > deadline:
-            # The wall allowance ran out while building (1.7 s on a 250-node DAG's
-            # guided sub-problem, given 1.0 s): no search.
-            return BackendResult("timeout", None, None, None, time.perf_counter() - started, "cpsat",
-                                 "no time left to search after building the model", model.stats(),
-                                 deterministic_s=0.0)
+            return None
         expr = sum(c * xs[v] for v, c in terms.items())
         if lo is not None and hi is not None and lo == hi:
             cp.add(expr == lo)
@@ -77,30 +103,33 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
         cp.minimize(sum(c * xs[v] for v, c in sorted(sc.objective.items())))
     for v, val in sorted(model.hint.items()):
         cp.add_hint(xs[v], int(round(val)))
+    return cp, xs
 
-    solver = cp_model.CpSolver()
-    # The wall allowance counts from the call: the build above is part of it.
-    solver.parameters.max_time_in_seconds = max(0.01, deadline - time.perf_counter())
-    solver.parameters.num_workers = max(1, int(options.threads))
-    solver.parameters.random_seed = options.seed
+
+def _set_parameters(params: Any, options: BackendOptions, deadline: float) -> None:
+    """CP-SAT's parameters for ``options``, its wall limit what is left to ``deadline``."""
+    # The wall allowance counts from the call: the build is part of it.
+    params.max_time_in_seconds = max(0.01, deadline - time.perf_counter())
+    params.num_workers = max(1, int(options.threads))
+    params.random_seed = options.seed
     if options.deterministic:
         # Interleaved search is deterministic for any number of workers; stopping it on
         # deterministic time (not wall time) makes the answer reproducible. The wall limit
         # stays as a cap: on a machine too loaded to reach the deterministic limit in time
         # the answer can differ. Measured on ResNet-18-CIFAR at 30 %: same schedule twice,
         # and a better one (108.2 J) than the portfolio search in the same time (109.5 J).
-        solver.parameters.interleave_search = True
+        params.interleave_search = True
         if options.deterministic_s is not None:
-            solver.parameters.max_deterministic_time = max(0.01, float(options.deterministic_s))
-    solver.parameters.relative_gap_limit = 0.0 if options.floor_only else max(0.0, float(options.relative_gap))
+            params.max_deterministic_time = max(0.01, float(options.deterministic_s))
+    params.relative_gap_limit = 0.0 if options.floor_only else max(0.0, float(options.relative_gap))
     if options.full_subsolvers:
-        solver.parameters.subsolvers.extend(options.full_subsolvers)
+        params.subsolvers.extend(options.full_subsolvers)
     if options.large:
         # Measured on ResNet-18 (132 nodes, ~70k binaries): the default presolve loops
         # take ~29 s; one iteration without probing keeps the model nearly as small.
-        solver.parameters.max_presolve_iterations = 1
-        solver.parameters.cp_model_probing_level = 0
-        solver.parameters.linearization_level = 2
+        params.max_presolve_iterations = 1
+        params.cp_model_probing_level = 0
+        params.linearization_level = 2
         if options.deterministic:
             # Interleaved search synchronizes after each batch of tasks (by default three
             # per worker) and starts no batch it cannot finish within the limits; here each
@@ -109,76 +138,92 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
             # Measured on ResNet-18-CIFAR a72 30 % 1.5x's guided sub-problem (29 s): one
             # batch, stopped at 17 s with the hint's 51.72 J; a batch per worker count:
             # 45.11 J in 29 s, the same on 3 of 3 runs (portfolio search: 45.48-45.54 J).
-            solver.parameters.interleave_batch_size = solver.parameters.num_workers
-    line = ProgressLine("cpsat", model.objective_unit, options.progress)
-    floor = model.objective_floor
+            params.interleave_batch_size = params.num_workers
 
-    def to_phys(x: float) -> float:
-        return x * sc.obj_unit
 
-    def valid_bound(b: float) -> float:
+class _Search:
+    """One CP-SAT search's figures in physical units: its progress line, the solution the
+    outside bound proved good enough (``enough``), and the result it ends with."""
+
+    def __init__(self, model: LinearModel, sc: Scaled, options: BackendOptions, started: float, n_vars: int,
+                 on_solution: Callable[[float, list[float]], None] | None,
+                 on_good_enough: Callable[[BackendResult], None] | None) -> None:
+        self.sc, self.options, self.started, self.n_vars = sc, options, started, n_vars
+        self.floor = model.objective_floor
+        self.line = ProgressLine("cpsat", model.objective_unit, options.progress)
+        self.on_solution, self.on_good_enough = on_solution, on_good_enough
+        # The first solution the outside bound proves good enough: the answer, whatever the
+        # search found between it and the stop (the stop comes from another thread, at a
+        # moment that depends on the machine; this solution does not).
+        self.enough: list[BackendResult] = []
+        self.stats = {"u_t": sc.u_t, "u_e": sc.u_e, "objective_rounding": sc.obj_err * sc.obj_unit, **model.stats()}
+
+    def to_phys(self, x: float) -> float:
+        return x * self.sc.obj_unit
+
+    def valid_bound(self, b: float) -> float:
         # Integer objective: round the bound up, then subtract the cost rounding so it
         # bounds the real objective; the outside bound is one too.
-        phys = (math.ceil(b - 1e-9) - sc.obj_err) * sc.obj_unit
-        return phys if floor is None else max(phys, floor)
+        phys = (math.ceil(b - 1e-9) - self.sc.obj_err) * self.sc.obj_unit
+        return phys if self.floor is None else max(phys, self.floor)
 
-    # The first solution the outside bound proves good enough: the answer, whatever the
-    # search found between it and the stop (the stop comes from another thread, at a
-    # moment that depends on the machine; this solution does not).
-    enough: list[BackendResult] = []
-    stats = {"u_t": sc.u_t, "u_e": sc.u_e, "objective_rounding": sc.obj_err * sc.obj_unit, **model.stats()}
+    def callback(self, base: type) -> Any:
+        """A ``CpSolverSolutionCallback`` (``base``: the class, imported lazily) that
+        reports each solution and stops at the first the outside bound proves."""
+        search = self
 
-    class _Callback(cp_model.CpSolverSolutionCallback):
-        def on_solution_callback(self) -> None:
-            if enough:
-                return
-            inc = to_phys(self.ObjectiveValue())
-            line.update(inc, max(to_phys(self.BestObjectiveBound()), floor or -math.inf), force=True)
-            if on_solution is not None:
-                on_solution(inc, [float(x) for x in self.response_proto.solution])
-            # The outside bound proves the incumbent good enough: the caller stops the
-            # search (an added row "objective >= floor" would slow the search and
-            # CP-SAT's bound ignores it).
-            if floor is not None and on_good_enough is not None and \
-                    within_gap(inc, floor, max(options.relative_gap, 1e-12)):
-                # The proto's repeated field takes no slice (ortools 9.15): copy it first.
-                solution = [float(v) for v in list(self.response_proto.solution)[:len(xs)]]
-                # Charged its whole deterministic limit (deterministic_s None): the time CP-SAT reports
-                # inside a callback depends on how far the other workers' tasks have run.
-                enough.append(BackendResult("feasible", solution, inc, valid_bound(self.BestObjectiveBound()),
-                                            time.perf_counter() - started, "cpsat", "", stats))
-                # The answer goes out now: stopping may abort the process (module docstring),
-                # and whether it does depends on timing.
-                on_good_enough(enough[0])
+        class _Callback(base):
+            def on_solution_callback(self) -> None:
+                search.on_solution_found(self)
 
-    if on_solver is not None:
-        on_solver(solver)
-    if options.progress or on_solution is not None or floor is not None:
-        solver.best_bound_callback = lambda b: line.update(bound=to_phys(b))
-        status = solver.solve(cp, _Callback())
-    else:
-        status = solver.solve(cp)
-    line.close()
-    elapsed = time.perf_counter() - started
-    det_s = solver.deterministic_time
-    if enough:
-        return enough[0]
-    if status == cp_model.INFEASIBLE:
-        return BackendResult("infeasible", None, None, None, elapsed, "cpsat", "proven infeasible", stats,
+        return _Callback()
+
+    def on_solution_found(self, cb: Any) -> None:
+        if self.enough:
+            return
+        inc = self.to_phys(cb.ObjectiveValue())
+        self.line.update(inc, max(self.to_phys(cb.BestObjectiveBound()), self.floor or -math.inf), force=True)
+        if self.on_solution is not None:
+            self.on_solution(inc, [float(x) for x in cb.response_proto.solution])
+        # The outside bound proves the incumbent good enough: the caller stops the
+        # search (an added row "objective >= floor" would slow the search and
+        # CP-SAT's bound ignores it).
+        if self.floor is not None and self.on_good_enough is not None and \
+                within_gap(inc, self.floor, max(self.options.relative_gap, 1e-12)):
+            # The proto's repeated field takes no slice (ortools 9.15): copy it first.
+            solution = [float(v) for v in list(cb.response_proto.solution)[:self.n_vars]]
+            # Charged its whole deterministic limit (deterministic_s None): the time CP-SAT reports
+            # inside a callback depends on how far the other workers' tasks have run.
+            self.enough.append(BackendResult("feasible", solution, inc, self.valid_bound(cb.BestObjectiveBound()),
+                                             time.perf_counter() - self.started, "cpsat", "", self.stats))
+            # The answer goes out now: stopping may abort the process (module docstring),
+            # and whether it does depends on timing.
+            self.on_good_enough(self.enough[0])
+
+    def result(self, cp: Any, solver: Any, status: Any, xs: list[Any]) -> BackendResult:
+        """What the finished search (``status``) found."""
+        from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
+
+        sc, floor = self.sc, self.floor
+        elapsed = time.perf_counter() - self.started
+        det_s = solver.deterministic_time
+        if status == cp_model.INFEASIBLE:
+            return BackendResult("infeasible", None, None, None, elapsed, "cpsat", "proven infeasible", self.stats,
+                                 deterministic_s=det_s)
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            msg = "model invalid: " + cp.validate() if status == cp_model.MODEL_INVALID else \
+                "no solution within its limit"
+            return BackendResult("timeout", None, None, None, elapsed, "cpsat", msg, self.stats,
+                                 deterministic_s=det_s)
+        values = [float(solver.value(x)) for x in xs]
+        obj = solver.objective_value if sc.objective else 0.0
+        bound = solver.best_objective_bound if sc.objective else 0.0
+        # OPTIMAL also means "within relative_gap_limit": only a closed gap is optimal.
+        closed = sc.objective == {} or math.ceil(bound - 1e-9) >= round(obj) or \
+            (floor is not None and obj * sc.obj_unit <= floor * (1 + 1e-12))
+        st: BackendStatus = "optimal" if status == cp_model.OPTIMAL and closed else "feasible"
+        return BackendResult(st, values, obj * sc.obj_unit, self.valid_bound(bound), elapsed, "cpsat", "", self.stats,
                              deterministic_s=det_s)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        msg = "model invalid: " + cp.validate() if status == cp_model.MODEL_INVALID else \
-            "no solution within its limit"
-        return BackendResult("timeout", None, None, None, elapsed, "cpsat", msg, stats, deterministic_s=det_s)
-    values = [float(solver.value(x)) for x in xs]
-    obj = solver.objective_value if sc.objective else 0.0
-    bound = solver.best_objective_bound if sc.objective else 0.0
-    # OPTIMAL also means "within relative_gap_limit": only a closed gap is optimal.
-    closed = sc.objective == {} or math.ceil(bound - 1e-9) >= round(obj) or \
-        (floor is not None and obj * sc.obj_unit <= floor * (1 + 1e-12))
-    st: BackendStatus = "optimal" if status == cp_model.OPTIMAL and closed else "feasible"
-    return BackendResult(st, values, obj * sc.obj_unit, valid_bound(bound), elapsed, "cpsat", "", stats,
-                         deterministic_s=det_s)
 
 
 def _child(conn, model: LinearModel, options: BackendOptions) -> None:  # noqa: ANN001
