@@ -68,14 +68,26 @@ def full_model(ctx: Context, tight: Problem, reserve: int, hint: Schedule | None
         why = f"timeout: {out.solver} found no schedule within {ctx.effort_text()}" + \
             (f" ({out.message})" if out.message else "")
         return Answer("timeout", says(why), notes=notes)
-    message: Message
+    return _finalized(ctx, schedule, out, bound, reserve, kept, notes)
+
+
+def _stop_message(ctx: Context, out: BackendResult) -> Message:
+    """What ended the solver's search: its proof (nothing to say), the gap limit, or the effort."""
     if out.status == "optimal":
-        message = ()
-    elif ctx.gap and out.objective is not None and out.bound is not None and \
+        return ()
+    if ctx.gap and out.objective is not None and out.bound is not None and \
             out.objective - out.bound <= ctx.gap * abs(out.objective) + 1e-12:
-        message = gap_claim(ctx.gap)
-    else:
-        message = says(ctx.stopped_text())
+        return gap_claim(ctx.gap)
+    return says(ctx.stopped_text())
+
+
+def _finalized(ctx: Context, schedule: Schedule, out: BackendResult, bound: float | None, reserve: int,
+               kept: Answer | None, notes: Notes) -> Answer:
+    """The solver's schedule finalized and judged: against the schedule kept from the
+    guided stage when its arena fits only with FENCEs or not at all, its bound held to
+    its energy, and a bound of a reduced budget marked as one."""
+    problem = ctx.problem
+    message = _stop_message(ctx, out)
     with ctx.stage("finalize"):
         done = ctx.finalize(schedule, arena_time_s=ctx.left(), fence_last=True)
     res = finalized(done, status=out.status, lower_bound_j=bound, message=message)
