@@ -100,6 +100,22 @@ def test_below_a_working_set_a_large_graph_is_refused_without_any_model(monkeypa
     assert f"at least {format_bytes(ws)}" in res.message and problem.graph.nodes[node].name in res.message
 
 
+def test_the_analysis_follows_the_callers_tuning() -> None:
+    """Whether a graph is small (and so gets its exact least RAM below a working set) is the
+    caller's Tuning's to say, through solve_milp too, not the module-wide TUNING's."""
+    from poet_compiler.solve.tuning import Tuning
+
+    problem = random_problem(3, 12, "poet")
+    ws, _ = working_set(problem)
+    tight = dataclasses.replace(problem, ram_budget_bytes=ws - 1)
+    small = solve_milp(tight, SolveOptions(time_limit_s=30))
+    large = solve_milp(tight, SolveOptions(time_limit_s=30), tuning=Tuning(small_graph_nodes=4))
+    assert small.status == large.status == "infeasible"
+    assert small.notes.min_ram_bytes is not None and small.notes.min_ram_bytes >= ws
+    assert large.notes.min_ram_bytes is None and large.notes.min_ram_lower_bytes == ws + tight.fixed.total
+    assert f"at least {format_bytes(ws)}" in large.message
+
+
 def test_the_deadline_side_note_of_a_ram_that_is_too_small_builds_no_model(monkeypatch) -> None:
     """When the RAM is the reason, the smallest deadline at that RAM is a side note: its
     range comes from the cover (a model's solve took 25 s of wall on VGG16-CIFAR and
