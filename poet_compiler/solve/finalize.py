@@ -35,7 +35,7 @@ from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import Simulation, simulate
 from poet_compiler.solve.problem import Problem
-from poet_compiler.solve.result import NO_NOTES, Notes, Result, Status
+from poet_compiler.solve.result import NO_NOTES, Judged, Notes, Result, Run, Status
 from poet_compiler.solve.tuning import TUNING, Tuning
 
 
@@ -122,24 +122,22 @@ class Finalized:
         return 0.0 if lower_bound_j is not None else None
 
 
-def build_result(problem: Problem, plan: Finalized | None, *, strategy: str, status: Status, message: str = "",
-                 lower_bound_j: float | None = None, gap: float | None = None, notes: Notes = NO_NOTES,
-                 solve_time_s: float = 0.0, solver: str = "none", formulation: str = "none") -> Result:
+def build_result(problem: Problem, plan: Finalized | None, judged: Judged, run: Run, notes: Notes = NO_NOTES) -> Result:
     """The one way a Result is made of a finalized plan (or of none): the plan's program
-    and schedule with the simulator's figures of its replay, the problem's budgets, and
-    what the caller judged (status, bound, gap, message, report notes, who solved it)."""
+    and schedule with the simulator's figures of its replay, the problem's budgets, what
+    the caller ``judged`` it to be, the ``run`` that made it, and its report notes."""
     sim = None if plan is None else plan.sim
     return Result(
-        status=status, strategy=strategy, mode=problem.mode, ram_budget_bytes=problem.ram_budget_bytes,
+        status=judged.status, strategy=run.strategy, mode=problem.mode, ram_budget_bytes=problem.ram_budget_bytes,
         deadline_s=problem.deadline_s,
         program=None if plan is None else plan.program, schedule=None if plan is None else plan.schedule,
         energy_j=None if sim is None else sim.energy_j, runtime_s=None if sim is None else sim.runtime_s,
         peak_ram_bytes=None if sim is None else sim.peak_bytes,
         arena_bytes=None if plan is None else plan.program.arena_bytes,
-        lower_bound_j=lower_bound_j, gap=gap, solve_time_s=solve_time_s, n_nodes=problem.n,
+        lower_bound_j=judged.lower_bound_j, gap=judged.gap, solve_time_s=run.solve_time_s, n_nodes=problem.n,
         n_compute=0 if sim is None else sim.n_compute, n_page_in=0 if sim is None else sim.n_page_in,
-        n_page_out=0 if sim is None else sim.n_page_out, solver=solver, formulation=formulation, message=message,
-        notes=notes,
+        n_page_out=0 if sim is None else sim.n_page_out, solver=run.solver, formulation=run.formulation,
+        message=judged.message, notes=notes,
     )
 
 
@@ -150,10 +148,10 @@ def result_of(problem: Problem, done: Finalized, *, strategy: str, status: Statu
     before ``message`` (``strategy="optimal"`` judges its answer by more, and builds its
     Result in :mod:`poet_compiler.solve.pipeline.report`)."""
     if done.ok:
-        return build_result(problem, done, strategy=strategy, status=status, message=message,
-                            lower_bound_j=lower_bound_j, gap=done.gap_to(lower_bound_j), notes=done.notes)
-    return build_result(problem, done, strategy=strategy, status="infeasible", lower_bound_j=lower_bound_j,
-                        message="; ".join([*done.problems, *([message] if message else [])]), notes=done.notes)
+        judged = Judged(status, message, lower_bound_j, done.gap_to(lower_bound_j))
+    else:
+        judged = Judged("infeasible", "; ".join([*done.problems, *([message] if message else [])]), lower_bound_j)
+    return build_result(problem, done, judged, Run(strategy), done.notes)
 
 
 def finalize(problem: Problem, plan: Schedule | Program, *, strategy: str, status: Status = "feasible",

@@ -253,6 +253,28 @@ class Notes(Mapping[str, Any]):
 
 
 NO_NOTES = Notes()
+@dataclass(frozen=True)
+class Judged:
+    """What a plan was judged to be: its status, the bound it was judged by and its gap to
+    it, and why (the message)."""
+
+    status: Status
+    message: str = ""
+    lower_bound_j: float | None = None
+    gap: float | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    """What made a plan: the strategy, its wall seconds, and the solver and formulation
+    (``none`` for a heuristic)."""
+
+    strategy: str
+    solve_time_s: float = 0.0
+    solver: str = "none"
+    formulation: str = "none"
+
+
 # Report keys that are measured wall times, not results: Result.solve_time_s and the
 # NoteFields declared with ``metadata=MEASURED``.
 MEASURED_KEYS = frozenset({"solve_time_s", *(f.name for f in FIELDS if f.metadata.get("measured"))})

@@ -12,7 +12,7 @@ from poet_compiler.solve.feasibility import what_fits
 from poet_compiler.solve.finalize import build_result
 from poet_compiler.solve.pipeline.answer import BOUND_NOISE, Answer, after, says, text
 from poet_compiler.solve.pipeline.context import STRATEGY, Context
-from poet_compiler.solve.result import Result
+from poet_compiler.solve.result import Judged, Result, Run
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def stopped_by(res: Answer, meter: work.Meter, gap: float) -> str:
 
 def final_result(ctx: Context, answer: Answer, timing: Timing) -> Result:
     """The Result (module docstring), by :func:`~poet_compiler.solve.finalize.build_result`."""
-    return build_result(ctx.problem, answer.plan, strategy=STRATEGY, status=answer.status, message=text(answer.message),
-                        lower_bound_j=answer.lower_bound_j, gap=answer.gap,
-                        notes=answer.notes.set(stage_s=timing.stage_s, stage_effort=timing.stage_effort),
-                        solve_time_s=timing.solve_s, solver=ctx.options.solver, formulation=ctx.options.formulation)
+    return build_result(ctx.problem, answer.plan,
+                        Judged(answer.status, text(answer.message), answer.lower_bound_j, answer.gap),
+                        Run(STRATEGY, timing.solve_s, ctx.options.solver, ctx.options.formulation),
+                        answer.notes.set(stage_s=timing.stage_s, stage_effort=timing.stage_effort))
