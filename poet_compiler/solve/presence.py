@@ -2,7 +2,7 @@
 (docs/optimizer.md, "The presence model").
 
 The cover (:mod:`.cover`) charges nothing for what a restore needs, so on chains it stays
-below the optimum (README demo: 0.03337 against 0.03771 J). This model keeps the cover's
+below the optimum (README demo: 0.006061 against 0.008284 J). This model keeps the cover's
 *points* (the first compute of every node) and tracks every tensor at every point and
 every restore by its stage:
 

@@ -84,13 +84,15 @@ class Tuning:
     # 5.7 s, and the cell ended dearer; BENCHMARKS.md, "Optimizer grid").
     exposure_min_gap: float = 0.01
     # Above this many (tensor, point) pairs the presence model is not built: ResNet-18-CIFAR
-    # at op level has 13,070, the README demo 2,793 (both measured and solved, BENCHMARKS.md).
+    # at op level has 13,070, the README demo 2,793 (both measured and solved, BENCHMARKS.md,
+    # "Optimizer grid").
     presence_max_pairs: int = 40_000
     # Of the work left after the cover, what the presence bound may take. The README demo
-    # closes its bound in 10.5 deterministic s (0.4 of the default effort left is 12). Against
-    # 0.6 on the ablation's cells (docs/optimizer.md): DAG 100 at 80 % -12.2 %, ResNet-18-CIFAR
-    # m4 30 % 1.5x -0.78 %, DAG 250 at 90 % -0.76 %, ResNet-18-CIFAR m4 50 % 1.5x +0.50 %, the
-    # rest the same. At 0.25 the demo is no longer proven.
+    # closes its bound in 1.3 deterministic s (0.4 of the default effort left is 12; the
+    # demo cell of bench/same_bytes.py reports it, stage_effort.presence). Against 0.6 on the
+    # ablation's cells (docs/optimizer.md, "Constants"): DAG 100 at 80 % -12.2 %,
+    # ResNet-18-CIFAR m4 30 % 1.5x -0.78 %, DAG 250 at 90 % -0.76 %, ResNet-18-CIFAR m4 50 %
+    # 1.5x +0.50 %, the rest the same.
     presence_share: float = 0.4
 
     # -- improvement ------------------------------------------------------------------------
