@@ -6,8 +6,19 @@ whole process ("Check failed: solution->size() == postsolve_mapping.size()") whe
 search is stopped while a hinted solution is still being postsolved early in the solve:
 POET's own ``linear`` graph at 3388 B (shared/regressions) did it every time, from a
 solution callback and from another thread alike. So poetc never stops CP-SAT from a
-callback, and whatever stops it (the outside bound, the wall cap) first takes the
-child's latest solution: if the child then dies, that solution is kept.
+callback, and whatever stops it (the wall cap) first takes the child's latest solution:
+if the child then dies, that solution is kept.
+
+A search ends on CP-SAT's own terms: its deterministic limit, the gap to its own bound,
+a proof, or the wall cap. The model's objective floor (an outside bound) is the reported
+bound, never a stop. With several workers the interleaved search is deterministic at its
+synchronization points only: between two of them the workers' tasks run at once, and the
+solution callback sees strict improvements in the order the threads report them. A stop
+on the first callback solution within the gap of the floor answered with whichever task
+came first (random problem 36 of ``bench/same_bytes.py``: two tasks of one batch found
+different schedules of the same cost, and one run in about 36 under load took the other;
+BENCHMARKS.md, "Reproducibility"). CP-SAT's own stops fall on a synchronization point,
+and its answer is the first of its solution pool, ordered by objective, then by values.
 """
 
 from __future__ import annotations
@@ -28,7 +39,6 @@ from poet_compiler.solvers.base import (
     BackendStatus,
     ProgressLine,
     exit_reason,
-    within_gap,
 )
 from poet_compiler.solvers.memory import Watch
 from poet_compiler.solvers.model import LinearModel
@@ -37,12 +47,10 @@ from poet_compiler.solvers.scaling import scale_model
 
 def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
                      on_solver: Callable[[object], None] | None = None,
-                     on_solution: Callable[[float, list[float]], None] | None = None,
-                     on_good_enough: Callable[[BackendResult], None] | None = None) -> BackendResult:
+                     on_solution: Callable[[float, list[float]], None] | None = None) -> BackendResult:
     """Solve on CP-SAT in this process. ``on_solver`` receives the ``CpSolver`` before
-    the search starts; ``on_solution`` (objective, values) each solution;
-    ``on_good_enough`` is called when an incumbent is proven by the model's outside
-    bound (the caller stops the search; see the module docstring)."""
+    the search starts; ``on_solution`` (objective, values) each improving solution, which
+    decides nothing (module docstring)."""
     from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
 
     started = time.perf_counter()
@@ -122,38 +130,18 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
         phys = (math.ceil(b - 1e-9) - sc.obj_err) * sc.obj_unit
         return phys if floor is None else max(phys, floor)
 
-    # The first solution the outside bound proves good enough: the answer, whatever the
-    # search found between it and the stop (the stop comes from another thread, at a
-    # moment that depends on the machine; this solution does not).
-    enough: list[BackendResult] = []
     stats = {"u_t": sc.u_t, "u_e": sc.u_e, "objective_rounding": sc.obj_err * sc.obj_unit, **model.stats()}
 
     class _Callback(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self) -> None:
-            if enough:
-                return
             inc = to_phys(self.ObjectiveValue())
             line.update(inc, max(to_phys(self.BestObjectiveBound()), floor or -math.inf), force=True)
             if on_solution is not None:
                 on_solution(inc, [float(x) for x in self.response_proto.solution])
-            # The outside bound proves the incumbent good enough: the caller stops the
-            # search (an added row "objective >= floor" would slow the search and
-            # CP-SAT's bound ignores it).
-            if floor is not None and on_good_enough is not None and \
-                    within_gap(inc, floor, max(options.relative_gap, 1e-12)):
-                # The proto's repeated field takes no slice (ortools 9.15): copy it first.
-                solution = [float(v) for v in list(self.response_proto.solution)[:len(xs)]]
-                # Charged its whole deterministic limit (deterministic_s None): the time CP-SAT reports
-                # inside a callback depends on how far the other workers' tasks have run.
-                enough.append(BackendResult("feasible", solution, inc, valid_bound(self.BestObjectiveBound()),
-                                            time.perf_counter() - started, "cpsat", "", stats))
-                # The answer goes out now: stopping may abort the process (module docstring),
-                # and whether it does depends on timing.
-                on_good_enough(enough[0])
 
     if on_solver is not None:
         on_solver(solver)
-    if options.progress or on_solution is not None or floor is not None:
+    if options.progress or on_solution is not None:
         solver.best_bound_callback = lambda b: line.update(bound=to_phys(b))
         status = solver.solve(cp, _Callback())
     else:
@@ -161,8 +149,6 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
     line.close()
     elapsed = time.perf_counter() - started
     det_s = solver.deterministic_time
-    if enough:
-        return enough[0]
     if status == cp_model.INFEASIBLE:
         return BackendResult("infeasible", None, None, None, elapsed, "cpsat", "proven infeasible", stats,
                              deterministic_s=det_s)
@@ -182,28 +168,19 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
 
 
 def _child(conn, model: LinearModel, options: BackendOptions) -> None:  # noqa: ANN001
-    """Body of the child process: solve on a thread, stop it when asked, report back."""
+    """Body of the child process: solve on a thread, stop it when the parent asks (its
+    wall cap), report back."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the parent's to handle
     holder: dict[str, object] = {}
     latest: list[tuple[float, list[float]]] = []
-    send_lock = threading.Lock()
     stop = threading.Event()
     done: list[BackendResult] = []
-
-    def send(msg: tuple) -> None:
-        with send_lock:
-            conn.send(msg)
-
-    def good_enough(res: BackendResult) -> None:
-        send(("result", res))
-        stop.set()
 
     def run() -> None:
         try:
             done.append(solve_cpsat_here(
                 model, options, on_solver=lambda s: holder.__setitem__("solver", s),
-                on_solution=lambda obj, vals: latest.__setitem__(slice(None), [(obj, vals)]),
-                on_good_enough=good_enough))
+                on_solution=lambda obj, vals: latest.__setitem__(slice(None), [(obj, vals)])))
         finally:
             stop.set()
 
@@ -217,12 +194,12 @@ def _child(conn, model: LinearModel, options: BackendOptions) -> None:  # noqa: 
         if stop.is_set() and not stopped and worker.is_alive():
             stopped = True
             if latest:
-                send(("solution", *latest[0]))   # kept even if stopping aborts the child
+                conn.send(("solution", *latest[0]))   # kept even if stopping aborts the child
             solver = holder.get("solver")
             if solver is not None:
                 solver.stop_search()  # type: ignore[attr-defined]
     worker.join()
-    send(("result", done[0]) if done else ("error", "CP-SAT raised an exception"))
+    conn.send(("result", done[0]) if done else ("error", "CP-SAT raised an exception"))
     conn.close()
 
 
@@ -296,7 +273,7 @@ def _solve_in_child(model: LinearModel, options: BackendOptions) -> BackendResul
             proc.kill()
             killed = True
     if result is not None and proc.is_alive():
-        proc.kill()     # the answer is in hand (a good-enough stop sends it before stopping)
+        proc.kill()     # the answer is in hand
     proc.join(timeout=5.0)
     parent.close()
     if result is not None:
