@@ -91,6 +91,7 @@ RANDOM_SPECS = [
 ]
 
 # Runs in the checkout under test (PYTHONPATH): only APIs every commit of the refactor keeps.
+# argv[1]: the problems, each a RANDOM_SPECS entry and its gap limit; argv[2], if given: --threads.
 _RANDOM_CHILD = r"""
 import hashlib, json, sys
 from poet_compiler.solve.options import SolveOptions
@@ -101,18 +102,26 @@ from tests.support.graphs import random_problem
 def digest(x):
     return hashlib.sha256(json.dumps(x, sort_keys=True, default=str).encode()).hexdigest()
 
+threads = {} if len(sys.argv) < 4 else {"threads": int(sys.argv[3])}
 out = []
-for k, (seed, n, mode, dl, dma, sw, frac) in enumerate(json.loads(sys.argv[1])):
+for seed, n, mode, dl, dma, sw, frac, gap in json.loads(sys.argv[1]):
     p = random_problem(seed, n, mode, deadline_prob=dl, dma=dma, static_w=sw, budget_fraction=frac)
-    # The second half: the same problems at a gap limit of 1 % (the stops within the gap).
-    gap = 0.01 if k >= len(json.loads(sys.argv[1])) // 2 else None
-    res = run_strategy("optimal", p, SolveOptions(effort="quick", time_limit_s=float(sys.argv[2]), gap_limit=gap))
+    res = run_strategy("optimal", p, SolveOptions(effort="quick", time_limit_s=float(sys.argv[2]), gap_limit=gap,
+                                                  **threads))
     rep = {key: v for key, v in res.report().items() if key not in MEASURED_KEYS}
     prog = None if res.program is None else [res.program.arena_bytes, [str(i) for i in res.program.instructions]]
     out.append({"report": rep, "program": prog})
 print(json.dumps({"sha256": digest([o["program"] for o in out]), "report": digest([o["report"] for o in out]),
                   "reports": [o["report"] for o in out], "programs": [digest(o["program"])[:12] for o in out]}))
 """
+
+
+def random_problems(indices: list[int] | None = None) -> list[list]:
+    """The random problems (those at ``indices`` of :data:`RANDOM_SPECS`, else all), each
+    with its gap limit: the second half of the specs at 1 % (the stops within the gap)."""
+    half = len(RANDOM_SPECS) // 2
+    chosen = range(len(RANDOM_SPECS)) if indices is None else indices
+    return [[*RANDOM_SPECS[k], 0.01 if k >= half else None] for k in chosen]
 
 
 def _measured_keys() -> frozenset[str]:
@@ -155,14 +164,18 @@ def checkout(rev: str, work: Path) -> tuple[Path, str | None]:
     return root, key
 
 
-def run_cell(cell: str, root: Path, dags: dict[str, Path], wall_cap: float | None = None) -> dict:
+def run_cell(cell: str, root: Path, dags: dict[str, Path], wall_cap: float | None = None, *,
+             threads: int | None = None, problems: list[int] | None = None) -> dict:
     """One cell compiled by the checkout at ``root`` in a fresh process; ``wall_cap``: its
-    --time-limit, the effort given as the default's (module docstring)."""
+    --time-limit, the effort given as the default's (module docstring); ``threads``: its
+    ``--threads``, else the default; ``problems``: of the random cell, by index."""
     env = dict(os.environ, PYTHONPATH=str(root))
     started = time.perf_counter()
+    more = [] if threads is None else [str(threads)]
     if cell == "random":
-        proc = subprocess.run([sys.executable, "-c", _RANDOM_CHILD, json.dumps(RANDOM_SPECS),
-                               str(wall_cap or 600.0)], cwd=root, env=env, capture_output=True, text=True, check=False)
+        proc = subprocess.run([sys.executable, "-c", _RANDOM_CHILD, json.dumps(random_problems(problems)),
+                               str(wall_cap or 600.0), *more], cwd=root, env=env, capture_output=True, text=True,
+                              check=False)
         try:
             got = json.loads(proc.stdout)
         except json.JSONDecodeError:
@@ -171,6 +184,7 @@ def run_cell(cell: str, root: Path, dags: dict[str, Path], wall_cap: float | Non
                 "figures": {"reports": got["reports"], "programs": got.get("programs")},
                 "wall_s": round(time.perf_counter() - started, 1)}
     args = list(CELLS[cell]) + (["--effort", "default", "--time-limit", f"{wall_cap:g}"] if wall_cap else [])
+    args += ["--threads", *more] if more else []
     for key, path in dags.items():
         args = [a.replace("{" + key + "}", str(path)) for a in args]
     with tempfile.TemporaryDirectory(prefix="poetc-same-") as tmp:

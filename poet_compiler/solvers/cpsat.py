@@ -6,8 +6,19 @@ whole process ("Check failed: solution->size() == postsolve_mapping.size()") whe
 search is stopped while a hinted solution is still being postsolved early in the solve:
 POET's own ``linear`` graph at 3388 B (shared/regressions) did it every time, from a
 solution callback and from another thread alike. So poetc never stops CP-SAT from a
-callback, and whatever stops it (the outside bound, the wall cap) first takes the
-child's latest solution: if the child then dies, that solution is kept.
+callback, and whatever stops it (the wall cap) first takes the child's latest solution:
+if the child then dies, that solution is kept.
+
+A search ends on CP-SAT's own terms: its deterministic limit, the gap to its own bound,
+a proof, or the wall cap. The model's objective floor (an outside bound) is the reported
+bound, never a stop. With several workers the interleaved search is deterministic at its
+synchronization points only: between two of them the workers' tasks run at once, and the
+solution callback sees strict improvements in the order the threads report them. A stop
+on the first callback solution within the gap of the floor answered with whichever task
+came first (random problem 36 of ``bench/same_bytes.py``: two tasks of one batch found
+different schedules of the same cost, and one run in about 36 under load took the other;
+BENCHMARKS.md, "Reproducibility"). CP-SAT's own stops fall on a synchronization point,
+and its answer is the first of its solution pool, ordered by objective, then by values.
 """
 
 from __future__ import annotations
@@ -29,7 +40,6 @@ from poet_compiler.solvers.base import (
     BackendStatus,
     ProgressLine,
     exit_reason,
-    within_gap,
 )
 from poet_compiler.solvers.memory import Watch
 from poet_compiler.solvers.model import LinearModel
@@ -38,12 +48,10 @@ from poet_compiler.solvers.scaling import Scaled, scale_model
 
 def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
                      on_solver: Callable[[object], None] | None = None,
-                     on_solution: Callable[[float, list[float]], None] | None = None,
-                     on_good_enough: Callable[[BackendResult], None] | None = None) -> BackendResult:
+                     on_solution: Callable[[float, list[float]], None] | None = None) -> BackendResult:
     """Solve on CP-SAT in this process. ``on_solver`` receives the ``CpSolver`` before
-    the search starts; ``on_solution`` (objective, values) each solution;
-    ``on_good_enough`` is called when an incumbent is proven by the model's outside
-    bound (the caller stops the search; see the module docstring)."""
+    the search starts; ``on_solution`` (objective, values) each improving solution, which
+    decides nothing (module docstring)."""
     from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
 
     started = time.perf_counter()
@@ -59,17 +67,15 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
     cp, xs = built
     solver = cp_model.CpSolver()
     _set_parameters(solver.parameters, options, deadline)
-    search = _Search(model, sc, options, started, len(xs), on_solution, on_good_enough)
+    search = _Search(model, sc, options, started, on_solution)
     if on_solver is not None:
         on_solver(solver)
-    if options.progress or on_solution is not None or model.objective_floor is not None:
+    if options.progress or on_solution is not None:
         solver.best_bound_callback = lambda b: search.line.update(bound=search.to_phys(b))
         status = solver.solve(cp, search.callback(cp_model.CpSolverSolutionCallback))
     else:
         status = solver.solve(cp)
     search.line.close()
-    if search.enough:
-        return search.enough[0]
     return search.result(cp, solver, status, xs)
 
 
@@ -142,20 +148,15 @@ def _set_parameters(params: Any, options: BackendOptions, deadline: float) -> No
 
 
 class _Search:
-    """One CP-SAT search's figures in physical units: its progress line, the solution the
-    outside bound proved good enough (``enough``), and the result it ends with."""
+    """One CP-SAT search's figures in physical units: its progress line and the result it
+    ends with."""
 
-    def __init__(self, model: LinearModel, sc: Scaled, options: BackendOptions, started: float, n_vars: int,
-                 on_solution: Callable[[float, list[float]], None] | None,
-                 on_good_enough: Callable[[BackendResult], None] | None) -> None:
-        self.sc, self.options, self.started, self.n_vars = sc, options, started, n_vars
+    def __init__(self, model: LinearModel, sc: Scaled, options: BackendOptions, started: float,
+                 on_solution: Callable[[float, list[float]], None] | None) -> None:
+        self.sc, self.options, self.started = sc, options, started
         self.floor = model.objective_floor
         self.line = ProgressLine("cpsat", model.objective_unit, options.progress)
-        self.on_solution, self.on_good_enough = on_solution, on_good_enough
-        # The first solution the outside bound proves good enough: the answer, whatever the
-        # search found between it and the stop (the stop comes from another thread, at a
-        # moment that depends on the machine; this solution does not).
-        self.enough: list[BackendResult] = []
+        self.on_solution = on_solution
         self.stats = {"u_t": sc.u_t, "u_e": sc.u_e, "objective_rounding": sc.obj_err * sc.obj_unit, **model.stats()}
 
     def to_phys(self, x: float) -> float:
@@ -169,7 +170,7 @@ class _Search:
 
     def callback(self, base: type) -> Any:
         """A ``CpSolverSolutionCallback`` (``base``: the class, imported lazily) that
-        reports each solution and stops at the first the outside bound proves."""
+        reports each improving solution; it decides nothing (module docstring)."""
         search = self
 
         class _Callback(base):
@@ -179,26 +180,10 @@ class _Search:
         return _Callback()
 
     def on_solution_found(self, cb: Any) -> None:
-        if self.enough:
-            return
         inc = self.to_phys(cb.ObjectiveValue())
         self.line.update(inc, max(self.to_phys(cb.BestObjectiveBound()), self.floor or -math.inf), force=True)
         if self.on_solution is not None:
             self.on_solution(inc, [float(x) for x in cb.response_proto.solution])
-        # The outside bound proves the incumbent good enough: the caller stops the
-        # search (an added row "objective >= floor" would slow the search and
-        # CP-SAT's bound ignores it).
-        if self.floor is not None and self.on_good_enough is not None and \
-                within_gap(inc, self.floor, max(self.options.relative_gap, 1e-12)):
-            # The proto's repeated field takes no slice (ortools 9.15): copy it first.
-            solution = [float(v) for v in list(cb.response_proto.solution)[:self.n_vars]]
-            # Charged its whole deterministic limit (deterministic_s None): the time CP-SAT reports
-            # inside a callback depends on how far the other workers' tasks have run.
-            self.enough.append(BackendResult("feasible", solution, inc, self.valid_bound(cb.BestObjectiveBound()),
-                                             time.perf_counter() - self.started, "cpsat", "", self.stats))
-            # The answer goes out now: stopping may abort the process (module docstring),
-            # and whether it does depends on timing.
-            self.on_good_enough(self.enough[0])
 
     def result(self, cp: Any, solver: Any, status: Any, xs: list[Any]) -> BackendResult:
         """What the finished search (``status``) found."""
@@ -227,28 +212,19 @@ class _Search:
 
 
 def _child(conn, model: LinearModel, options: BackendOptions) -> None:  # noqa: ANN001
-    """Body of the child process: solve on a thread, stop it when asked, report back."""
+    """Body of the child process: solve on a thread, stop it when the parent asks (its
+    wall cap), report back."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the parent's to handle
     holder: dict[str, object] = {}
     latest: list[tuple[float, list[float]]] = []
-    send_lock = threading.Lock()
     stop = threading.Event()
     done: list[BackendResult] = []
-
-    def send(msg: tuple) -> None:
-        with send_lock:
-            conn.send(msg)
-
-    def good_enough(res: BackendResult) -> None:
-        send(("result", res))
-        stop.set()
 
     def run() -> None:
         try:
             done.append(solve_cpsat_here(
                 model, options, on_solver=lambda s: holder.__setitem__("solver", s),
-                on_solution=lambda obj, vals: latest.__setitem__(slice(None), [(obj, vals)]),
-                on_good_enough=good_enough))
+                on_solution=lambda obj, vals: latest.__setitem__(slice(None), [(obj, vals)])))
         finally:
             stop.set()
 
@@ -262,12 +238,12 @@ def _child(conn, model: LinearModel, options: BackendOptions) -> None:  # noqa: 
         if stop.is_set() and not stopped and worker.is_alive():
             stopped = True
             if latest:
-                send(("solution", *latest[0]))   # kept even if stopping aborts the child
+                conn.send(("solution", *latest[0]))   # kept even if stopping aborts the child
             solver = holder.get("solver")
             if solver is not None:
                 solver.stop_search()  # type: ignore[attr-defined]
     worker.join()
-    send(("result", done[0]) if done else ("error", "CP-SAT raised an exception"))
+    conn.send(("result", done[0]) if done else ("error", "CP-SAT raised an exception"))
     conn.close()
 
 
@@ -341,7 +317,7 @@ def _solve_in_child(model: LinearModel, options: BackendOptions) -> BackendResul
             proc.kill()
             killed = True
     if result is not None and proc.is_alive():
-        proc.kill()     # the answer is in hand (a good-enough stop sends it before stopping)
+        proc.kill()     # the answer is in hand
     proc.join(timeout=5.0)
     parent.close()
     if result is not None:
