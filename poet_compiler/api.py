@@ -47,11 +47,11 @@ from poet_compiler.versions import versions
 if TYPE_CHECKING:
     from torch import nn
 
-    from poet_compiler.codegen.checkpointed import CheckpointedModule
-    from poet_compiler.codegen.torch_plan import Analysis, TorchPlan
     from poet_compiler.devices.profile import DeviceProfile
     from poet_compiler.frontends.torch.optimizer import OptimizerSpec
     from poet_compiler.frontends.torch.traced import TracedModel
+    from poet_compiler.torch_exec.checkpointed import CheckpointedModule
+    from poet_compiler.torch_exec.torch_plan import Analysis, TorchPlan
     from poet_compiler.training import TrainingStep
 
 #: The least a solve gets of ``--time-limit`` when tracing took the rest (seconds).
@@ -147,7 +147,7 @@ class Compilation:
         simulator's figures of it (docs/pytorch.md): where PyTorch cannot run the schedule
         as it is, the plan that runs is what is reported.
         """
-        from poet_compiler.codegen.checkpointed import CheckpointedModule
+        from poet_compiler.torch_exec.checkpointed import CheckpointedModule
 
         traced = self.traced
         if traced is None:
@@ -167,9 +167,9 @@ class Compilation:
         return CheckpointedModule(traced, plan, analysis, page_file=page_file, page_dir=page_dir)
 
     def torch_plan(self) -> tuple[TorchPlan, Analysis]:
-        """The plan ``checkpointed()`` runs (codegen/torch_plan.py: derived from the
+        """The plan ``checkpointed()`` runs (torch_exec/torch_plan.py: derived from the
         schedule, searched to fit the activation budget) and the analysis behind it."""
-        from poet_compiler.codegen.torch_plan import Analysis, derive_plan
+        from poet_compiler.torch_exec.torch_plan import Analysis, derive_plan
 
         traced = self.traced
         if traced is None or self.result.program is None:

@@ -1,6 +1,6 @@
 """``Compilation.training_step()``: the schedule as a drop-in for ``loss.backward()``.
 
-A :class:`TrainingStep` wraps the executor (:class:`~poet_compiler.codegen.executor.ScheduledStep`)
+A :class:`TrainingStep` wraps the executor (:class:`~poet_compiler.torch_exec.executor.ScheduledStep`)
 for a user's training loop::
 
     step = compilation.training_step()
@@ -35,9 +35,9 @@ import torch
 from poet_compiler.errors import BatchError
 
 if TYPE_CHECKING:
-    from poet_compiler.codegen.executor import StepStats
     from poet_compiler.frontends.torch.traced import TracedModel
     from poet_compiler.schedule.program import Program
+    from poet_compiler.torch_exec.executor import StepStats
 
 
 def _describe(t: torch.Tensor) -> str:
@@ -61,7 +61,7 @@ class TrainingStep:
 
     def __init__(self, traced: TracedModel, program: Program, *,
                  page_file: str | Path | None = None, page_dir: str | Path | None = None) -> None:
-        from poet_compiler.codegen.executor import ScheduledStep
+        from poet_compiler.torch_exec.executor import ScheduledStep
 
         self.traced = traced
         self.module = traced.module

@@ -181,6 +181,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("solve", ("solve",)),
     ("schemas", ("schemas",)),
     ("codegen", ("codegen",)),
+    ("torch_exec", ("torch_exec",)),
     ("user side", ("reporting", "viz", "training", "training_options", "sweeps", "comparison", "api",
                    "commands", "cli", "")),
 )

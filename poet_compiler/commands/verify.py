@@ -27,8 +27,8 @@ from poet_compiler.units import format_bytes
 
 if TYPE_CHECKING:
     from poet_compiler.codegen.bytecode.format import DecodedProgram
-    from poet_compiler.codegen.verification import Verification
     from poet_compiler.graph.ir import TrainingGraph
+    from poet_compiler.torch_exec.verification import Verification
 
 
 def _b(n: int | None) -> str:
@@ -71,8 +71,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check a schedule on the real model: same gradients as autograd, peak within budget."""
         from poet_compiler.api import load_costs
-        from poet_compiler.codegen.verification import verify
         from poet_compiler.frontends import load_model, training_options
+        from poet_compiler.torch_exec.verification import verify
 
         decoded = _decode(schedule)
         side = read_sidecar(schedule) or {}

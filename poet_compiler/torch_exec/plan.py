@@ -1,7 +1,7 @@
 """Static execution plan of a TracedModel: what each scheduling node runs, keeps and drops.
 
-Both the interpreting executor (:mod:`poet_compiler.codegen.executor`) and the Python
-generator (:mod:`poet_compiler.codegen.pygen`) follow this plan, so the two agree by
+Both the interpreting executor (:mod:`poet_compiler.torch_exec.executor`) and the Python
+generator (:mod:`poet_compiler.torch_exec.pygen`) follow this plan, so the two agree by
 construction. It mirrors the memory accounting of the lowering
 (:mod:`poet_compiler.frontends.torch.lowering`) and of module coarsening, so that the
 tensors the executor really holds match the graph's ``output_bytes``/``workspace_bytes``:

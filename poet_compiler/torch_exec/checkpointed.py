@@ -3,7 +3,7 @@
 :class:`CheckpointedModule` is an ``nn.Module`` around the compiled module (its
 parameters and buffers are that module's). Its forward runs the traced forward ops, as
 straight-line Python generated once (:func:`forward_source`), with the plan of
-:mod:`poet_compiler.codegen.torch_plan`:
+:mod:`poet_compiler.torch_exec.torch_plan`:
 
 * each region is one ``torch.utils.checkpoint.checkpoint(fn, ..., use_reentrant=False,
   context_fn=...)`` whose ``context_fn`` is ``create_selective_checkpoint_contexts`` with a
@@ -11,7 +11,7 @@ straight-line Python generated once (:func:`forward_source`), with the plan of
   that saves no call is plain non-reentrant checkpointing, which recomputes the same ops
   without the policy's per-call dispatch);
 * a paged node's saved tensors go through ``torch.autograd.graph.saved_tensors_hooks`` to
-  a real page file (:class:`~poet_compiler.codegen.pager.SavedTensorPager`);
+  a real page file (:class:`~poet_compiler.torch_exec.pager.SavedTensorPager`);
 * everything else is plain autograd: the backward is ``loss.backward()``, gradients
   accumulate into ``.grad``, BatchNorm's running statistics are updated in place.
 
@@ -37,11 +37,11 @@ import torch.fx
 from torch import nn
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
-from poet_compiler.codegen.pager import PageFile, SavedTensorPager
-from poet_compiler.codegen.pygen import _literal
-from poet_compiler.codegen.torch_plan import Analysis, Region, TorchPlan, getitem_of
 from poet_compiler.frontends.torch.opinfo import is_view
 from poet_compiler.frontends.torch.tracing import MODULE
+from poet_compiler.torch_exec.pager import PageFile, SavedTensorPager
+from poet_compiler.torch_exec.pygen import _literal
+from poet_compiler.torch_exec.torch_plan import Analysis, Region, TorchPlan, getitem_of
 
 if TYPE_CHECKING:
     from poet_compiler.frontends.torch.traced import TracedModel
@@ -477,7 +477,7 @@ def _close(pager: SavedTensorPager, pages: PageFile) -> None:
 
 
 def _constants(tm: TracedModel) -> list[Any]:
-    from poet_compiler.codegen.plan import constants
+    from poet_compiler.torch_exec.plan import constants
 
     return list(constants(tm).values())
 

@@ -262,7 +262,7 @@ class Analysis:
     @functools.cached_property
     def step_plan(self) -> Any:
         """The executor's plan (what each node keeps): codegen/plan.py."""
-        from poet_compiler.codegen.plan import build_plan
+        from poet_compiler.torch_exec.plan import build_plan
 
         return build_plan(self.tm)
 
