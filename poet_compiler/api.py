@@ -50,8 +50,9 @@ if TYPE_CHECKING:
     from poet_compiler.devices.profile import DeviceProfile
     from poet_compiler.frontends.torch.optimizer import OptimizerSpec
     from poet_compiler.frontends.torch.traced import TracedModel
+    from poet_compiler.torch_exec.analysis import Analysis
     from poet_compiler.torch_exec.checkpointed import CheckpointedModule
-    from poet_compiler.torch_exec.torch_plan import Analysis, TorchPlan
+    from poet_compiler.torch_exec.torch_plan import TorchPlan
     from poet_compiler.training import TrainingStep
 
 #: The least a solve gets of ``--time-limit`` when tracing took the rest (seconds).
@@ -167,9 +168,10 @@ class Compilation:
         return CheckpointedModule(traced, plan, analysis, page_file=page_file, page_dir=page_dir)
 
     def torch_plan(self) -> tuple[TorchPlan, Analysis]:
-        """The plan ``checkpointed()`` runs (torch_exec/torch_plan.py: derived from the
+        """The plan ``checkpointed()`` runs (torch_exec/plan_search.py: derived from the
         schedule, searched to fit the activation budget) and the analysis behind it."""
-        from poet_compiler.torch_exec.torch_plan import Analysis, derive_plan
+        from poet_compiler.torch_exec.analysis import Analysis
+        from poet_compiler.torch_exec.plan_search import derive_plan
 
         traced = self.traced
         if traced is None or self.result.program is None:

@@ -39,9 +39,10 @@ from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selectiv
 
 from poet_compiler.frontends.torch.opinfo import is_view
 from poet_compiler.frontends.torch.tracing import MODULE
+from poet_compiler.torch_exec.analysis import Analysis, getitem_of
 from poet_compiler.torch_exec.pager import PageFile, SavedTensorPager
 from poet_compiler.torch_exec.pygen import _literal
-from poet_compiler.torch_exec.torch_plan import Analysis, Region, TorchPlan, getitem_of
+from poet_compiler.torch_exec.torch_plan import Region, TorchPlan
 
 if TYPE_CHECKING:
     from poet_compiler.frontends.torch.traced import TracedModel

@@ -90,8 +90,9 @@ def _assert_policies_where_saved(m) -> None:
 def test_a_region_that_saves_a_call_runs_its_policy_bitwise(remat) -> None:
     """Dropping the second convolution's output puts the BatchNorm that reads it in its
     region, saved (MUST_SAVE) while the convolution is recomputed: the selective path."""
+    from poet_compiler.torch_exec.checkpoint_model import simulate_plan
     from poet_compiler.torch_exec.checkpointed import CheckpointedModule
-    from poet_compiler.torch_exec.torch_plan import plan_from, simulate_plan
+    from poet_compiler.torch_exec.regions import plan_from
 
     model, reference, c = remat
     _, an = c.torch_plan()
