@@ -110,7 +110,7 @@ class _Builder:
             inside = set(nodes)
             self.r_inputs.append({v for i in nodes for v in an.graph.nodes[i].inputs if v not in inside})
             packing = [i for i in nodes if i in an.has_saves]
-            self.r_holders.append({g for g in packing if an.bnodes.get(g)})
+            self.r_holders.append({g for g in packing if an.backward_nodes_of.get(g)})
         self._forward()
         self._backward()
         for i in sorted(self.live):
@@ -130,7 +130,7 @@ class _Builder:
             for k in an.readers[i]:
                 # Forward readers hold it by reference; a backward op that no autograd
                 # node runs (the seed gradient reads the loss) through the caller's.
-                if an.kind[k] in ("forward", "loss") or an.G.get(k) == NO_NODE:
+                if an.kind[k] in ("forward", "loss") or an.autograd_node_of.get(k) == NO_NODE:
                     self.hold(i, ("rd", k))
             if r is not None and i in self.policy_save:
                 self.hold(i, ("cache", r))
@@ -201,7 +201,7 @@ class _Builder:
             prefetch_at[an.owner.get(fx_name, NO_NODE)].append(v)
         unpacked: set[int] = set()
         for b in an.backward:
-            g = an.G[b]
+            g = an.autograd_node_of[b]
             if g != NO_NODE and g not in started:
                 started.add(g)
                 for v in sorted(prefetch_at.get(g, ())):
@@ -230,12 +230,12 @@ class _Builder:
                 self.release(v, ("rd", b))
             if g == NO_NODE:
                 self.release(b, ("own", ("b", b)))
-            elif an.bnodes[g][-1] == b:
+            elif an.backward_nodes_of[g][-1] == b:
                 self._autograd_node_done(g, frame_left)
 
     def _autograd_node_done(self, g: int, frame_left: list[set[int]]) -> None:
         an = self.an
-        for b2 in an.bnodes[g]:
+        for b2 in an.backward_nodes_of[g]:
             self.release(b2, ("own", g))
         for v in an.saves.get(g, ()):
             self.release(v, ("G", g))

@@ -135,15 +135,16 @@ def plan_from(an: Analysis, dropped: set[int], paged: set[int], costs: CostTable
                 continue
             # The first autograd node (in backward order) at or after stage t whose creator
             # runs in the module's forward outside regions: its pre-hook starts the read.
-            first_use = min((an.bnodes[g][0] for g in an.saved_by[v] if an.bnodes.get(g)), default=None)
+            first_use = min((an.backward_nodes_of[g][0] for g in an.saved_by[v] if an.backward_nodes_of.get(g)),
+                            default=None)
             for b in an.backward:
                 if b < t:
                     continue
                 if first_use is not None and b >= first_use:
                     break
-                g = an.G[b]
-                if g in fwd and g not in region_of and an.bnodes[g][0] == b and an.G_fx.get(b):
-                    prefetch[v] = str(an.G_fx[b])
+                g = an.autograd_node_of[b]
+                if g in fwd and g not in region_of and an.backward_nodes_of[g][0] == b and an.autograd_op_of.get(b):
+                    prefetch[v] = str(an.autograd_op_of[b])
                     break
     return TorchPlan(regions=tuple(regions), paged=frozenset(pages), dma=dma, prefetch=prefetch, notes=tuple(notes))
 
