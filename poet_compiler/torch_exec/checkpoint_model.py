@@ -9,6 +9,7 @@ not the schedule it came from.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
@@ -252,10 +253,9 @@ def pytorch_program(an: Analysis, plan: TorchPlan) -> Program:
 
 
 def simulate_plan(an: Analysis, plan: TorchPlan, costs: CostTable) -> TorchPlan:
-    """Fill in ``plan.program`` and ``plan.simulation`` (the independent simulator's replay)."""
-    plan.program = pytorch_program(an, plan)
-    plan.simulation = simulate(an.graph, costs, plan.program)
-    return plan
+    """``plan`` with its Program and the independent simulator's replay of it."""
+    program = pytorch_program(an, plan)
+    return dataclasses.replace(plan, program=program, simulation=simulate(an.graph, costs, program))
 
 
 

@@ -8,6 +8,7 @@ stays a lower bound on the plan's energy (a plan is a Program).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from poet_compiler.schedule.program import Op, Program
@@ -169,9 +170,9 @@ def derive_plan(an: Analysis, program: Program, costs: CostTable, budget: int | 
         if better(score(st), score(chosen_st)):
             chosen_st = st
     chosen, paged = chosen_st
-    plan = plan_from(an, set(chosen), set(paged - chosen), costs, page_in_stage)
-    plan.source_recomputes = program.n_recompute
-    plan.schedule_recompute = frozenset(an.op_of[i] for i in seed)
+    plan = dataclasses.replace(plan_from(an, set(chosen), set(paged - chosen), costs, page_in_stage),
+                               source_recomputes=program.n_recompute,
+                               schedule_recompute=frozenset(an.op_of[i] for i in seed))
     return simulate_plan(an, plan, costs)
 
 

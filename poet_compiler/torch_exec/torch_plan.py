@@ -18,6 +18,7 @@ the modules beside this one make it:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,9 +37,10 @@ class Region:
     rng: bool = False            # a random op inside: the RNG state is stashed for the recompute
 
 
-@dataclass
+@dataclass(frozen=True)
 class TorchPlan:
-    """What ``checkpointed()`` runs, and the simulator's figures of it.
+    """What ``checkpointed()`` runs, and the simulator's figures of it (a value: the
+    search and the simulation make new plans, :func:`dataclasses.replace`).
 
     ``program`` is what PyTorch does, written over the compiled graph's nodes;
     ``simulation`` its replay. ``prefetch[i]`` (DMA devices): the FX op whose autograd
@@ -48,7 +50,7 @@ class TorchPlan:
     regions: tuple[Region, ...]
     paged: frozenset[int]
     dma: bool
-    prefetch: dict[int, str] = field(default_factory=dict)
+    prefetch: Mapping[int, str] = field(default_factory=dict)
     program: Program | None = None
     simulation: Simulation | None = None
     source_recomputes: int = 0     # recomputations in the schedule the plan came from

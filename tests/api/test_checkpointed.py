@@ -10,6 +10,7 @@ simulator replays: the measured peak stays within it plus one op's kernel scratc
 from __future__ import annotations
 
 import copy
+import dataclasses
 import operator
 
 import pytest
@@ -97,7 +98,12 @@ def test_a_region_that_saves_a_call_runs_its_policy_bitwise(remat) -> None:
     model, reference, c = remat
     _, an = c.torch_plan()
     conv = next(i for i in an.forward if an.graph.nodes[i].name == "blocks.0.conv2/convolution_2")
-    plan = simulate_plan(an, plan_from(an, {conv}, set(), c.costs), c.costs)
+    unsimulated = plan_from(an, {conv}, set(), c.costs)
+    plan = simulate_plan(an, unsimulated, c.costs)
+    # A plan is a value: simulating it makes a new one.
+    assert unsimulated.program is None and unsimulated.simulation is None and plan.simulation is not None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.paged = frozenset()  # type: ignore[misc]
     m = CheckpointedModule(c.traced, plan, an)
     assert [len(_saved_calls(m, r)) for r in plan.regions] == [1]
     _assert_policies_where_saved(m)
