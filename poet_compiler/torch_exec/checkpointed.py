@@ -40,8 +40,8 @@ from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selectiv
 from poet_compiler.frontends.torch.opinfo import is_view
 from poet_compiler.frontends.torch.tracing import MODULE
 from poet_compiler.torch_exec.analysis import Analysis, getitem_of
+from poet_compiler.torch_exec.fx_source import Raw, call, literal
 from poet_compiler.torch_exec.pager import PageFile, SavedTensorPager
-from poet_compiler.torch_exec.pygen import _literal
 from poet_compiler.torch_exec.torch_plan import Region, TorchPlan
 
 if TYPE_CHECKING:
@@ -111,11 +111,7 @@ class _Source:
             self.where[len(self.lines)] = fx_name
 
     def call(self, n: torch.fx.Node, args: tuple | None = None) -> str:
-        if n.target is operator.getitem:
-            return f"{_literal(n.args[0])}[{_literal(n.args[1])}]"
-        a = [x.text if isinstance(x, _Raw) else _literal(x) for x in (n.args if args is None else args)]
-        a += [f"{k}={_literal(v)}" for k, v in n.kwargs.items()]
-        return f"{self.bind(n.target)}({', '.join(a)})"
+        return call(n, lambda node: self.bind(node.target), args)
 
 
 def _bn_stats(n: torch.fx.Node) -> tuple[str, str] | None:
@@ -229,7 +225,7 @@ def forward_source(an: Analysis, plan: TorchPlan, *, compiled: bool, filename: s
             n = fx[name]
             stats = _bn_stats(n)
             if stats is not None:
-                args = (*n.args[:3], _Raw(f"{stats[0]}_c"), _Raw(f"{stats[1]}_c"), *n.args[5:])
+                args = (*n.args[:3], Raw(f"{stats[0]}_c"), Raw(f"{stats[1]}_c"), *n.args[5:])
                 src.emit(f"        {name} = {src.call(n, args)}", name)
             else:
                 src.emit(f"        {name} = {src.call(n)}", name)
@@ -271,7 +267,7 @@ def forward_source(an: Analysis, plan: TorchPlan, *, compiled: bool, filename: s
                 src.emit(f"{ind}_pg.begin()")
             if name in inplace_bn:
                 src.emit(f"{ind}{name} = {src.bind(aten.native_batch_norm.default)}"
-                         f"({', '.join(_literal(x) for x in n.args)})", name)
+                         f"({', '.join(literal(x) for x in n.args)})", name)
             else:
                 src.emit(f"{ind}{name} = {src.call(n)}", name)
             if name in paged_op:
@@ -306,13 +302,6 @@ def forward_source(an: Analysis, plan: TorchPlan, *, compiled: bool, filename: s
     src.emit("        _annotate(_e)")
     src.emit("        raise")
     return "\n".join(src.lines) + "\n", src.ns, src.where
-
-
-class _Raw:
-    """An argument written as-is (a generated name)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
 
 
 def _paged_value(an: Analysis, node: int, op_name: str) -> str:

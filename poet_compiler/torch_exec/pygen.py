@@ -14,17 +14,16 @@ which the module imports). :func:`compile_python` turns the text into a callable
 
 from __future__ import annotations
 
-import math
-import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
 
-from poet_compiler.errors import FrontendError, ScheduleError
+from poet_compiler.errors import ScheduleError
 from poet_compiler.schedule.interpreter import ProgramInterpreter
 from poet_compiler.schedule.program import Instruction, Op, Program
+from poet_compiler.torch_exec.fx_source import call, literal, qualified_name
 from poet_compiler.torch_exec.plan import NodePlan, build_plan, constants
 
 if TYPE_CHECKING:
@@ -50,47 +49,6 @@ def _trim(value, keep):
 def {fn}(_pages, {params}):
     _out = [None] * {n_outputs}
 '''
-
-
-def _literal(value: Any) -> str:
-    """Python source that evaluates to the constant ``value`` (an FX argument)."""
-    if isinstance(value, torch.fx.Node):
-        return value.name
-    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
-        return repr(value)
-    if isinstance(value, float):
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        if math.isnan(value):
-            return "nan"
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        inner = ", ".join(_literal(v) for v in value)
-        if isinstance(value, tuple):
-            return f"({inner},)" if len(value) == 1 else f"({inner})"
-        return f"[{inner}]"
-    if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
-        return repr(value)  # torch.float32, torch.strided, torch.contiguous_format
-    if isinstance(value, torch.device):
-        return f"torch.device({str(value)!r})"
-    raise FrontendError(f"cannot write the FX constant {value!r} ({type(value).__name__}) as Python")
-
-
-def _call(node: torch.fx.Node) -> str:
-    """The right-hand side of one FX op."""
-    target = node.target
-    if target is operator.getitem:
-        return f"{_literal(node.args[0])}[{_literal(node.args[1])}]"
-    args = [_literal(a) for a in node.args] + [f"{k}={_literal(v)}" for k, v in node.kwargs.items()]
-    if isinstance(target, torch._ops.OpOverload):
-        ns, op = target.name().split("::", 1)
-        op = op.split(".", 1)[0]
-        fn = f"torch.ops.{ns}.{op}.{target._overloadname}"
-    elif not isinstance(target, str) and getattr(target, "__module__", None) in ("_operator", "operator"):
-        fn = f"_operator.{target.__name__}"
-    else:
-        raise FrontendError(f"FX node {node.name}: cannot write target {target!r} as Python")
-    return f"{fn}({', '.join(args)})"
 
 
 def to_python(traced: TracedModel, program: Program, *, fn: str = "scheduled_step") -> str:
@@ -148,7 +106,7 @@ class _Writer(ProgramInterpreter):
         if plan.prelude:
             self.emit("# prelude: views of parameters and scalar updates, run once")
         for name in plan.prelude:
-            self.emit(f"{name} = {_call(fx[name])}")
+            self.emit(f"{name} = {call(fx[name], qualified_name)}")
             self.emit_outputs(name)
 
     def before(self, ins: Instruction) -> None:
@@ -164,12 +122,12 @@ class _Writer(ProgramInterpreter):
         self.computed[i] += 1
         self.emit(f"# [{self.index}] {what} {self.label} ({node.kind}, {node.output_bytes} B)")
         for name, drops in zip(npl.fx, npl.drop_after):
-            self.emit(f"{name} = {_call(fx[name])}")
+            self.emit(f"{name} = {call(fx[name], qualified_name)}")
             self.emit_outputs(name)
             if drops:
                 self.emit(f"del {', '.join(drops)}  # transient")
         for name, keep in npl.trim:
-            self.emit(f"{name} = _trim({name}, {_literal(tuple(keep))})  # keep what later nodes read")
+            self.emit(f"{name} = _trim({name}, {literal(tuple(keep))})  # keep what later nodes read")
 
     def free(self, ins: Instruction) -> None:
         assert self.npl is not None
