@@ -40,6 +40,7 @@ from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selectiv
 from poet_compiler.frontends.torch.opinfo import is_view
 from poet_compiler.frontends.torch.tracing import MODULE
 from poet_compiler.torch_exec.analysis import Analysis, getitem_of
+from poet_compiler.torch_exec.batch import BatchSignature
 from poet_compiler.torch_exec.fx_source import Raw, call, literal
 from poet_compiler.torch_exec.pager import PageFile, SavedTensorPager
 from poet_compiler.torch_exec.torch_plan import Region, TorchPlan
@@ -327,10 +328,6 @@ def _paged_value(an: Analysis, node: int, op_name: str) -> str:
     return "(" + "".join(f"{op_name}[{k}], " for k in sorted(set(elements))) + ")"
 
 
-def _describe(t: torch.Tensor) -> str:
-    return f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')} on {t.device}"
-
-
 class CheckpointedModule(nn.Module):
     """The compiled module trained by PyTorch's checkpointing under a poetc plan.
 
@@ -348,8 +345,7 @@ class CheckpointedModule(nn.Module):
         self.plan = plan
         self._traced = traced
         self._inputs = tuple(traced.example_inputs)
-        self._flags = tuple(m.training for m in traced.module.modules())
-        self._trainable = tuple(n for n, p in traced.module.named_parameters() if p.requires_grad)
+        self._signature = BatchSignature.of(traced.module)
         self._param_names = tuple(traced.param_names)
         self._buffer_names = tuple(traced.buffer_names)
         self._consts = [v for v in _constants(traced)]
@@ -400,20 +396,11 @@ class CheckpointedModule(nn.Module):
         want = self._inputs
         if len(inputs) != len(want):
             raise BatchError(f"the module takes {len(want)} input tensor(s), got {len(inputs)}")
-        for k, (got, ref) in enumerate(zip(inputs, want)):
-            if not isinstance(got, torch.Tensor):
-                raise BatchError(f"input {k}: expected a tensor, got {type(got).__name__}")
-            if (got.shape, got.dtype, got.device) != (ref.shape, ref.dtype, ref.device):
-                raise BatchError(f"input {k} is {_describe(got)} but the plan was compiled for {_describe(ref)}; "
-                                 "compile again with an example batch like this one")
-        if tuple(m.training for m in self.module.modules()) != self._flags:
-            raise BatchError("the module was switched between train() and eval() since it was compiled; "
-                             "the plan is for the mode it was traced in (use the module itself for evaluation)")
-        trainable = tuple(n for n, p in self.module.named_parameters() if p.requires_grad)
-        if trainable != self._trainable:
-            changed = sorted(set(trainable) ^ set(self._trainable))
-            raise BatchError(f"requires_grad changed since the module was compiled (e.g. {changed[0]!r}); "
-                             "the plan saves what the gradients of the traced parameters need")
+        self._signature.check_tensors([(f"input {k}", got, ref) for k, (got, ref) in enumerate(zip(inputs, want))],
+                                      "the plan")
+        self._signature.check_module(
+            self.module, mode="the plan is for the mode it was traced in (use the module itself for evaluation)",
+            gradients="the plan saves what the gradients of the traced parameters need")
         if self._missing:
             raise BatchError(f"output leaf {self._missing[0]} of the module is not used by the loss, so the "
                              "compiled graph does not compute it; return only what the loss reads")
