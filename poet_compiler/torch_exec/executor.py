@@ -37,8 +37,8 @@ import torch.fx
 from poet_compiler.errors import ScheduleError
 from poet_compiler.schedule.interpreter import ProgramInterpreter
 from poet_compiler.schedule.program import Instruction, Op, Program
-from poet_compiler.torch_exec.pager import PageFile, _tensors
-from poet_compiler.torch_exec.plan import StepPlan, build_plan, constants, trimmed
+from poet_compiler.torch_exec.pager import PageFile
+from poet_compiler.torch_exec.plan import StepPlan, build_plan, constants, tensors_of, trimmed
 
 if TYPE_CHECKING:
     from poet_compiler.frontends.torch.traced import TracedModel
@@ -74,7 +74,7 @@ class _Live:
         self.bytes = 0
 
     def add(self, value: Any) -> None:
-        for t in _tensors(value):
+        for t in tensors_of(value):
             s = t.untyped_storage()
             n = s.nbytes()
             key = s.data_ptr()
@@ -88,7 +88,7 @@ class _Live:
                 self.bytes += n
 
     def remove(self, value: Any) -> None:
-        for t in _tensors(value):
+        for t in tensors_of(value):
             s = t.untyped_storage()
             key = s.data_ptr()
             if s.nbytes() == 0 or key not in self.refs:
@@ -254,7 +254,7 @@ class _StepWalk(ProgramInterpreter):
         for name, k in plan.prelude_outputs:
             self.outputs[k] = env[name]
         # Placeholders, constants and the prelude are not activations: never counted.
-        self.live = _Live({t.untyped_storage().data_ptr() for v in env.values() for t in _tensors(v)})
+        self.live = _Live({t.untyped_storage().data_ptr() for v in env.values() for t in tensors_of(v)})
 
     def fail(self, what: str) -> NoReturn:
         ins = self.instructions[self.index]

@@ -157,3 +157,12 @@ def constants(tm: TracedModel) -> dict[str, Any]:
                 value = getattr(value, part)
             out[n.name] = value
     return out
+
+
+def tensors_of(value: Any) -> list[torch.Tensor]:
+    """The tensors of an FX value: itself, or the tensor elements of a multi-output op's tuple."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if isinstance(v, torch.Tensor)]
+    return []

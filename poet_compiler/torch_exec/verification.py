@@ -118,8 +118,7 @@ def node_storage_bytes(traced: TracedModel) -> list[int]:
     saved statistics keeps that storage once (README, "Shared storage is counted
     twice"), and an op-level multi-output op keeps the elements its select reads.
     """
-    from poet_compiler.torch_exec.pager import _tensors
-    from poet_compiler.torch_exec.plan import build_plan
+    from poet_compiler.torch_exec.plan import build_plan, tensors_of
 
     plan = build_plan(traced)
     sizes = []
@@ -130,7 +129,7 @@ def node_storage_bytes(traced: TracedModel) -> list[int]:
             val = plan.fx_nodes[name].meta.get("val")
             if name in keep and isinstance(val, (list, tuple)):
                 val = tuple(v for k, v in enumerate(val) if k in keep[name])
-            tensors = _tensors(val)
+            tensors = tensors_of(val)
             if val is None or (not tensors and name not in keep):
                 return [n.output_bytes for n in traced.graph.nodes]  # no metadata: the graph's figure
             for t in tensors:
