@@ -48,7 +48,7 @@ from torch import nn
 import poet_compiler
 from poet_compiler.fileio import atomic_write_text
 from poet_compiler.frontends import trace_zoo
-from poet_compiler.torch_exec.checkpointed import saves_a_call
+from poet_compiler.torch_exec.checkpointed_forward import saves_a_call
 from poet_compiler.torch_exec.memtrack import measure
 
 VARIANTS = ("autograd", "ckpt-blocks", "torch-budget", "training_step", "checkpointed",
