@@ -182,7 +182,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("schemas", ("schemas",)),
     ("codegen", ("codegen",)),
     ("torch_exec", ("torch_exec",)),
-    ("user side", ("reporting", "viz", "training", "training_options", "sweeps", "comparison", "api",
+    ("user side", ("reporting", "viz", "training", "training_options", "sweeps", "comparison", "compilation", "api",
                    "commands", "cli", "")),
 )
 
