@@ -93,8 +93,37 @@ def derive_plan(an: Analysis, program: Program, costs: CostTable, budget: int | 
     with the least energy that fits (else the smallest) is simulated and returned; its
     figures are the simulator's.
     """
-    graph = an.graph
-    n_comp = [0] * graph.n
+    n_comp, paged_out, page_in_stage = _what_the_schedule_does(an, program)
+    fwd = set(an.forward)
+    droppable = {i for i in an.forward if an.op_of[i] == an.tm.node_fx[i][0]
+                 and not any(g not in fwd for g in an.saved_by.get(i, ()))}
+    seed = {i for i in droppable if n_comp[i] > 1 or any(n_comp[k] > 1 for k in an.readers[i]
+                                                            if an.op_of[k] == an.op_of[i])}
+    # Values the saved-tensor hooks can page: droppable ones that some autograd node saves.
+    pageable = {i for i in droppable if an.saved_by.get(i)}
+    search = _Search(an, costs, budget, droppable, pageable, page_in_stage)
+    start = (frozenset(seed), frozenset(paged_out & fwd))
+    results = [search.run(start)]
+    if seed or start[1]:
+        results.append(search.run((frozenset(), frozenset())))
+    if pageable:
+        results.append(search.run((frozenset(), frozenset(pageable))))
+    chosen_st = results[0]
+    for st in results[1:]:
+        if search.better(search.score(st), search.score(chosen_st)):
+            chosen_st = st
+    chosen, paged = chosen_st
+    plan = dataclasses.replace(plan_from(an, set(chosen), set(paged - chosen), costs, page_in_stage),
+                               source_recomputes=program.n_recompute,
+                               schedule_recompute=frozenset(an.op_of[i] for i in seed))
+    return simulate_plan(an, plan, costs)
+
+
+def _what_the_schedule_does(an: Analysis, program: Program) -> tuple[list[int], set[int], dict[int, int]]:
+    """Per node how often ``program`` computes it, the nodes it pages out, and the stage
+    at which it pages each one in during the backward (the stage: one past the last node
+    computed for the first time)."""
+    n_comp = [0] * an.graph.n
     paged_out: set[int] = set()
     page_in_stage: dict[int, int] = {}
     stage = 0
@@ -108,25 +137,36 @@ def derive_plan(an: Analysis, program: Program, costs: CostTable, budget: int | 
             paged_out.add(ins.node)
         elif ins.op is Op.PAGE_IN and stage > last_fwd + 1:
             page_in_stage.setdefault(ins.node, stage)
-    fwd = set(an.forward)
-    droppable = {i for i in an.forward if an.op_of[i] == an.tm.node_fx[i][0]
-                 and not any(g not in fwd for g in an.saved_by.get(i, ()))}
-    seed = {i for i in droppable if n_comp[i] > 1 or any(n_comp[k] > 1 for k in an.readers[i]
-                                                            if an.op_of[k] == an.op_of[i])}
-    # Values the saved-tensor hooks can page: droppable ones that some autograd node saves.
-    pageable = {i for i in droppable if an.saved_by.get(i)}
-    State = tuple[frozenset[int], frozenset[int]]      # (dropped, paged)
-    cache: dict[State, tuple[int, float]] = {}
+    return n_comp, paged_out, page_in_stage
 
-    def score(st: State) -> tuple[int, float]:
-        got = cache.get(st)
+
+#: A plan of the search: (the values it drops, the values it pages).
+State = tuple[frozenset[int], frozenset[int]]
+
+
+class _Search:
+    """The greedy search of :func:`derive_plan`: one move at a time (drop or keep a
+    droppable value, page or keep a pageable one), each plan scored once by its Program
+    (:func:`_quick`); the scores are shared by every start, and together they evaluate at
+    most :data:`SEARCH_EVALUATIONS` plans."""
+
+    def __init__(self, an: Analysis, costs: CostTable, budget: int | None, droppable: set[int],
+                 pageable: set[int], page_in_stage: dict[int, int]) -> None:
+        self.an, self.costs, self.budget = an, costs, budget
+        self.droppable, self.pageable, self.page_in_stage = droppable, pageable, page_in_stage
+        self.cache: dict[State, tuple[int, float]] = {}
+
+    def score(self, st: State) -> tuple[int, float]:
+        got = self.cache.get(st)
         if got is None:
-            got = _quick(an, plan_from(an, set(st[0]), set(st[1] - st[0]), costs, page_in_stage), costs)
-            cache[st] = got
+            an, costs = self.an, self.costs
+            got = _quick(an, plan_from(an, set(st[0]), set(st[1] - st[0]), costs, self.page_in_stage), costs)
+            self.cache[st] = got
         return got
 
-    def better(a: tuple[int, float], b: tuple[int, float]) -> bool:
+    def better(self, a: tuple[int, float], b: tuple[int, float]) -> bool:
         """a beats b: within the budget with less energy, or nearer to it."""
+        budget = self.budget
         if budget is None:
             return a[1] < b[1]
         fa, fb = a[0] <= budget, b[0] <= budget
@@ -134,46 +174,32 @@ def derive_plan(an: Analysis, program: Program, costs: CostTable, budget: int | 
             return fa
         return a[1] < b[1] if fa else (a[0], a[1]) < (b[0], b[1])
 
-    def moves(st: State) -> list[State]:
+    def moves(self, st: State) -> list[State]:
         d, p = st
-        out = [(d - {v}, p) if v in d else (d | {v}, p) for v in sorted(droppable) if v not in p]
-        out += [(d, p - {v}) if v in p else (d, p | {v}) for v in sorted(pageable) if v not in d]
+        out = [(d - {v}, p) if v in d else (d | {v}, p) for v in sorted(self.droppable) if v not in p]
+        out += [(d, p - {v}) if v in p else (d, p | {v}) for v in sorted(self.pageable) if v not in d]
         return out
 
-    def search(start: State) -> State:
+    def run(self, start: State) -> State:
+        """From ``start``, the best move while one improves (or the evaluations run out)."""
+        budget = self.budget
         cur = start
-        cur_s = score(cur)
-        while len(cache) < SEARCH_EVALUATIONS:
+        cur_s = self.score(cur)
+        while len(self.cache) < SEARCH_EVALUATIONS:
             fits = budget is None or cur_s[0] <= budget
             best, best_s = None, None
-            for cand in moves(cur):
+            for cand in self.moves(cur):
                 if fits and budget is not None and (cand[0] > cur[0] or cand[1] > cur[1]):
                     continue   # within budget: only keeping more can lower the energy
-                s_ = score(cand)
-                if (best_s is None or better(s_, best_s)) and better(s_, cur_s):
+                s_ = self.score(cand)
+                if (best_s is None or self.better(s_, best_s)) and self.better(s_, cur_s):
                     best, best_s = cand, s_
-                if len(cache) >= SEARCH_EVALUATIONS:
+                if len(self.cache) >= SEARCH_EVALUATIONS:
                     break
             if best is None or best_s is None:
                 break
             cur, cur_s = best, best_s
         return cur
-
-    start = (frozenset(seed), frozenset(paged_out & fwd))
-    results = [search(start)]
-    if seed or start[1]:
-        results.append(search((frozenset(), frozenset())))
-    if pageable:
-        results.append(search((frozenset(), frozenset(pageable))))
-    chosen_st = results[0]
-    for st in results[1:]:
-        if better(score(st), score(chosen_st)):
-            chosen_st = st
-    chosen, paged = chosen_st
-    plan = dataclasses.replace(plan_from(an, set(chosen), set(paged - chosen), costs, page_in_stage),
-                               source_recomputes=program.n_recompute,
-                               schedule_recompute=frozenset(an.op_of[i] for i in seed))
-    return simulate_plan(an, plan, costs)
 
 
 __all__ = ["REGION_OVERHEAD_S", "SEARCH_EVALUATIONS", "derive_plan"]
