@@ -66,17 +66,28 @@ def emitted(root: Path, model: str, schedule: Path, flags: list[str], out: Path)
             for p in sorted(out.rglob("*")) if p.is_file()}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def revision_parser(description: str) -> argparse.ArgumentParser:
+    """The options of a before/after comparison: ``--before``, ``--after``, ``--work``, ``-o``."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--before", default="HEAD~1", help="a git revision, or . for this working tree")
     ap.add_argument("--after", default=".", help="a git revision, or . for this working tree (the default)")
-    ap.add_argument("--cells", default=",".join(CELLS))
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "poetc-same-bytes",
                     help="where revisions are exported")
     ap.add_argument("-o", "--out", type=Path)
-    args = ap.parse_args()
+    return ap
+
+
+def checkouts(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The directories of ``args.before`` and ``args.after`` (exported once)."""
     args.work.mkdir(parents=True, exist_ok=True)
-    (before, _), (after, _) = checkout(args.before, args.work), checkout(args.after, args.work)
+    return checkout(args.before, args.work)[0], checkout(args.after, args.work)[0]
+
+
+def main() -> int:
+    ap = revision_parser(__doc__.splitlines()[0])
+    ap.add_argument("--cells", default=",".join(CELLS))
+    args = ap.parse_args()
+    before, after = checkouts(args)
     rows, same_all = [], True
     with tempfile.TemporaryDirectory(prefix="poetc-sources-") as tmp:
         for cell in args.cells.split(","):

@@ -24,7 +24,6 @@ with ``git archive``, as ``bench/same_bytes.py`` does) or ``.``. Exits 1 when a 
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import hashlib
 import json
@@ -38,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.rows import write_rows  # noqa: E402
-from bench.same_bytes import checkout  # noqa: E402
+from bench.same_sources import checkouts, revision_parser  # noqa: E402
 
 CASES = ("tinyresnet_m4_30", "tinyresnet_a72_30", "gpt2_tiny_m4_50")
 DIGESTS = ("schedule", "pygen", "plan", "forward", "compiled")
@@ -104,16 +103,10 @@ def changed_lines(a: str, b: str, most: int = 6) -> list[str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--before", default="HEAD~1", help="a git revision, or . for this working tree")
-    ap.add_argument("--after", default=".", help="a git revision, or . for this working tree (the default)")
+    ap = revision_parser(__doc__.splitlines()[0])
     ap.add_argument("--cases", default=",".join(CASES))
-    ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "poetc-same-bytes",
-                    help="where revisions are exported")
-    ap.add_argument("-o", "--out", type=Path)
     args = ap.parse_args()
-    args.work.mkdir(parents=True, exist_ok=True)
-    (before, _), (after, _) = checkout(args.before, args.work), checkout(args.after, args.work)
+    before, after = checkouts(args)
     rows, same_all = [], True
     for case in args.cases.split(","):
         a, b = texts(before, case), texts(after, case)
