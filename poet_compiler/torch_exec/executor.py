@@ -1,6 +1,6 @@
 """ScheduledStep: run one training step of a traced model by following a Program.
 
-The rewritten training step of design.md ("Outputs"): instruction by instruction (a
+The rewritten training step (``training_step()``, docs/pytorch.md): instruction by instruction (a
 :class:`~poet_compiler.schedule.interpreter.ProgramInterpreter`, one method per opcode),
 
 * ``COMPUTE i`` runs node ``i``'s FX ops (the prelude once, first); a second COMPUTE of

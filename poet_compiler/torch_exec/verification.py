@@ -115,8 +115,8 @@ def node_storage_bytes(traced: TracedModel) -> list[int]:
 
     This equals the node's ``output_bytes`` except where the graph counts a storage
     twice: a coarsened group holding a multi-output op and the select that picks its
-    saved statistics keeps that storage once (README, "Shared storage is counted
-    twice"), and an op-level multi-output op keeps the elements its select reads.
+    saved statistics keeps that storage once, and an op-level multi-output op keeps the
+    elements its select reads.
     """
     from poet_compiler.torch_exec.plan import build_plan, tensors_of
 
