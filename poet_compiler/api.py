@@ -215,6 +215,9 @@ def compile(  # noqa: A001 - the product's verb
     first (``report()["stopped_by"] == "time"``). Returns a :class:`Compilation`; an
     infeasible budget is a Result with status ``infeasible`` and a message giving the
     smallest budget that works.
+
+    (Over 80 lines because of this docstring, one entry per option of ``poetc compile``;
+    the body is the pipeline's steps in order.)
     """
     # Refuse bad names, budgets and profiles before the (possibly slow) trace.
     stated_limit_s = time_limit_s
