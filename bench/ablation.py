@@ -49,7 +49,7 @@ def _switch_off(variant: str) -> None:
 
     import poet_compiler.solve.strategies as strategies
     from poet_compiler.solve import milp
-    from poet_compiler.solve.pipeline.context import STEPS
+    from poet_compiler.solve.pipeline.steps import STEPS
     from poet_compiler.solve.tuning import TUNING
     from poet_compiler.solvers import BackendResult
 

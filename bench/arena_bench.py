@@ -79,6 +79,7 @@ def guided_programs(cells: tuple[tuple[str, str, float, float], ...]):
     from poet_compiler.solve.guided import guided_search
     from poet_compiler.solve.options import SolveOptions
     from poet_compiler.solve.pipeline.context import Context
+    from poet_compiler.solve.pipeline.steps import STEPS
     from poet_compiler.solve.warm_start import warm_start_candidates
 
     for model, device, frac, dx in cells:
@@ -88,7 +89,7 @@ def guided_programs(cells: tuple[tuple[str, str, float, float], ...]):
                           deadline_s=costs.compute_only_s * dx, mode="poet")
         candidates = warm_start_candidates(problem)
         # Outside a meter: the search's wall limit, GUIDED_LIMIT_S (the effort never binds).
-        ctx = Context.start(problem, SolveOptions(solver="cpsat", threads=2, effort=1e6))
+        ctx = Context.start(problem, SolveOptions(solver="cpsat", threads=2, effort=1e6), steps=STEPS)
         found = guided_search(ctx, problem, cover_bound(problem), candidates[0][2] if candidates else None,
                               time_limit_s=GUIDED_LIMIT_S, relative_gap=1e-3)
         if found.schedule is not None:

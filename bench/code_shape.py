@@ -1,19 +1,28 @@
-"""The code's shape at one or more commits: the figures issue 55 asks for, before and after.
+"""The code's shape at one or more commits, side by side: size, circles, layers, tests.
 
-    python bench/code_shape.py 8df0078 HEAD            # side by side
-    python bench/code_shape.py HEAD --list             # and what each count is made of
+    python bench/code_shape.py 90d0598 HEAD            # side by side
+    python bench/code_shape.py 90d0598 HEAD --list     # and what the last commit's counts are made of
 
 Per commit (read with ``git show``, nothing is imported):
 
-- **lines**: ``wc -l`` of ``poet_compiler/solve/**/*.py`` and of the driver of
-  ``strategy="optimal"`` (``solve/milp.py``);
+- **lines**: ``wc -l`` of ``poet_compiler/**/*.py``, of ``poet_compiler/solve/**/*.py`` and of
+  the driver of ``strategy="optimal"`` (``solve/milp.py``);
+- **circles**: groups of modules that import each other round (strongly connected
+  components of the import graph with more than one module), counting every import: at
+  module level, in a function, and under ``if TYPE_CHECKING:`` (an import made only for
+  the type checker still ties the two modules together: neither reads without the other).
+  Importing ``a.b.c`` runs the ``__init__`` of ``a.b``, so an import also reaches the
+  packages it enters, as in ``tests/test_imports.py``;
+- **modules > 500**: modules of ``poet_compiler/`` over 500 lines (``wc -l``);
+- **functions > 80**: functions and methods over 80 lines, from their ``def`` line to their
+  last line (``ast``: docstrings, comments and nested functions included; decorators not);
+  a nested function counts on its own too;
 - **params > 8**: functions (methods without ``self``/``cls``) with more than 8 parameters,
   in ``solve/`` and in the whole package (``*args``/``**kwargs`` count one each);
 - **monkeypatches**: ``setattr`` calls of pytest's ``monkeypatch`` in ``tests/`` whose target is
   a module of ``poet_compiler.solve`` (the optimizer's own code: the driver, its stages, the
   bounds, finalize; not the solver back-ends, ``solvers/``, once ``solve/backends/``), and of
-  those the ones into ``solve/milp.py``
-  (the measure of issue 55: "20 monkeypatches of milp internals");
+  those the ones into ``solve/milp.py``;
 - **imports back up**: imports (module level or in a function, ``TYPE_CHECKING`` aside) from a
   module of a lower layer to one of a higher layer, in the layer order of
   ``tests/test_imports.py`` (:data:`LAYERS` here, the same table).
@@ -24,6 +33,8 @@ from __future__ import annotations
 import argparse
 import ast
 import subprocess
+
+import networkx as nx
 
 # Lowest first; a module belongs to the entry with the longest prefix of its name. The
 # same order as tests/test_imports.py (LAYERS), kept here to read old commits too: there
@@ -85,8 +96,9 @@ def wide_functions(files: dict[str, str]) -> list[tuple[str, str, int]]:
     return sorted(out)
 
 
-def _imports(files: dict[str, str]) -> list[tuple[str, str, int]]:
-    """``(importer, target, line)`` of every import outside ``if TYPE_CHECKING:``."""
+def _imports(files: dict[str, str], type_checking: bool = False) -> list[tuple[str, str, int]]:
+    """``(importer, target, line)`` of every import of a ``poet_compiler`` module, those under
+    ``if TYPE_CHECKING:`` only when ``type_checking``."""
     modules = {_module(p) for p in files}
     found: list[tuple[str, str, int]] = []
     for path, src in files.items():
@@ -94,7 +106,8 @@ def _imports(files: dict[str, str]) -> list[tuple[str, str, int]]:
         package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
 
         def walk(node: ast.AST, name: str = name, package: str = package) -> None:
-            if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING":
+            if (not type_checking and isinstance(node, ast.If)
+                    and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING"):
                 for stmt in node.orelse:
                     walk(stmt)
                 return
@@ -119,6 +132,64 @@ def _imports(files: dict[str, str]) -> list[tuple[str, str, int]]:
 def imports_back_up(files: dict[str, str]) -> list[str]:
     """Every import from a lower layer to a higher one, as ``importer:line -> target``."""
     return sorted({f"{i}:{ln} -> {t}" for i, t, ln in _imports(files) if layer_of(i) < layer_of(t)})
+
+
+def import_graph(files: dict[str, str]) -> nx.DiGraph:
+    """Module -> module it imports, ``TYPE_CHECKING`` imports included, and the packages
+    whose ``__init__`` that import runs (not the importer's own, already running)."""
+    modules = {_module(p) for p in files}
+    g = nx.DiGraph()
+    g.add_nodes_from(modules)
+    for importer, target, _ in _imports(files, type_checking=True):
+        if target not in modules or target == importer:
+            continue
+        g.add_edge(importer, target)
+        parts = target.split(".")
+        for k in range(1, len(parts)):
+            pkg = ".".join(parts[:k])
+            if pkg in modules and not (importer == pkg or importer.startswith(pkg + ".")):
+                g.add_edge(importer, pkg)
+    return g
+
+
+def circles(files: dict[str, str]) -> list[list[str]]:
+    """Each group of modules that import each other round (a strongly connected component
+    of :func:`import_graph` with more than one module), sorted, with one shortest circle
+    through its first module appended as ``"a -> b -> a"``."""
+    g = import_graph(files)
+    out = []
+    for group in sorted(sorted(c) for c in nx.strongly_connected_components(g) if len(c) > 1):
+        sub = g.subgraph(group)
+        first = group[0]
+        back = min((nx.shortest_path(sub, succ, first) for succ in sub.successors(first)), key=len)
+        out.append([*group, " -> ".join([first, *back])])
+    return out
+
+
+def long_modules(files: dict[str, str], limit: int = 500) -> list[tuple[str, int]]:
+    """``(path, lines)`` of every module over ``limit`` lines, longest first."""
+    return sorted(((p, s.count("\n")) for p, s in files.items() if s.count("\n") > limit), key=lambda x: (-x[1], x[0]))
+
+
+def long_functions(files: dict[str, str], limit: int = 80) -> list[tuple[str, str, int]]:
+    """``(path, qualified name, lines)`` of every function over ``limit`` lines, longest first."""
+    out = []
+
+    def visit(node: ast.AST, path: str, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef) and child.end_lineno is not None:
+                    length = child.end_lineno - child.lineno + 1
+                    if length > limit:
+                        out.append((path, name, length))
+                visit(child, path, name + ".")
+            else:
+                visit(child, path, prefix)
+
+    for path, src in files.items():
+        visit(ast.parse(src), path, "")
+    return sorted(out, key=lambda x: (-x[2], x[0], x[1]))
 
 
 def monkeypatches(tests: dict[str, str]) -> list[tuple[str, int, str, str]]:
@@ -162,6 +233,10 @@ def measure(rev: str) -> dict:
     wide = wide_functions(package)
     patches = monkeypatches(tests)
     return {
+        "lines": sum(s.count("\n") for s in package.values()),
+        "circles": circles(package),
+        "long_modules": long_modules(package),
+        "long_functions": long_functions(package),
         "solve_lines": sum(s.count("\n") for s in solve.values()),
         "driver_lines": solve.get("poet_compiler/solve/milp.py", "").count("\n"),
         "wide_solve": [w for w in wide if w[0].startswith("poet_compiler/solve/")],
@@ -177,17 +252,28 @@ def main() -> None:
     ap.add_argument("revs", nargs="+")
     ap.add_argument("--list", action="store_true", help="list what the last commit's counts are made of")
     args = ap.parse_args()
-    print("| commit | solve/ lines | driver lines | params > 8 (solve/) | params > 8 (package) | "
-          "monkeypatches (solve/) | of them into milp | imports back up |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| commit | lines | solve/ lines | driver lines | circles | modules > 500 | functions > 80 | "
+          "params > 8 (solve/) | params > 8 (package) | monkeypatches (solve/) | of them into milp | "
+          "imports back up |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for rev in args.revs:
         m = measure(rev)
-        print(f"| {rev} | {m['solve_lines']:,} | {m['driver_lines']} | {len(m['wide_solve'])} | "
+        print(f"| {rev} | {m['lines']:,} | {m['solve_lines']:,} | {m['driver_lines']} | {len(m['circles'])} | "
+              f"{len(m['long_modules'])} | {len(m['long_functions'])} | {len(m['wide_solve'])} | "
               f"{len(m['wide_package'])} | {len(m['patches'])} | {len(m['patches_milp'])} | {len(m['back_up'])} |")
     if args.list:
+        print(f"\ncircles (TYPE_CHECKING imports included) at {rev}:")
+        for group in m["circles"]:
+            print(f"  {', '.join(group[:-1])}\n      e.g. {group[-1]}")
+        print("\nmodules over 500 lines:")
+        for path, n in m["long_modules"]:
+            print(f"  {n:4}  {path}")
+        print("\nfunctions over 80 lines:")
+        for path, fn, n in m["long_functions"]:
+            print(f"  {n:4}  {path}:{fn}")
         print("\nparams > 8:")
         for path, fn, k in m["wide_package"]:
-            print(f"  {k:3}  {path}:{fn}")
+            print(f"  {k:4}  {path}:{fn}")
         print("\nmonkeypatches of poet_compiler.solve modules:")
         for path, line, module, attr in m["patches"]:
             print(f"  {path}:{line}  {module}.{attr}")

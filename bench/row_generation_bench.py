@@ -29,6 +29,7 @@ from poet_compiler.solve.formulation.fast import build_fast, canonical
 from poet_compiler.solve.guided import guided_search
 from poet_compiler.solve.options import SolveOptions
 from poet_compiler.solve.pipeline.context import Context
+from poet_compiler.solve.pipeline.steps import STEPS
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.row_generation import solve_by_rows
 from poet_compiler.solve.warm_start import warm_start_candidates
@@ -67,7 +68,7 @@ def main() -> None:
         cover = cover_bound(problem)
         candidates = warm_start_candidates(problem)
         # Outside a meter: wall limits (the effort never binds).
-        ctx = Context.start(problem, SolveOptions(solver="cpsat", threads=2, effort=1e6))
+        ctx = Context.start(problem, SolveOptions(solver="cpsat", threads=2, effort=1e6), steps=STEPS)
         guided = guided_search(ctx, problem, cover, candidates[0][2] if candidates else None, time_limit_s=20.0,
                                relative_gap=1e-3)
         hint = guided.schedule if guided.schedule is not None else (candidates[0][2] if candidates else None)
@@ -76,17 +77,14 @@ def main() -> None:
                   "hint_j": feasible_energy(problem, hint)}
         rows = []
         t0 = time.perf_counter()
-        built = build_fast(problem)
-        if hint is not None:
-            built.hint_from(hint)
-        built.model.objective_floor = cover.energy_j
+        built = build_fast(problem, hint=hint, floor=cover.energy_j)
         out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=args.seconds, threads=2,
                                                                relative_gap=1e-3, large=True))
         energy = feasible_energy(problem, built.schedule(out.values)) if out.values is not None else None
         rows.append({"method": "full model", "energy_j": energy, "bound_j": out.bound, "status": out.status,
                      "wall_s": round(time.perf_counter() - t0, 1), "rows": built.model.stats()["constraints"]})
         t0 = time.perf_counter()
-        rounds = solve_by_rows(Context(problem, ctx.options, Clock(args.seconds)), problem, hint,
+        rounds = solve_by_rows(Context(problem, ctx.options, Clock(args.seconds), STEPS), problem, hint,
                                budget=problem.activation_budget, floor=cover.energy_j, finalize_s=0.0, gap=1e-3)
         out = rounds.out
         energy = feasible_energy(problem, rounds.built.schedule(out.values)) if out.values is not None else None

@@ -4,7 +4,7 @@ A chain of k ``torch.sin`` on a 16 x 16 tensor, forward and backward, one thread
 variants: plain autograd; ``checkpoint(..., use_reentrant=False)``; and the same with a
 selective policy (``create_selective_checkpoint_contexts``) that saves every op, or
 recomputes every op. Each figure is the median of 5 batches of 200 steps after a warm-up,
-in microseconds per step. ``poet_compiler/codegen/torch_plan.py`` prices a plan's regions
+in microseconds per step. ``poet_compiler/torch_exec/plan_search.py`` prices a plan's regions
 from it (``REGION_OVERHEAD_S``, ``REGION_CALL_OVERHEAD_S``; docs/pytorch.md).
 
     .venv/bin/python bench/sac_overhead.py

@@ -30,6 +30,10 @@ Cells (``--cells`` selects by name; ``--quick`` takes those marked quick):
   zoo cells do not take (proofs, timeouts, fallbacks, the union of families); one digest of
   every program and report (quick).
 
+On a loaded machine a cell can reach the default 600 s wall cap (``stopped_by`` ``time``,
+the one case in which two runs may differ): ``--wall-cap S`` runs every cell at the default
+effort under ``--time-limit S`` instead (the reports then say so, on both sides alike).
+
 The report digest is the sha256 of the report JSON (``--json``) less its measured keys
 (``solve/result.py``: ``MEASURED_KEYS``, the wall times) and the output path
 (``schedule_file``); ``--show-diff`` prints the keys that differ; ``--ignore KEY,...`` leaves
@@ -87,6 +91,7 @@ RANDOM_SPECS = [
 ]
 
 # Runs in the checkout under test (PYTHONPATH): only APIs every commit of the refactor keeps.
+# argv[1]: the problems, each a RANDOM_SPECS entry and its gap limit; argv[2], if given: --threads.
 _RANDOM_CHILD = r"""
 import hashlib, json, sys
 from poet_compiler.solve.options import SolveOptions
@@ -97,18 +102,26 @@ from tests.support.graphs import random_problem
 def digest(x):
     return hashlib.sha256(json.dumps(x, sort_keys=True, default=str).encode()).hexdigest()
 
+threads = {} if len(sys.argv) < 4 else {"threads": int(sys.argv[3])}
 out = []
-for k, (seed, n, mode, dl, dma, sw, frac) in enumerate(json.loads(sys.argv[1])):
+for seed, n, mode, dl, dma, sw, frac, gap in json.loads(sys.argv[1]):
     p = random_problem(seed, n, mode, deadline_prob=dl, dma=dma, static_w=sw, budget_fraction=frac)
-    # The second half: the same problems at a gap limit of 1 % (the stops within the gap).
-    gap = 0.01 if k >= len(json.loads(sys.argv[1])) // 2 else None
-    res = run_strategy("optimal", p, SolveOptions(effort="quick", time_limit_s=600.0, gap_limit=gap))
+    res = run_strategy("optimal", p, SolveOptions(effort="quick", time_limit_s=float(sys.argv[2]), gap_limit=gap,
+                                                  **threads))
     rep = {key: v for key, v in res.report().items() if key not in MEASURED_KEYS}
     prog = None if res.program is None else [res.program.arena_bytes, [str(i) for i in res.program.instructions]]
     out.append({"report": rep, "program": prog})
 print(json.dumps({"sha256": digest([o["program"] for o in out]), "report": digest([o["report"] for o in out]),
                   "reports": [o["report"] for o in out], "programs": [digest(o["program"])[:12] for o in out]}))
 """
+
+
+def random_problems(indices: list[int] | None = None) -> list[list]:
+    """The random problems (those at ``indices`` of :data:`RANDOM_SPECS`, else all), each
+    with its gap limit: the second half of the specs at 1 % (the stops within the gap)."""
+    half = len(RANDOM_SPECS) // 2
+    chosen = range(len(RANDOM_SPECS)) if indices is None else indices
+    return [[*RANDOM_SPECS[k], 0.01 if k >= half else None] for k in chosen]
 
 
 def _measured_keys() -> frozenset[str]:
@@ -151,13 +164,18 @@ def checkout(rev: str, work: Path) -> tuple[Path, str | None]:
     return root, key
 
 
-def run_cell(cell: str, root: Path, dags: dict[str, Path]) -> dict:
-    """One cell compiled by the checkout at ``root`` in a fresh process."""
+def run_cell(cell: str, root: Path, dags: dict[str, Path], wall_cap: float | None = None, *,
+             threads: int | None = None, problems: list[int] | None = None) -> dict:
+    """One cell compiled by the checkout at ``root`` in a fresh process; ``wall_cap``: its
+    --time-limit, the effort given as the default's (module docstring); ``threads``: its
+    ``--threads``, else the default; ``problems``: of the random cell, by index."""
     env = dict(os.environ, PYTHONPATH=str(root))
     started = time.perf_counter()
+    more = [] if threads is None else [str(threads)]
     if cell == "random":
-        proc = subprocess.run([sys.executable, "-c", _RANDOM_CHILD, json.dumps(RANDOM_SPECS)], cwd=root, env=env,
-                              capture_output=True, text=True, check=False)
+        proc = subprocess.run([sys.executable, "-c", _RANDOM_CHILD, json.dumps(random_problems(problems)),
+                               str(wall_cap or 600.0), *more], cwd=root, env=env, capture_output=True, text=True,
+                              check=False)
         try:
             got = json.loads(proc.stdout)
         except json.JSONDecodeError:
@@ -165,7 +183,8 @@ def run_cell(cell: str, root: Path, dags: dict[str, Path]) -> dict:
         return {"sha256": got["sha256"], "report": got["report"],
                 "figures": {"reports": got["reports"], "programs": got.get("programs")},
                 "wall_s": round(time.perf_counter() - started, 1)}
-    args = list(CELLS[cell])
+    args = list(CELLS[cell]) + (["--effort", "default", "--time-limit", f"{wall_cap:g}"] if wall_cap else [])
+    args += ["--threads", *more] if more else []
     for key, path in dags.items():
         args = [a.replace("{" + key + "}", str(path)) for a in args]
     with tempfile.TemporaryDirectory(prefix="poetc-same-") as tmp:
@@ -183,12 +202,14 @@ def run_cell(cell: str, root: Path, dags: dict[str, Path]) -> dict:
             "stopped_by": report.get("stopped_by"), "energy_j": report.get("energy_j")}
 
 
-def cached_cell(cell: str, root: Path, sha: str | None, dags: dict[str, Path], work: Path) -> dict:
-    """:func:`run_cell`, from the cache when a revision with the same inputs (``sha``) ran it."""
-    path = work / "rows" / f"{sha}_{cell}.json" if sha else None
+def cached_cell(cell: str, root: Path, sha: str | None, dags: dict[str, Path], work: Path,
+                wall_cap: float | None = None) -> dict:
+    """:func:`run_cell`, from the cache when a revision with the same inputs (``sha``) ran it
+    (with the same ``wall_cap``)."""
+    path = work / "rows" / f"{sha}_{cell}{f'_cap{wall_cap:g}' if wall_cap else ''}.json" if sha else None
     if path is not None and path.exists():
         return {**json.loads(path.read_text()), "cached": True}
-    row = run_cell(cell, root, dags)
+    row = run_cell(cell, root, dags, wall_cap)
     if path is not None and "error" not in row:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(row))
@@ -224,6 +245,10 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1, help="cells run at once (the bytes do not depend on the load)")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "poetc-same-bytes",
                     help="where revisions are exported and their rows cached")
+    ap.add_argument("--wall-cap", type=float, default=None,
+                    help="seconds: every cell runs with --time-limit S and --effort default (the default effort, "
+                         "under a cap a loaded machine does not reach: the default 600 s cap can stop a cell there, "
+                         "stopped_by=time, whose bytes may then differ); rows cached apart")
     ap.add_argument("--show-diff", action="store_true", help="print the report keys that differ")
     ap.add_argument("--ignore", default="", help="report keys left out of the digests (KEY,KEY: a commit that "
                     "drops or adds a report key on purpose)")
@@ -241,7 +266,8 @@ def main() -> int:
         dags[f"dag{n}"].write_text(json.dumps(layered_dag(n)))
     jobs = [(cell, side) for cell in cells for side in (0, 1)]
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        done = list(pool.map(lambda job: cached_cell(job[0], sides[job[1]][0], sides[job[1]][1], dags, args.work),
+        done = list(pool.map(lambda job: cached_cell(job[0], sides[job[1]][0], sides[job[1]][1], dags, args.work,
+                                                     args.wall_cap),
                              jobs))
     ignored = {k for k in args.ignore.split(",") if k}
     if ignored:

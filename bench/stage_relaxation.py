@@ -26,6 +26,7 @@ from poet_compiler.solve.formulation.common import Built, Expr, add
 from poet_compiler.solve.guided import guided_search
 from poet_compiler.solve.options import SolveOptions
 from poet_compiler.solve.pipeline.context import Context
+from poet_compiler.solve.pipeline.steps import STEPS
 from poet_compiler.solve.problem import Problem, simulate_schedule
 from poet_compiler.solve.warm_start import warm_start_candidates
 from poet_compiler.solvers import BackendOptions, solve_model
@@ -68,20 +69,19 @@ def main() -> None:
     problem = Problem(graph=graph, costs=costs, ram_budget_bytes=int(ref.peak_bytes * args.ram),
                       deadline_s=costs.compute_only_s * args.deadline, mode="poet")
     cover = cover_bound(problem)
+    # Hinted with what the MILP has at that point: the guided search's schedule.
+    candidates = warm_start_candidates(problem)
+    # Wall limits: no meter.
+    ctx = Context.start(problem, SolveOptions(solver="cpsat", threads=2, effort=1e6), steps=STEPS)
+    guided = guided_search(ctx, problem, cover, candidates[0][2] if candidates else None, time_limit_s=40.0,
+                           relative_gap=1e-3)
     full_rows = fast._add_memory
     fast._add_memory = stage_rows      # the relaxation: the same model, other memory rows
     try:
-        built = fast.build_fast(problem)
+        built = fast.build_fast(problem, floor=cover.energy_j,
+                                hint=None if guided.schedule is None else fast.canonical(problem, guided.schedule))
     finally:
         fast._add_memory = full_rows
-    # Hinted with what the MILP has at that point: the guided search's schedule.
-    candidates = warm_start_candidates(problem)
-    ctx = Context.start(problem, SolveOptions(solver="cpsat", threads=2, effort=1e6))   # wall limits: no meter
-    guided = guided_search(ctx, problem, cover, candidates[0][2] if candidates else None, time_limit_s=40.0,
-                           relative_gap=1e-3)
-    if guided.schedule is not None:
-        built.hint_from(fast.canonical(problem, guided.schedule))
-    built.model.objective_floor = cover.energy_j
     t0 = time.perf_counter()
     out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=args.time_limit, threads=2,
                                                            relative_gap=0.0, large=True))

@@ -46,10 +46,10 @@ import torch.nn.functional as F
 from torch import nn
 
 import poet_compiler
-from poet_compiler.codegen.checkpointed import saves_a_call
-from poet_compiler.codegen.memtrack import measure
 from poet_compiler.fileio import atomic_write_text
 from poet_compiler.frontends import trace_zoo
+from poet_compiler.torch_exec.checkpointed_forward import saves_a_call
+from poet_compiler.torch_exec.memtrack import measure
 
 VARIANTS = ("autograd", "ckpt-blocks", "torch-budget", "training_step", "checkpointed",
             "checkpointed, policy everywhere", "compiled")

@@ -2,7 +2,8 @@
 rematerialization and paging (the POET method), prove its optimality gap, and emit
 bytecode, a rewritten PyTorch step and reports.
 
-Pipeline (one package each): frontends -> graph -> devices (costs) -> solve -> schedule -> codegen.
+Pipeline (one package each): frontends -> graph -> devices (costs) -> solve -> schedule -> codegen
+(bytecode, C) and torch_exec (the schedule run by PyTorch).
 """
 
 __version__ = "0.1.0"

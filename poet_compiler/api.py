@@ -15,43 +15,37 @@ units, the device profile) is checked before the trace, which takes seconds.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from poet_compiler.compilation import Compilation
 from poet_compiler.devices.costs import CostTable
 from poet_compiler.errors import PoetError
-from poet_compiler.fileio import atomic_write_bytes, atomic_write_text
 from poet_compiler.graph.ir import TrainingGraph
 from poet_compiler.progress import live_status, report, stage
 from poet_compiler.solve.budgets import (
-    Reference,
     reference,
     resolve_deadline,
     resolve_ram,
 )
 from poet_compiler.solve.options import DEFAULT_MEMORY_LIMIT, effort_note, effort_units, time_limit_and_effort
 from poet_compiler.solve.problem import MODES, Problem
-from poet_compiler.solve.ram import FixedRam, counted_ram, fixed_ram
-from poet_compiler.solve.result import Result
+from poet_compiler.solve.ram import counted_ram, fixed_ram
 from poet_compiler.solve.strategies import SolveOptions, get_strategy, run_strategy
 from poet_compiler.solvers.memory import peak_rss
 from poet_compiler.units import parse_duration, parse_memory_limit, parse_relative, parse_size
-from poet_compiler.versions import versions
 
 if TYPE_CHECKING:
     from torch import nn
 
-    from poet_compiler.codegen.checkpointed import CheckpointedModule
-    from poet_compiler.codegen.torch_plan import Analysis, TorchPlan
     from poet_compiler.devices.profile import DeviceProfile
     from poet_compiler.frontends.torch.optimizer import OptimizerSpec
     from poet_compiler.frontends.torch.traced import TracedModel
-    from poet_compiler.training import TrainingStep
 
 #: The least a solve gets of ``--time-limit`` when tracing took the rest (seconds).
 MIN_SOLVE_S = 1.0
@@ -60,164 +54,6 @@ MIN_SOLVE_S = 1.0
 #: Measured 0.35 s on gpt2_large (1,567 nodes: encode 0.24 s), which took
 #: ``poetc compile --time-limit 20`` to 21.0-21.1 s of wall time without it.
 WRITE_S_PER_NODE = 3e-4
-
-@dataclass
-class Compilation:
-    """Everything one compile produced; ``result`` holds the simulator's figures.
-
-    ``traced`` is the module behind the graph (an ``nn.Module``'s trace, or a zoo
-    model's). A zoo model is traced again on first use rather than kept through the
-    solve: its weights (440 MB for BERT-base) would otherwise sit in poetc's memory
-    while the solver needs it, and the zoo builds the same seeded module every time.
-    """
-
-    model: str
-    device: str
-    graph: TrainingGraph
-    costs: CostTable
-    problem: Problem
-    reference: Reference
-    result: Result
-    granularity: str = "op"
-    batch: int | None = None
-    onnx_loss: str | None = None
-    input_shapes: dict[str, list[int]] | None = None
-    optimizer: str | None = None
-    train: str | None = None
-    #: What the step keeps in RAM beside its arena on the device (parameters, gradients,
-    #: optimizer state, batch, outputs, runtime reserve), counted or not (``activations_only``).
-    ram: FixedRam = field(default_factory=FixedRam)
-    activations_only: bool = False
-    _traced: TracedModel | None = field(default=None, repr=False)
-    _retrace: Callable[[], TracedModel] | None = field(default=None, repr=False)
-    _plans: dict[Any, Any] = field(default_factory=dict, repr=False)
-
-    @property
-    def traced(self) -> TracedModel | None:
-        if self._traced is None and self._retrace is not None:
-            self._traced = self._retrace()
-        return self._traced
-
-    @property
-    def program(self):
-        return self.result.program
-
-    @property
-    def ram_split(self) -> dict[str, int | None]:
-        """RAM on the device, in bytes: the arena, parameters, gradients, optimizer state,
-        batch, outputs, the runtime's reserve and their total (``poetc inspect`` prints it)."""
-        return self.ram.split(self.result.arena_bytes)
-
-    def training_step(self, *, page_file: str | Path | None = None,
-                      page_dir: str | Path | None = None) -> TrainingStep:
-        """A callable ``step(x, y) -> loss`` that runs forward + backward by the schedule.
-
-        It trains the compiled module itself (an ``nn.Module`` or zoo model): each call
-        accumulates ``.grad`` on its parameters like ``loss.backward()`` and updates its
-        buffers, so ``opt.zero_grad(); step(x, y); opt.step()`` is an ordinary loop.
-        Compiled with an ``optimizer``, the step applies the update itself (no ``.grad``,
-        no ``opt.step()``: the loop is ``step(x, y)``; the state is ``step.optimizer_state``). The
-        batch must have the example's shapes and dtypes (else :class:`BatchError`).
-        Paged tensors go to ``page_file`` (default: a temporary file in ``page_dir``).
-        """
-        from poet_compiler.training import TrainingStep
-
-        if self.traced is None:
-            raise PoetError(f"{self.model}: a training step needs the model's weights; compile an nn.Module "
-                            "or a zoo model (a graph file or ONNX graph has no module to train)")
-        if self.result.program is None:
-            raise PoetError(f"no schedule to run: {self.result.status}: {self.result.message}")
-        return TrainingStep(self.traced, self.result.program, page_file=page_file, page_dir=page_dir)
-
-    def checkpointed(self, *, page_file: str | Path | None = None,
-                     page_dir: str | Path | None = None) -> CheckpointedModule:
-        """The compiled module as an ``nn.Module`` whose forward runs under the schedule's
-        decisions through PyTorch's own machinery: ``torch.utils.checkpoint`` regions with
-        selective-checkpoint policies, and saved-tensor hooks that page to ``page_file``
-        (default: a temporary file in ``page_dir``). Train it in an ordinary loop::
-
-            m = c.checkpointed()
-            loss_fn(m(x), y).backward()
-            opt.step()
-
-        It shares the module's parameters and buffers; gradients and BatchNorm statistics
-        are autograd's (bitwise in eager mode); ``torch.compile(m)`` works. ``m.plan`` is
-        the plan PyTorch runs, derived from the schedule and fitted to the budget, with the
-        simulator's figures of it (docs/pytorch.md): where PyTorch cannot run the schedule
-        as it is, the plan that runs is what is reported.
-        """
-        from poet_compiler.codegen.checkpointed import CheckpointedModule
-
-        traced = self.traced
-        if traced is None:
-            raise PoetError(f"{self.model}: checkpointed() needs the model's weights; compile an nn.Module "
-                            "or a zoo model (a graph file or ONNX graph has no module to train)")
-        if self.result.program is None:
-            raise PoetError(f"no schedule to run: {self.result.status}: {self.result.message}")
-        plan, analysis = self.torch_plan()
-        budget = self.problem.activation_budget
-        if plan.peak_bytes > budget:
-            import warnings
-
-            warnings.warn(f"{self.model}: the plan PyTorch's checkpointing can run needs {plan.peak_bytes} "
-                          f"activation bytes, above the budget {budget} (the schedule needs "
-                          f"{self.result.peak_ram_bytes}: a region recomputes its values once, together); m.plan has "
-                          "its figures (docs/pytorch.md)", stacklevel=2)
-        return CheckpointedModule(traced, plan, analysis, page_file=page_file, page_dir=page_dir)
-
-    def torch_plan(self) -> tuple[TorchPlan, Analysis]:
-        """The plan ``checkpointed()`` runs (codegen/torch_plan.py: derived from the
-        schedule, searched to fit the activation budget) and the analysis behind it."""
-        from poet_compiler.codegen.torch_plan import Analysis, derive_plan
-
-        traced = self.traced
-        if traced is None or self.result.program is None:
-            raise PoetError(f"{self.model}: no schedule and module to plan for ({self.result.status})")
-        cached = self._plans.get("plan")
-        if cached is None:
-            analysis = Analysis(traced)
-            plan = derive_plan(analysis, self.result.program, self.costs, self.problem.activation_budget)
-            cached = self._plans["plan"] = (plan, analysis)
-        return cached
-
-    def report(self) -> dict[str, Any]:
-        """The sidecar JSON object: the Result's report plus model/device/reference figures."""
-        out = self.result.report()
-        out.update(
-            model=self.model,
-            device=self.device,
-            checkpoint_all_peak_bytes=self.reference.peak_bytes,
-            checkpoint_all_runtime_s=self.reference.runtime_s,
-            checkpoint_all_energy_j=self.reference.energy_j,
-            activations_only=self.activations_only,
-            ram_split=self.ram_split,
-            device_ram_bytes=self.costs.ram_bytes,
-            granularity=self.granularity,
-            batch=self.batch,
-            onnx_loss=self.onnx_loss,
-            input_shapes=self.input_shapes,
-            optimizer=self.optimizer,
-            train=self.train,
-            versions=versions(),
-        )
-        return out
-
-    def bytecode(self, strip: bool = False) -> bytes:
-        from poet_compiler.codegen.bytecode import encode
-
-        if self.result.program is None:
-            raise PoetError(f"no schedule to encode: {self.result.status}: {self.result.message}")
-        return encode(self.result.program, self.graph, strip=strip)
-
-    def save(self, path: str | Path, strip: bool = False) -> tuple[Path, Path]:
-        """Write ``path`` (.poet bytecode) and the report beside it (.json); atomic."""
-        out = Path(path)
-        data = self.bytecode(strip=strip)
-        sidecar = out.with_suffix(".json")
-        atomic_write_text(sidecar, json.dumps(self.report(), indent=1, sort_keys=True) + "\n")
-        atomic_write_bytes(out, data)
-        return out, sidecar
-
 
 def load_costs(graph: TrainingGraph, device: str | DeviceProfile | None) -> CostTable:
     """Costs of ``graph`` on ``device`` (a profile, its name or path; None: explicit costs only)."""
@@ -379,6 +215,9 @@ def compile(  # noqa: A001 - the product's verb
     first (``report()["stopped_by"] == "time"``). Returns a :class:`Compilation`; an
     infeasible budget is a Result with status ``infeasible`` and a message giving the
     smallest budget that works.
+
+    (Over 80 lines because of this docstring, one entry per option of ``poetc compile``;
+    the body is the pipeline's steps in order.)
     """
     # Refuse bad names, budgets and profiles before the (possibly slow) trace.
     stated_limit_s = time_limit_s
@@ -426,14 +265,12 @@ def compile(  # noqa: A001 - the product's verb
         result = run_strategy(strategy, problem, opts)
         # Time outside the solve, reported beside its stage_s (tracing counts too).
         compile_s = time.perf_counter() - origin
-        result.extra.set(startup_s=round(t_start - origin, 3) if started is not None else None,
-                         trace_s=round(t_traced - t_start, 3), costing_s=round(t_costed - t_traced, 3),
-                         compile_s=round(compile_s, 3), peak_rss_mb=peak_rss(),
-                         time_limit_s=time_limit_s, time_limit_given=stated_limit_s is not None)
-        note = effort_note(result.extra.stopped_by, result.extra.effort, compile_s, time_limit_s,
-                           stated_limit_s is not None)
-        if note is not None:
-            result.extra.effort_note = note
+        notes = result.notes.set(startup_s=round(t_start - origin, 3) if started is not None else None,
+                                 trace_s=round(t_traced - t_start, 3), costing_s=round(t_costed - t_traced, 3),
+                                 compile_s=round(compile_s, 3), peak_rss_mb=peak_rss(),
+                                 time_limit_s=time_limit_s, time_limit_given=stated_limit_s is not None)
+        note = effort_note(notes.stopped_by, notes.effort, compile_s, time_limit_s, stated_limit_s is not None)
+        result = dataclasses.replace(result, notes=notes if note is None else notes.set(effort_note=note))
         stage(result.status)
         report("schedule", result.energy_j if result.ok else None, result.lower_bound_j, "J")
     label = str(model) if isinstance(model, str) else graph.name

@@ -188,7 +188,17 @@ def sweep(
     opt, patterns = training_options(optimizer, train)
     tasks = build_tasks(*grid, mode=mode, spec=spec,
                         trace=TraceOptions(granularity, batch, optimizer=opt, train=patterns))
-    cache = Cache(cache_dir) if cache_dir is not None else None
+    rows, solved = _run_cells(tasks, Cache(cache_dir) if cache_dir is not None else None, output,
+                              jobs=default_jobs() if jobs is None else int(jobs), ray=ray, progress=progress)
+    df = pd.DataFrame(rows, columns=columns_of(rows))
+    df.attrs.update(cells=len(tasks), solved=solved, cached=len(tasks) - solved)
+    return df
+
+
+def _run_cells(tasks: list[CellTask], cache: Cache | None, output: str | Path | None, *, jobs: int,
+               ray: str | None, progress: bool) -> tuple[list[Row], int]:
+    """Every cell's row, in grid order, read from ``cache`` or solved (and then cached);
+    ``output`` rewritten after every finished cell. Also: how many were solved."""
     rows: dict[int, Row] = {}
     bar = Progress(len(tasks), progress)
 
@@ -208,14 +218,10 @@ def sweep(
                 finished(task, hit, cached=True)
             else:
                 todo.append(task)
-        execute(todo, lambda t, r: finished(t, r, cached=False),
-                jobs=default_jobs() if jobs is None else int(jobs), ray=ray)
+        execute(todo, lambda t, r: finished(t, r, cached=False), jobs=jobs, ray=ray)
     finally:
         bar.close()
-    ordered = [rows[i] for i in sorted(rows)]
-    df = pd.DataFrame(ordered, columns=columns_of(ordered))
-    df.attrs.update(cells=len(tasks), solved=len(todo), cached=len(tasks) - len(todo))
-    return df
+    return [rows[i] for i in sorted(rows)], len(todo)
 
 
 def compare(

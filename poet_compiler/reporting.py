@@ -19,7 +19,7 @@ from poet_compiler.fileio import atomic_write_text
 from poet_compiler.units import format_bytes
 
 if TYPE_CHECKING:
-    from poet_compiler.api import Compilation
+    from poet_compiler.compilation import Compilation
 
 # Rows of the summary table, in reading order; other report keys follow in an appendix.
 SUMMARY_KEYS = (

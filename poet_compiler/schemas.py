@@ -3,7 +3,7 @@
 * :class:`SidecarReport` — the JSON object ``Compilation.save`` / ``poetc compile -o``
   writes beside a ``.poet`` file (``Compilation.report()``): the Result's report
   (:attr:`Result.REPORT_KEYS`, ``arena_bytes``, ``message``, the set fields of
-  :class:`~poet_compiler.solve.result.ResultExtra`) plus the compile's own figures.
+  :class:`~poet_compiler.solve.result.Notes`, declared by ``NoteFields``) plus the compile's own figures.
   ``poetc inspect`` and ``poetc plot`` validate it when they read it.
 * :class:`SweepRow` — one row of a sweep CSV (``poetc sweep``, ``compare(output=...)``):
   the cell's labels, the same report keys, the checkpoint-all reference and
@@ -11,8 +11,8 @@
   :func:`read_sweep_csv` validates every row (``poetc plot SWEEP.csv``); a cached row
   that does not match is a cache miss (:class:`poet_compiler.sweeps.Cache`).
 
-Both are built from the dataclasses that produce the figures (``Result``,
-``ResultExtra``), so a new figure is typed in one place; unknown keys are refused. Only
+Both are built from the dataclasses that declare the figures (``Result``,
+``NoteFields``), so a new figure is typed in one place; unknown keys are refused. Only
 ``status`` is required: a report may hold a subset of the keys. The JSON Schemas in
 ``docs/schemas/`` are exported from these models: ``python -m poet_compiler.schemas``
 rewrites them, ``--check`` fails when they are stale (a test runs it).
@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, Json, ValidationError, create
 
 from poet_compiler.errors import PoetError
 from poet_compiler.fileio import atomic_write_text
-from poet_compiler.solve.result import FIELDS, MEASURED_KEYS, Result, ResultExtra
+from poet_compiler.solve.result import FIELDS, MEASURED_KEYS, NoteFields, Result
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "docs" / "schemas"
 
@@ -90,7 +90,7 @@ REPORT_DOCS: dict[str, str] = {
 
 
 def _attribute_docs(cls: type) -> dict[str, str]:
-    """The docstring under each annotated attribute of ``cls`` (the style of ResultExtra)."""
+    """The docstring under each annotated attribute of ``cls`` (the style of NoteFields)."""
     tree = ast.parse(inspect.getsource(cls))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
@@ -115,10 +115,10 @@ def _doc(name: str, doc: str | None) -> str | None:
 
 
 def _report_fields() -> dict[str, tuple[Any, Any]]:
-    """Result.report()'s keys: the fixed figures, then every ResultExtra field."""
+    """Result.report()'s keys: the fixed figures, then every field of NoteFields."""
     hints = typing.get_type_hints(Result)
-    extra_hints = typing.get_type_hints(ResultExtra)
-    extra_docs = _attribute_docs(ResultExtra)
+    extra_hints = typing.get_type_hints(NoteFields)
+    extra_docs = _attribute_docs(NoteFields)
     out: dict[str, tuple[Any, Any]] = {}
     for name in (*Result.REPORT_KEYS, "arena_bytes", "message"):
         tp = Literal["optimal", "feasible", "infeasible", "timeout"] if name == "status" else hints[name]

@@ -1,6 +1,6 @@
 """``Compilation.training_step()``: the schedule as a drop-in for ``loss.backward()``.
 
-A :class:`TrainingStep` wraps the executor (:class:`~poet_compiler.codegen.executor.ScheduledStep`)
+A :class:`TrainingStep` wraps the executor (:class:`~poet_compiler.torch_exec.executor.ScheduledStep`)
 for a user's training loop::
 
     step = compilation.training_step()
@@ -33,23 +33,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from poet_compiler.errors import BatchError
+from poet_compiler.torch_exec.batch import BatchSignature
 
 if TYPE_CHECKING:
-    from poet_compiler.codegen.executor import StepStats
     from poet_compiler.frontends.torch.traced import TracedModel
     from poet_compiler.schedule.program import Program
-
-
-def _describe(t: torch.Tensor) -> str:
-    return f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')} on {t.device}"
-
-
-def _training_flags(module: torch.nn.Module) -> tuple[bool, ...]:
-    return tuple(m.training for m in module.modules())
-
-
-def _trainable(module: torch.nn.Module) -> tuple[str, ...]:
-    return tuple(n for n, p in module.named_parameters() if p.requires_grad)
+    from poet_compiler.torch_exec.executor import StepStats
 
 
 class TrainingStep:
@@ -61,14 +50,13 @@ class TrainingStep:
 
     def __init__(self, traced: TracedModel, program: Program, *,
                  page_file: str | Path | None = None, page_dir: str | Path | None = None) -> None:
-        from poet_compiler.codegen.executor import ScheduledStep
+        from poet_compiler.torch_exec.executor import ScheduledStep
 
         self.traced = traced
         self.module = traced.module
         self._inputs = tuple(traced.example_inputs)
         self._target = traced.target
-        self._flags = _training_flags(traced.module)
-        self._trainable = _trainable(traced.module)
+        self._signature = BatchSignature.of(traced.module)
         self._step = ScheduledStep(traced, program, page_file=page_file, page_dir=page_dir)
         # Delete the temporary page file even if the user never calls close().
         self._finalizer = weakref.finalize(self, self._step.close)
@@ -90,19 +78,10 @@ class TrainingStep:
         if len(inputs) != len(want):
             raise BatchError(f"the step takes {len(want)} input tensor(s) and a target, got {len(inputs)} input(s)")
         named = [(f"input {k}", got, ref) for k, (got, ref) in enumerate(zip(inputs, want))]
-        for what, got, ref in [*named, ("target", target, self._target)]:
-            if not isinstance(got, torch.Tensor):
-                raise BatchError(f"{what}: expected a tensor, got {type(got).__name__}")
-            if (got.shape, got.dtype, got.device) != (ref.shape, ref.dtype, ref.device):
-                raise BatchError(f"{what} is {_describe(got)} but the schedule was compiled for {_describe(ref)}; "
-                                 "compile again with an example batch like this one")
-        if _training_flags(self.module) != self._flags:
-            raise BatchError("the module was switched between train() and eval() since it was compiled; "
-                             "the schedule is for the mode it was traced in")
-        if _trainable(self.module) != self._trainable:
-            changed = sorted(set(_trainable(self.module)) ^ set(self._trainable))
-            raise BatchError(f"requires_grad changed since the module was compiled (e.g. {changed[0]!r}); "
-                             "the schedule computes the gradients of the parameters it was traced with")
+        self._signature.check_tensors([*named, ("target", target, self._target)], "the schedule")
+        self._signature.check_module(
+            self.module, mode="the schedule is for the mode it was traced in",
+            gradients="the schedule computes the gradients of the parameters it was traced with")
 
     def __call__(self, *args: Any) -> torch.Tensor:
         """``step(x, y)`` (or ``step(x1, x2, ..., y)``): one scheduled forward + backward."""

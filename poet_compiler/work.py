@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 # One simulated instruction's charge, in deterministic seconds. Measured: a replay costs
 # 1.15 us of CPU per instruction (ResNet-18-CIFAR m4 50 %, the best warm start's 462
-# instructions in 0.53 ms), and CP-SAT's presence search on the README demo accrued 10.5
-# deterministic s in 14.9 s of wall time on one worker (a loaded machine). The charge is
-# set about 3x above parity, so the simulation-heavy heuristics (capuchin: a whole-plan
-# replay per step) yield to the solver stages early.
+# instructions in 0.53 ms), and CP-SAT's presence search on the README demo accrued 1.29
+# deterministic s in 1.08 s of CPU on one worker, so parity is about 1.4e-6 units per
+# instruction. The charge is set about 2x above it, so the simulation-heavy heuristics
+# (capuchin: a whole-plan replay per step) yield to the solver stages early.
 UNITS_PER_INSTRUCTION = 3e-6
 
 # A CP-SAT call that used this share of its wall allowance stopped on the wall cap.

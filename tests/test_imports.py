@@ -1,11 +1,12 @@
-"""The package's import graph: no cycle, function-level imports included.
+"""The package's import graph: no cycle, function-level and type-checking imports included.
 
 A cycle hidden behind a function-level import still ties the modules together (neither
 can be understood, tested or moved without the other); it only moves the failure from
-import time to the first call. The graph is read from the source with ``ast``: every
-``import`` statement, at module level or inside a function, except the bodies of ``if
-TYPE_CHECKING:`` (never executed). Importing ``a.b.c`` runs the ``__init__`` of ``a.b``
-first, so an import also depends on the packages it enters.
+import time to the first call. So does one behind ``if TYPE_CHECKING:``: never executed,
+but a module whose signatures name another's types cannot be read without it. The graph
+is read from the source with ``ast``: every ``import`` statement, at module level, inside
+a function or under ``if TYPE_CHECKING:``. Importing ``a.b.c`` runs the ``__init__`` of
+``a.b`` first, so an import also depends on the packages it enters.
 
 In ``solve/``, a function-level import is allowed only for a heavy or optional third-party
 dependency (kept lazy so that the heuristics and the CLI start without it), and says why
@@ -50,8 +51,9 @@ def _is_type_checking(test: ast.expr) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def find_imports(root: Path) -> tuple[set[str], list[Import]]:
-    """Every module under package directory ``root`` and every import statement in them."""
+def find_imports(root: Path, *, type_checking: bool = False) -> tuple[set[str], list[Import]]:
+    """Every module under package directory ``root`` and every import statement in them,
+    those under ``if TYPE_CHECKING:`` only with ``type_checking``."""
     modules = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
     found: list[Import] = []
     for name, path in modules.items():
@@ -59,7 +61,7 @@ def find_imports(root: Path) -> tuple[set[str], list[Import]]:
         package = name if is_pkg else name.rpartition(".")[0]
 
         def walk(node: ast.AST, in_function: bool, name: str = name, package: str = package) -> None:
-            if isinstance(node, ast.If) and _is_type_checking(node.test):
+            if not type_checking and isinstance(node, ast.If) and _is_type_checking(node.test):
                 for child in node.orelse:
                     walk(child, in_function)
                 return
@@ -85,8 +87,9 @@ def find_imports(root: Path) -> tuple[set[str], list[Import]]:
 
 
 def import_graph(root: Path) -> nx.DiGraph:
-    """Module -> module it imports (and the packages whose ``__init__`` that import runs)."""
-    modules, imports = find_imports(root)
+    """Module -> module it imports, type-checking imports included (and the packages whose
+    ``__init__`` that import runs)."""
+    modules, imports = find_imports(root, type_checking=True)
     g = nx.DiGraph()
     g.add_nodes_from(modules)
     for imp in imports:
@@ -153,9 +156,10 @@ def test_checker_sees_function_level_and_package_init_cycles(tmp_path: Path) -> 
     # a -> sub.b, and the import of pkg.sub.b runs pkg.sub's __init__, which imports c -> a.
     assert g.has_edge("pkg.a", "pkg.sub.b") and g.has_edge("pkg.a", "pkg.sub")
     assert not nx.is_directed_acyclic_graph(g)
-    assert sorted(nx.find_cycle(g)) == sorted([("pkg.a", "pkg.sub"), ("pkg.sub", "pkg.sub.c"), ("pkg.sub.c", "pkg.a")])
-    # TYPE_CHECKING imports are not executed: d <-> e is no cycle.
-    assert not g.has_edge("pkg.d", "pkg.e") and g.has_edge("pkg.e", "pkg.d")
+    cycles = sorted(sorted(c) for c in nx.simple_cycles(g))
+    # A TYPE_CHECKING import ties d and e together all the same: d <-> e is a cycle.
+    assert g.has_edge("pkg.d", "pkg.e") and g.has_edge("pkg.e", "pkg.d")
+    assert cycles == [["pkg.a", "pkg.sub", "pkg.sub.c"], ["pkg.d", "pkg.e"]]
     _, imports = find_imports(root)
     assert [(i.importer, i.target, i.local) for i in imports if i.importer == "pkg.a"] == [("pkg.a", "pkg.sub.b", True)]
 
@@ -165,7 +169,8 @@ def test_checker_sees_function_level_and_package_init_cycles(tmp_path: Path) -> 
 # The package's layers, lowest first (docs/architecture.md, "Layers"); a module belongs to
 # the entry with the longest prefix of its name (``""``: the rest, the user's side). A
 # module may import from its own layer and the ones below, never from one above, at
-# module level or in a function (bench/code_shape.py counts the same).
+# module level, in a function or for the type checker (bench/code_shape.py counts the
+# first two).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("errors", "units", "fileio", "versions", "work", "command_start", "progress", "gap")),
     ("graph", ("graph",)),
@@ -177,7 +182,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("schemas", ("schemas",)),
     ("quant", ("quant",)),
     ("codegen", ("codegen",)),
-    ("user side", ("reporting", "viz", "training", "training_options", "sweeps", "comparison", "api",
+    ("torch_exec", ("torch_exec",)),
+    ("user side", ("reporting", "viz", "training", "training_options", "sweeps", "comparison", "compilation", "api",
                    "commands", "cli", "")),
 )
 
@@ -195,8 +201,8 @@ def layer_of(module: str) -> int:
 
 def imports_back_up(root: Path) -> list[str]:
     """``importer:line imports target (layer -> layer)`` for every import of the package at
-    ``root`` from a lower layer to a higher one."""
-    modules, imports = find_imports(root)
+    ``root`` from a lower layer to a higher one (type-checking imports included)."""
+    modules, imports = find_imports(root, type_checking=True)
     return sorted(f"{imp.importer}:{imp.lineno} imports {imp.target} "
                   f"({LAYERS[layer_of(imp.importer)][0]} -> {LAYERS[layer_of(imp.target)][0]})"
                   for imp in imports if imp.target in modules and layer_of(imp.importer) < layer_of(imp.target))
@@ -216,10 +222,12 @@ def test_every_module_is_in_a_layer_the_table_names() -> None:
     assert set(top) <= named, f"not in LAYERS: {sorted(set(top) - named)}"
 
 
-def test_the_layer_check_sees_a_function_level_import_up(tmp_path: Path) -> None:
+def test_the_layer_check_sees_a_function_level_or_type_checking_import_up(tmp_path: Path) -> None:
     root = _package(tmp_path, {
         "__init__.py": "",
         "graph.py": "def f():\n    from pkg import api  # hides the arrow up\n",
+        "schedule.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.api import Thing\n",
         "api.py": "from pkg import graph\n",
     })
-    assert imports_back_up(root) == ["pkg.graph:2 imports pkg.api (graph -> user side)"]
+    assert imports_back_up(root) == ["pkg.graph:2 imports pkg.api (graph -> user side)",
+                                     "pkg.schedule:3 imports pkg.api (schedule -> user side)"]

@@ -1,1 +1,1 @@
-"""Code generation from a validated Program: the .poet bytecode (and the PyTorch executor)."""
+"""Code generation from a validated Program: the .poet bytecode and the C sources for the device."""

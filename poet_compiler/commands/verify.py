@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -23,6 +24,11 @@ from poet_compiler.errors import BytecodeError, PoetError
 from poet_compiler.reporting import read_sidecar
 from poet_compiler.training_options import OPTIMIZER_HELP, TRAIN_HELP
 from poet_compiler.units import format_bytes
+
+if TYPE_CHECKING:
+    from poet_compiler.codegen.bytecode.format import DecodedProgram
+    from poet_compiler.graph.ir import TrainingGraph
+    from poet_compiler.torch_exec.verification import Verification
 
 
 def _b(n: int | None) -> str:
@@ -65,18 +71,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check a schedule on the real model: same gradients as autograd, peak within budget."""
         from poet_compiler.api import load_costs
-        from poet_compiler.codegen.bytecode import decode
-        from poet_compiler.codegen.verification import verify
         from poet_compiler.frontends import load_model, training_options
+        from poet_compiler.torch_exec.verification import verify
 
-        try:
-            data = schedule.read_bytes()
-        except OSError as exc:
-            raise BytecodeError(f"cannot read {schedule}: {exc.strerror or exc}") from None
-        try:
-            decoded = decode(data)
-        except BytecodeError as exc:
-            raise BytecodeError(f"{schedule}: {exc}") from None
+        decoded = _decode(schedule)
         side = read_sidecar(schedule) or {}
         gran = granularity or side.get("granularity") or "op"
         bat = batch if batch is not None else side.get("batch")
@@ -92,72 +90,92 @@ def register(app: typer.Typer) -> None:
         if traced is None:
             raise PoetError(f"{model}: verify needs a zoo model (a graph file has no weights to run)")
         graph = traced.graph
-        program = decoded.program
-        where = f"{schedule}"
-        if program.n_nodes != graph.n:
-            raise PoetError(f"{where}: the schedule is for a {program.n_nodes}-node graph but {model} "
-                            f"({gran}, batch {bat if bat is not None else 'default'}) has {graph.n} nodes")
-        if decoded.sizes is not None:
-            bad = next((i for i, (a, b) in enumerate(zip(decoded.sizes, graph.nodes)) if a != b.output_bytes), None)
-            if bad is not None:
-                raise PoetError(f"{where}: node {bad} has {decoded.sizes[bad]} output bytes in the schedule but "
-                                f"{graph.nodes[bad].output_bytes} in {model}: the schedule is for another graph")
-        budget = side.get("ram_budget_bytes")
-        res = verify(traced, program, load_costs(graph, dev), ram_budget_bytes=budget,
+        label = f"{model} ({gran}, batch {bat if bat is not None else 'default'})"
+        _check_graph(schedule, decoded, graph, model, label)
+        res = verify(traced, decoded.program, load_costs(graph, dev), ram_budget_bytes=side.get("ram_budget_bytes"),
                      fixed_bytes=counted_beside_arena(side, graph.fixed_bytes), page_file=page_file, steps=steps)
         if as_json:
             typer.echo(json.dumps(res.report(), indent=1, sort_keys=True))
         else:
-            sim = res.simulated_peak_bytes
-            ratio = res.measured_peak_bytes / sim if sim else float("nan")
-            rows = [
-                (
-                    "model",
-                    f"{model} ({gran}, batch {bat if bat is not None else 'default'}): "
-                    f"{res.n_nodes} nodes, {res.n_instructions} instructions",
-                ),
-                (
-                    "gradients",
-                    f"max |diff| = {res.max_abs_grad_diff:.3g} over {res.n_grads} tensors "
-                    f"({'bitwise identical' if res.grads_bitwise else 'DIFFERENT'})",
-                ) if res.optimizer is None else (
-                    f"after {res.steps} steps",
-                    f"{res.optimizer} vs torch.optim (foreach=False): parameters max |diff| = "
-                    f"{res.max_abs_param_diff:.3g} over {res.n_params} tensors "
-                    f"({'bitwise identical' if res.params_bitwise else 'DIFFERENT'}), optimizer state max |diff| = "
-                    f"{res.max_abs_state_diff:.3g} ({'bitwise identical' if res.state_bitwise else 'DIFFERENT'})",
-                ),
-                (
-                    "loss, buffers",
-                    f"loss {'identical' if res.loss_bitwise else 'DIFFERENT'}, "
-                    f"buffer updates {'identical' if res.buffers_bitwise else 'DIFFERENT'}",
-                ),
-                ("measured peak", _b(res.measured_peak_bytes) + " live activations, by storage"),
-                ("simulated peak", f"{_b(sim)} (measured/simulated {ratio:.4f})"),
-                ("arena", _b(res.arena_bytes)),
-                (
-                    "budget",
-                    _b(res.ram_budget_bytes)
-                    + (f" (incl. {res.fixed_bytes_counted:,} B beside the arena)" if res.fixed_bytes_counted else ""),
-                ),
-                (
-                    "page file written",
-                    f"{_b(res.page_out_bytes)}; schedule pages out {_b(res.schedule_page_out_bytes)}"
-                    + _shared(res.expected_page_out_bytes, res.schedule_page_out_bytes),
-                ),
-                (
-                    "page file read",
-                    f"{_b(res.page_in_bytes)}; schedule pages in {_b(res.schedule_page_in_bytes)}"
-                    + _shared(res.expected_page_in_bytes, res.schedule_page_in_bytes),
-                ),
-                (
-                    "wall time",
-                    f"scheduled {res.scheduled_wall_s * 1e3:.1f} ms, autograd {res.autograd_wall_s * 1e3:.1f} ms",
-                ),
-            ]
+            rows = _rows(res, label)
             width = max(len(k) for k, _ in rows)
             for key, value in rows:
                 typer.echo(f"  {key:<{width}}  {value}")
             typer.echo("OK" if res.ok else "FAIL: " + "; ".join(res.failures))
         if not res.ok:
             raise typer.Exit(1)
+
+
+def _decode(schedule: Path) -> DecodedProgram:
+    """The program (and node sizes) of the ``.poet`` file, or one line why not."""
+    from poet_compiler.codegen.bytecode import decode
+
+    try:
+        data = schedule.read_bytes()
+    except OSError as exc:
+        raise BytecodeError(f"cannot read {schedule}: {exc.strerror or exc}") from None
+    try:
+        return decode(data)
+    except BytecodeError as exc:
+        raise BytecodeError(f"{schedule}: {exc}") from None
+
+
+def _check_graph(schedule: Path, decoded: DecodedProgram, graph: TrainingGraph, model: str, label: str) -> None:
+    """The schedule is for ``graph`` (of ``model``; ``label``: as traced): its node count,
+    and each node's output bytes where the file records them."""
+    program = decoded.program
+    if program.n_nodes != graph.n:
+        raise PoetError(f"{schedule}: the schedule is for a {program.n_nodes}-node graph but {label} has "
+                        f"{graph.n} nodes")
+    if decoded.sizes is not None:
+        bad = next((i for i, (a, b) in enumerate(zip(decoded.sizes, graph.nodes)) if a != b.output_bytes), None)
+        if bad is not None:
+            raise PoetError(f"{schedule}: node {bad} has {decoded.sizes[bad]} output bytes in the schedule but "
+                            f"{graph.nodes[bad].output_bytes} in {model}: the schedule is for another graph")
+
+
+def _rows(res: Verification, label: str) -> list[tuple[str, str]]:
+    """The figures as the table prints them, ``(key, value)`` each."""
+    sim = res.simulated_peak_bytes
+    ratio = res.measured_peak_bytes / sim if sim else float("nan")
+    return [
+        ("model", f"{label}: {res.n_nodes} nodes, {res.n_instructions} instructions"),
+        (
+            "gradients",
+            f"max |diff| = {res.max_abs_grad_diff:.3g} over {res.n_grads} tensors "
+            f"({'bitwise identical' if res.grads_bitwise else 'DIFFERENT'})",
+        ) if res.optimizer is None else (
+            f"after {res.steps} steps",
+            f"{res.optimizer} vs torch.optim (foreach=False): parameters max |diff| = "
+            f"{res.max_abs_param_diff:.3g} over {res.n_params} tensors "
+            f"({'bitwise identical' if res.params_bitwise else 'DIFFERENT'}), optimizer state max |diff| = "
+            f"{res.max_abs_state_diff:.3g} ({'bitwise identical' if res.state_bitwise else 'DIFFERENT'})",
+        ),
+        (
+            "loss, buffers",
+            f"loss {'identical' if res.loss_bitwise else 'DIFFERENT'}, "
+            f"buffer updates {'identical' if res.buffers_bitwise else 'DIFFERENT'}",
+        ),
+        ("measured peak", _b(res.measured_peak_bytes) + " live activations, by storage"),
+        ("simulated peak", f"{_b(sim)} (measured/simulated {ratio:.4f})"),
+        ("arena", _b(res.arena_bytes)),
+        (
+            "budget",
+            _b(res.ram_budget_bytes)
+            + (f" (incl. {res.fixed_bytes_counted:,} B beside the arena)" if res.fixed_bytes_counted else ""),
+        ),
+        (
+            "page file written",
+            f"{_b(res.page_out_bytes)}; schedule pages out {_b(res.schedule_page_out_bytes)}"
+            + _shared(res.expected_page_out_bytes, res.schedule_page_out_bytes),
+        ),
+        (
+            "page file read",
+            f"{_b(res.page_in_bytes)}; schedule pages in {_b(res.schedule_page_in_bytes)}"
+            + _shared(res.expected_page_in_bytes, res.schedule_page_in_bytes),
+        ),
+        (
+            "wall time",
+            f"scheduled {res.scheduled_wall_s * 1e3:.1f} ms, autograd {res.autograd_wall_s * 1e3:.1f} ms",
+        ),
+    ]

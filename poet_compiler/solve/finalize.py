@@ -15,7 +15,8 @@ smaller budget.
 :func:`finalize_plan` gives the plan with its typed :data:`Verdict` (:class:`Fits`,
 :class:`Fenced`, :class:`ArenaOvershoot`, :class:`OverBudget`), which a caller branches on;
 :func:`finalize` makes a Result of it at once (the heuristics; ``strategy="optimal"``
-builds its Result at the end, :mod:`poet_compiler.solve.pipeline.report`).
+builds its Result at the end, :mod:`poet_compiler.solve.pipeline.report`). Either way the
+Result is made by :func:`build_result`, once.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import Simulation, simulate
 from poet_compiler.solve.problem import Problem
-from poet_compiler.solve.result import Notes, Result
+from poet_compiler.solve.result import NO_NOTES, Judged, Notes, Result, Run, Status
 from poet_compiler.solve.tuning import TUNING, Tuning
 
 
@@ -120,39 +121,50 @@ class Finalized:
             return max(0.0, (self.sim.energy_j - lower_bound_j) / self.sim.energy_j)
         return 0.0 if lower_bound_j is not None else None
 
-    def result(self, problem: Problem, *, strategy: str, status: str = "feasible", lower_bound_j: float | None = None,
-               message: str = "") -> Result:
-        """A :class:`Result` of this plan: ``status`` and ``message`` when it fits, else
-        ``infeasible`` with the problems before ``message``."""
-        result = Result(
-            status=status if self.ok else "infeasible",  # type: ignore[arg-type]
-            strategy=strategy,
-            mode=problem.mode,
-            ram_budget_bytes=problem.ram_budget_bytes,
-            deadline_s=problem.deadline_s,
-            program=self.program,
-            schedule=self.schedule,
-            lower_bound_j=lower_bound_j,
-            n_nodes=problem.graph.n,
-            message=message if self.ok else "; ".join([*self.problems, *([message] if message else [])]),
-            extra=self.notes.extra(),
-        )
-        fill(result, self)
-        result.gap = self.gap_to(lower_bound_j) if self.ok else None
-        return result
+
+def build_result(problem: Problem, plan: Finalized | None, judged: Judged, run: Run, notes: Notes = NO_NOTES) -> Result:
+    """The one way a Result is made of a finalized plan (or of none): the plan's program
+    and schedule with the simulator's figures of its replay, the problem's budgets, what
+    the caller ``judged`` it to be, the ``run`` that made it, and its report notes."""
+    sim = None if plan is None else plan.sim
+    return Result(
+        status=judged.status, strategy=run.strategy, mode=problem.mode, ram_budget_bytes=problem.ram_budget_bytes,
+        deadline_s=problem.deadline_s,
+        program=None if plan is None else plan.program, schedule=None if plan is None else plan.schedule,
+        energy_j=None if sim is None else sim.energy_j, runtime_s=None if sim is None else sim.runtime_s,
+        peak_ram_bytes=None if sim is None else sim.peak_bytes,
+        arena_bytes=None if plan is None else plan.program.arena_bytes,
+        lower_bound_j=judged.lower_bound_j, gap=judged.gap, solve_time_s=run.solve_time_s, n_nodes=problem.n,
+        n_compute=0 if sim is None else sim.n_compute, n_page_in=0 if sim is None else sim.n_page_in,
+        n_page_out=0 if sim is None else sim.n_page_out, solver=run.solver, formulation=run.formulation,
+        message=judged.message, notes=notes,
+    )
 
 
-def finalize(problem: Problem, plan: Schedule | Program, *, strategy: str, status: str = "feasible",
+def result_of(problem: Problem, done: Finalized, *, strategy: str, status: Status = "feasible",
+              lower_bound_j: float | None = None, message: str = "") -> Result:
+    """``done`` as a Result, judged by its verdict alone: ``status`` and ``message`` (and
+    the gap to ``lower_bound_j``) when it fits, else ``infeasible`` with its problems
+    before ``message`` (``strategy="optimal"`` judges its answer by more, and builds its
+    Result in :mod:`poet_compiler.solve.pipeline.report`)."""
+    if done.ok:
+        judged = Judged(status, message, lower_bound_j, done.gap_to(lower_bound_j))
+    else:
+        judged = Judged("infeasible", "; ".join([*done.problems, *([message] if message else [])]), lower_bound_j)
+    return build_result(problem, done, judged, Run(strategy), done.notes)
+
+
+def finalize(problem: Problem, plan: Schedule | Program, *, strategy: str, status: Status = "feasible",
              lower_bound_j: float | None = None, message: str = "", arena_time_s: float | None = None,
              fence_last: bool = False) -> Result:
-    """Linearize, clean up, plan the arena, simulate, and fill a :class:`Result`
-    (:func:`finalize_plan`, then :meth:`Finalized.result`). Its ``solve_time_s``, ``solver``
-    and ``formulation`` are the caller's to set.
+    """Linearize, clean up, plan the arena, simulate, and make a :class:`Result` of it
+    (:func:`finalize_plan`, then :func:`result_of`). Its ``solve_time_s``, ``solver`` and
+    ``formulation`` are the caller's to add.
 
     Raises :class:`InternalError` when the plan (or the arena planned for it) breaks a
     rule of the execution model: poetc built it, so that is a bug, not an outcome."""
     done = finalize_plan(problem, plan, strategy=strategy, arena_time_s=arena_time_s, fence_last=fence_last)
-    return done.result(problem, strategy=strategy, status=status, lower_bound_j=lower_bound_j, message=message)
+    return result_of(problem, done, strategy=strategy, status=status, lower_bound_j=lower_bound_j, message=message)
 
 
 def finalize_plan(problem: Problem, plan: Schedule | Program, *, strategy: str, arena_time_s: float | None = None,
@@ -281,15 +293,3 @@ def _figures(sim: Simulation, program: Program, fragmentation: float) -> Notes:
     if sim.n_move:
         notes = notes.set(n_move=sim.n_move, move_bytes=sim.move_bytes, move_j=sim.move_j)
     return notes
-
-
-def fill(result: Result, done: Finalized) -> None:
-    """Copy the simulator's figures of ``done`` into the Result."""
-    sim = done.sim
-    result.energy_j = sim.energy_j
-    result.runtime_s = sim.runtime_s
-    result.peak_ram_bytes = sim.peak_bytes
-    result.arena_bytes = done.program.arena_bytes
-    result.n_compute = sim.n_compute
-    result.n_page_in = sim.n_page_in
-    result.n_page_out = sim.n_page_out

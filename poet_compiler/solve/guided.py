@@ -36,7 +36,6 @@ from poet_compiler.solve.finalize import Finalized, finalize_plan
 from poet_compiler.solve.formulation.common import BuildDeadline, Built
 from poet_compiler.solve.formulation.fast import Restriction, build_fast, canonical
 from poet_compiler.solve.problem import Problem, feasible_energy, simulate_schedule
-from poet_compiler.solve.tuning import TUNING
 from poet_compiler.solvers import BackendOptions
 from poet_compiler.solvers.base import BackendResult, within_gap
 
@@ -56,8 +55,8 @@ GUIDED_SUBSOLVERS = ("max_lp",)
 _HINT_TIME_TOL = 1e-6
 
 
-def restriction_for(problem: Problem, cover: CoverBound, warm: Schedule | None = None,
-                    depth: int = TUNING.cascade_depth) -> Restriction:
+def restriction_for(problem: Problem, cover: CoverBound, warm: Schedule | None = None, *,
+                    depth: int) -> Restriction:
     """The decisions the module docstring lists, a chosen recompute's inputs ``depth`` deep."""
     g, n = problem.graph, problem.n
     recompute: set[tuple[int, int]] = set()
@@ -91,13 +90,12 @@ def restriction_for(problem: Problem, cover: CoverBound, warm: Schedule | None =
     return Restriction(frozenset(recompute), frozenset(paging), keep)
 
 
-def build_guided(problem: Problem, cover: CoverBound, warm: Schedule | None, *,
-                 depth: int = TUNING.cascade_depth) -> Built:
-    """The guided sub-problem, hinted with ``warm`` (made canonical) when given."""
-    built = build_fast(problem, restriction=restriction_for(problem, cover, warm, depth))
-    if warm is not None:
-        built.hint_from(canonical(problem, warm))
-    return built
+def build_guided(problem: Problem, cover: CoverBound, warm: Schedule | None, *, depth: int,
+                 floor: float | None = None) -> Built:
+    """The guided sub-problem, hinted with ``warm`` (made canonical) when given, with the
+    objective floor ``floor``."""
+    return build_fast(problem, restriction=restriction_for(problem, cover, warm, depth=depth),
+                      hint=None if warm is None else canonical(problem, warm), floor=floor)
 
 
 def realize(problem: Problem, cover: CoverBound) -> Schedule:
@@ -182,7 +180,7 @@ def realize_within(problem: Problem, choice: CoverBound | None,
     return None
 
 
-def cover_schedule(problem: Problem, cover: CoverBound, *, time_limit_s: float = TUNING.cover_limit_s,
+def cover_schedule(problem: Problem, cover: CoverBound, *, time_limit_s: float,
                    arena_fit: bool = False, until: float | None = None,
                    solve_cover: Callable[..., CoverBound] = cover_bound,
                    finalize: Callable[..., Finalized] = finalize_plan) -> Schedule | None:
@@ -284,10 +282,10 @@ def guided_search(ctx: Context, problem: Problem, cover: CoverBound, warm: Sched
             break
         try:   # the build (seconds per thousand nodes) stops at the stage's end too
             with step_until(until):
-                built = build_guided(half_the_slack(problem, best.schedule), restricted, best.schedule, depth=depth)
+                built = build_guided(half_the_slack(problem, best.schedule), restricted, best.schedule, depth=depth,
+                                     floor=bound)
         except BuildDeadline:
             break
-        built.model.objective_floor = bound
         limit = clock.solver_limit(until - work.now())
         if limit <= 0.05:
             break

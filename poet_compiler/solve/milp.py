@@ -38,12 +38,13 @@ from poet_compiler.solve.options import SolveOptions
 from poet_compiler.solve.pipeline.answer import Answer, keep_gap_claim_true, no_schedule, union
 from poet_compiler.solve.pipeline.arena import Tries, arena_retries
 from poet_compiler.solve.pipeline.bounds import bounds
-from poet_compiler.solve.pipeline.context import STEPS, Context, Steps
+from poet_compiler.solve.pipeline.context import Context, Steps
 from poet_compiler.solve.pipeline.improvement import improve
 from poet_compiler.solve.pipeline.incumbents import Incumbents, incumbents
 from poet_compiler.solve.pipeline.judge import judge
 from poet_compiler.solve.pipeline.proofs import infeasible, quick_proofs
-from poet_compiler.solve.pipeline.report import Timing, closing, result_of
+from poet_compiler.solve.pipeline.report import Timing, closing, final_result
+from poet_compiler.solve.pipeline.steps import STEPS
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.result import Result
 from poet_compiler.solve.tuning import TUNING, Tuning
@@ -55,7 +56,7 @@ def solve_milp(problem: Problem, options: SolveOptions | None = None, *, warm_st
     """Solve ``problem`` to (proven) optimality, the gap limit or its effort (module docstring).
 
     ``options.effort``: the work every stage shares (:func:`~.options.effort_units`);
-    ``options.time_limit_s`` is only the wall cap; ``Result.extra.stopped_by`` says which
+    ``options.time_limit_s`` is only the wall cap; ``Result.notes.stopped_by`` says which
     of proof, gap, effort or time ended it. ``tuning`` and ``steps``: a test's or a
     bench's own (:mod:`.tuning`, :class:`~.pipeline.context.Steps`)."""
     options = options or SolveOptions()
@@ -64,11 +65,11 @@ def solve_milp(problem: Problem, options: SolveOptions | None = None, *, warm_st
     if options.formulation not in FORMULATIONS:
         raise PoetError(f"unknown formulation {options.formulation!r}; known: {', '.join(FORMULATIONS)}")
     with work.metered(_meter(problem, options, tuning)) as meter:
-        ctx = Context.start(problem, options, tuning=tuning, steps=steps)
+        ctx = Context.start(problem, options, steps=steps, tuning=tuning)
         answer = families(ctx, warm_start)
         timing = Timing.of(ctx)
         answer = closing(ctx, answer, meter)
-    return result_of(ctx, answer, timing)
+    return final_result(ctx, answer, timing)
 
 
 def _meter(problem: Problem, options: SolveOptions, tuning: Tuning) -> work.Meter:

@@ -13,7 +13,6 @@ from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import Simulation, simulate
 from poet_compiler.solve.ram import FixedRam
-from poet_compiler.solve.tuning import TUNING
 
 Mode = Literal["poet", "remat", "paging", "none"]
 MODES: tuple[str, ...] = ("poet", "remat", "paging", "none")
@@ -42,11 +41,6 @@ class Problem:
     @property
     def n(self) -> int:
         return self.graph.n
-
-    @property
-    def small(self) -> bool:
-        """At most ``Tuning.small_graph_nodes`` nodes (solve/tuning.py), by the default tuning."""
-        return TUNING.small(self)
 
     @property
     def time_matters(self) -> bool:

@@ -1,19 +1,20 @@
 """Result: what every strategy returns — solver or heuristic — with simulator figures.
 
 All figures (energy, time, peak RAM, counts) come from replaying the Program in the
-independent simulator, never from a solver's objective value.
+independent simulator, never from a solver's objective value. A Result is frozen: a
+caller that adds to it (the wall cap that stopped a heuristic, the memory its solvers
+took, the compile's own seconds) makes a new one (``dataclasses.replace``).
 
-:class:`ResultExtra` holds the figures beyond the report's fixed keys, one typed field
-per key, grouped by the stage that reports it (finalize, the MILP driver, the
-infeasibility explanation, the heuristics). A field is in the report only once a stage
-has set it — also to ``None``, which the report then shows as ``null`` — so the sidecar
-JSON and the sweep CSV keep exactly the keys they had as a dict. An unknown name is a
-``TypeError``, not a new column.
+:class:`Notes` hold the report's figures beyond its fixed keys: a frozen mapping whose
+names are the fields of :class:`NoteFields` (one typed, documented declaration per key,
+grouped by the stage that reports it; ``poet_compiler/schemas.py`` makes the JSON Schema
+of them). A field is in the report once a stage has set it — also to ``None``, which the
+report then shows as ``null`` — so the sidecar JSON and the sweep CSV keep exactly the
+keys they had as a dict. An unknown name is a ``TypeError``, not a new column.
 """
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -35,10 +36,10 @@ MODEL_STATS = ("variables", "binaries", "constraints", "nonzeros")
 MEASURED = {"measured": True}
 
 
-@dataclass
-class ResultExtra:
-    """The report's figures beyond :attr:`Result.REPORT_KEYS` (module docstring); keyword
-    arguments to the constructor set the fields that are not None."""
+@dataclass(frozen=True)
+class NoteFields:
+    """The report's figures beyond :attr:`Result.REPORT_KEYS`, declared: the name, type and
+    meaning of every key :class:`Notes` may hold. Never instantiated: the values are Notes."""
 
     # -- finalize (solve/finalize.py): simulator figures of every schedule ------------
     fragmentation: float | None = None
@@ -183,86 +184,39 @@ class ResultExtra:
     attempt: dict[str, Any] | None = None
     """An infeasible heuristic's best attempt (its simulator figures)."""
 
-    # builtins.set: the annotation is evaluated in the class namespace, where set is the method.
-    _set: builtins.set[str] = field(default_factory=builtins.set, init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        self._set.update(f.name for f in FIELDS if getattr(self, f.name) is not None)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        object.__setattr__(self, name, value)
-        if name in FIELD_NAMES and "_set" in self.__dict__:
-            self._set.add(name)
-
-    def set(self, **values: Any) -> None:
-        """Set fields by name (an unknown name is a TypeError: no silent new report key)."""
-        unknown = sorted(set(values) - FIELD_NAMES)
-        if unknown:
-            raise TypeError(f"ResultExtra has no field {', '.join(unknown)}")
-        for name, value in values.items():
-            setattr(self, name, value)
-
-    def unset(self, name: str) -> None:
-        """Back to unset (absent from the report)."""
-        object.__setattr__(self, name, None)
-        self._set.discard(name)
-
-    def merge(self, other: ResultExtra, *, overwrite: bool = True, **values: Any) -> None:
-        """Copy ``other``'s set fields (``overwrite=False``: only those unset here), then
-        set ``values`` (as ``dict.update(other, **values)``)."""
-        for name in other.names():
-            if overwrite or name not in self._set:
-                setattr(self, name, getattr(other, name))
-        self.set(**values)
-
-    def set_model_stats(self, stats: dict[str, Any]) -> None:
-        """``model_<k>`` for the integer statistics of :data:`MODEL_STATS` in ``stats``."""
-        for k in MODEL_STATS:
-            v = stats.get(k)
-            if isinstance(v, int):
-                setattr(self, "model_" + k, v)
-
-    def names(self) -> list[str]:
-        """The set fields, in declaration order."""
-        return [f.name for f in FIELDS if f.name in self._set]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The set fields as report keys (JSON values: containers copied)."""
-        out: dict[str, Any] = {}
-        for name in self.names():
-            v = getattr(self, name)
-            out[name] = dict(v) if isinstance(v, dict) else v
-        return out
-
-    def copy(self) -> ResultExtra:
-        new = ResultExtra()
-        new.merge(self)
-        return new
-
-
-FIELDS = tuple(f for f in dataclasses.fields(ResultExtra) if not f.name.startswith("_"))
+FIELDS = tuple(dataclasses.fields(NoteFields))
 FIELD_NAMES = frozenset(f.name for f in FIELDS)
+_ORDER = {f.name: k for k, f in enumerate(FIELDS)}
 
 
 class Notes(Mapping[str, Any]):
-    """Report fields (names of :class:`ResultExtra`) a stage hands on, frozen: every change
-    is a new value. The stages of ``strategy="optimal"`` return them in their outcomes and
-    the driver turns the last one into the Result's ``extra`` (:meth:`extra`) once, at the
-    end. The same rules as ResultExtra's: an unknown name is a ``TypeError``; a field set
-    to None is set (the report shows ``null``)."""
+    """Report fields (the names of :class:`NoteFields`), frozen: every change is a new
+    value. A stage hands them on in its outcome; a Result carries the last. An unknown name
+    is a ``TypeError``; a field set to None is set (the report shows ``null``). A field
+    reads as an attribute too (``notes.stopped_by``: None when unset)."""
 
     __slots__ = ("_fields",)
     _fields: MappingProxyType[str, Any]
 
-    def __init__(self, fields: Mapping[str, Any] | None = None) -> None:
-        items = dict(fields or {})
+    def __init__(self, fields: Mapping[str, Any] | None = None, **values: Any) -> None:
+        items = {**(fields or {}), **values}
         unknown = sorted(set(items) - FIELD_NAMES)
         if unknown:
-            raise TypeError(f"ResultExtra has no field {', '.join(unknown)}")
+            raise TypeError(f"Notes have no field {', '.join(unknown)}")
         object.__setattr__(self, "_fields", MappingProxyType(items))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Notes are frozen: use set() or merge(), which return new Notes")
+
+    def __getattr__(self, name: str) -> Any:
+        if name in FIELD_NAMES:
+            return self._fields.get(name)
+        raise AttributeError(f"Notes have no field {name}")
+
+    def __reduce__(self) -> tuple[type[Notes], tuple[dict[str, Any]]]:
+        # A mapping proxy does not pickle; Results cross process boundaries (sweeps).
+        return Notes, (dict(self._fields),)
 
     def __getitem__(self, name: str) -> Any:
         return self._fields[name]
@@ -276,35 +230,57 @@ class Notes(Mapping[str, Any]):
     def __repr__(self) -> str:
         return f"Notes({dict(self._fields)!r})"
 
-    @classmethod
-    def of(cls, extra: ResultExtra) -> Notes:
-        """The set fields of ``extra``."""
-        return cls({name: getattr(extra, name) for name in extra.names()})
-
     def set(self, **values: Any) -> Notes:
-        """These notes with ``values`` set (as :meth:`ResultExtra.set`)."""
+        """These notes with ``values`` set."""
         return Notes({**self._fields, **values})
 
     def merge(self, other: Mapping[str, Any], *, overwrite: bool = True, **values: Any) -> Notes:
         """These notes with ``other``'s fields (``overwrite=False``: only those not set
-        here), then ``values`` set (as :meth:`ResultExtra.merge`)."""
+        here), then ``values`` set (as ``dict.update(other, **values)``)."""
         merged = {**self._fields, **other} if overwrite else {**other, **self._fields}
         return Notes({**merged, **values})
 
     def without(self, name: str) -> Notes:
         return Notes({k: v for k, v in self._fields.items() if k != name})
 
-    def extra(self) -> ResultExtra:
-        """A ResultExtra with exactly these fields set."""
-        out = ResultExtra()
-        out.set(**self._fields)
-        return out
+    def names(self) -> list[str]:
+        """The set fields, in declaration order."""
+        return sorted(self._fields, key=_ORDER.__getitem__)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The set fields as report keys, in declaration order (JSON values: containers copied)."""
+        return {name: dict(v) if isinstance(v := self._fields[name], dict) else v for name in self.names()}
+
+
+NO_NOTES = Notes()
+@dataclass(frozen=True)
+class Judged:
+    """What a plan was judged to be: its status, the bound it was judged by and its gap to
+    it, and why (the message)."""
+
+    status: Status
+    message: str = ""
+    lower_bound_j: float | None = None
+    gap: float | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    """What made a plan: the strategy, its wall seconds, and the solver and formulation
+    (``none`` for a heuristic)."""
+
+    strategy: str
+    solve_time_s: float = 0.0
+    solver: str = "none"
+    formulation: str = "none"
+
+
 # Report keys that are measured wall times, not results: Result.solve_time_s and the
-# ResultExtra fields declared with ``metadata=MEASURED``.
+# NoteFields declared with ``metadata=MEASURED``.
 MEASURED_KEYS = frozenset({"solve_time_s", *(f.name for f in FIELDS if f.metadata.get("measured"))})
 
 
-@dataclass
+@dataclass(frozen=True)
 class Result:
     status: Status
     strategy: str
@@ -327,7 +303,7 @@ class Result:
     solver: str = "none"
     formulation: str = "none"
     message: str = ""
-    extra: ResultExtra = field(default_factory=ResultExtra)
+    notes: Notes = field(default_factory=Notes)
 
     @property
     def ok(self) -> bool:
@@ -340,9 +316,9 @@ class Result:
     )
 
     def report(self) -> dict[str, Any]:
-        """The report object (sidecar JSON, --json): the fixed report keys plus the set extras."""
+        """The report object (sidecar JSON, --json): the fixed report keys plus the set notes."""
         out = {k: getattr(self, k) for k in self.REPORT_KEYS}
         out["arena_bytes"] = self.arena_bytes
         out["message"] = self.message
-        out.update(self.extra.to_dict())
+        out.update(self.notes.to_dict())
         return out

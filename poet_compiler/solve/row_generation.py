@@ -15,9 +15,10 @@ problem, at every round. Its solution is replayed by the independent simulator:
   is solved again from the best schedule known, while time is left. After at most n
   rounds it is the full model.
 
-Measured on the README demo (kws_dscnn, m4, 256 KiB): within the same 60 s the full model
-stayed at the guided schedule (0.04228 J) with the cover's bound (0.03337 J, gap 21 %);
-the first round found a schedule of 0.03771 J that fits and a bound of 0.0348 J.
+From the same hint and for the same time, the rounds ended at least as high a bound as
+the full model on the 9 cells of ``bench/row_generation_bench.py``, higher on 6, and as
+cheap a schedule on 7 (``bench/results/row_generation.jsonl``, with the profiles of its
+date; docs/optimizer.md, "The full model").
 """
 
 from __future__ import annotations
@@ -127,10 +128,7 @@ def solve_by_rows(ctx: Context, problem: Problem, hint: Schedule | None, *, budg
     rounds, build_s, solve_s = 0, 0.0, 0.0
     while True:
         t_build = work.now()
-        built = build_fast(problem, budget=budget, full_stages=full.__contains__)
-        if hint is not None:
-            built.hint_from(hint)
-        built.model.objective_floor = floor
+        built = build_fast(problem, budget=budget, full_stages=full.__contains__, hint=hint, floor=floor)
         took = work.now() - t_build
         build_s += took
         out = solve_built(ctx, built, took, reserve_s=finalize_s, gap=gap,

@@ -8,6 +8,7 @@ figures come from the simulator, so they can be compared side by side.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -67,9 +68,7 @@ def get_strategy(name: str) -> Callable[[Problem, SolveOptions], Result]:
             # a whole-plan replay: capuchin took 51 s on gpt2_large) stop at the wall cap too.
             with work.metered(work.Meter(wall_at=started + opts.time_limit_s)) as meter, step_until(math.inf):
                 result = fn(problem)   # a heuristic: no solver settings
-            if meter.time_hit:
-                result.extra.stopped_by = "time"
-            return result
+            return dataclasses.replace(result, notes=result.notes.set(stopped_by="time")) if meter.time_hit else result
         except UpdateOrderError as exc:
             return infeasible(problem, name, f"{name} recomputes a node that reads a parameter after its optimizer "
                               f"update, which it does not model ({exc})", started=started)
@@ -83,16 +82,17 @@ def run_strategy(name: str, problem: Problem, opts: SolveOptions | None = None) 
     opts = opts or SolveOptions()
     with memory_limit(opts.memory_limit_bytes) as seen:
         result = get_strategy(name)(problem, opts)
+    notes, message = result.notes, result.message
     if opts.memory_limit_bytes is not None:
-        result.extra.memory_limit_mb = opts.memory_limit_bytes // 2**20
+        notes = notes.set(memory_limit_mb=opts.memory_limit_bytes // 2**20)
     if seen.peak_bytes:
-        result.extra.memory_peak_mb = round(seen.peak_bytes / 2**20)
+        notes = notes.set(memory_peak_mb=round(seen.peak_bytes / 2**20))
     stops = seen.stops
     if stops:
-        result.extra.memory_stops = len(stops)
+        notes = notes.set(memory_stops=len(stops))
         note = f"{stops[-1]} ({len(stops)} solver process(es) stopped)"
-        result.message = f"{result.message}; {note}" if result.message else note
-    return result
+        message = f"{message}; {note}" if message else note
+    return dataclasses.replace(result, notes=notes, message=message)
 
 
 #: Every strategy by name: ``optimal`` and every baseline (the one registry).

@@ -6,10 +6,10 @@ depth, a size above which a stage is skipped. The stages read them from the
 :class:`Tuning` in their context (:mod:`poet_compiler.solve.pipeline.context`), so a test
 or a bench passes its own instead of patching a module (``Tuning(max_arena_retries=20)``;
 ``bench/ablation.py``'s ``NAME=VALUE``); a function outside the pipeline that takes one
-(``cover_bound``, ``finalize``) defaults to :data:`TUNING`. The infeasibility analysis
-(``solve/feasibility.py``) and the heuristics, which take a Problem only, read
-:data:`TUNING` itself. Two switches serve the ablation (``deep_cover``, ``widen``); at
-their defaults the pipeline runs every stage.
+(``cover_bound``, ``finalize``, the infeasibility analysis of ``solve/feasibility.py``)
+defaults to :data:`TUNING`, and the pipeline passes its own. Only the heuristics, which
+take a Problem alone, read :data:`TUNING` itself. Two switches serve the ablation
+(``deep_cover``, ``widen``); at their defaults the pipeline runs every stage.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from poet_compiler.solve.problem import Problem
     from poet_compiler.solvers.model import LinearModel
 
 
@@ -85,13 +84,15 @@ class Tuning:
     # 5.7 s, and the cell ended dearer; BENCHMARKS.md, "Optimizer grid").
     exposure_min_gap: float = 0.01
     # Above this many (tensor, point) pairs the presence model is not built: ResNet-18-CIFAR
-    # at op level has 13,070, the README demo 2,793 (both measured and solved, BENCHMARKS.md).
+    # at op level has 13,070, the README demo 2,793 (both measured and solved, BENCHMARKS.md,
+    # "Optimizer grid").
     presence_max_pairs: int = 40_000
     # Of the work left after the cover, what the presence bound may take. The README demo
-    # closes its bound in 10.5 deterministic s (0.4 of the default effort left is 12). Against
-    # 0.6 on the ablation's cells (docs/optimizer.md): DAG 100 at 80 % -12.2 %, ResNet-18-CIFAR
-    # m4 30 % 1.5x -0.78 %, DAG 250 at 90 % -0.76 %, ResNet-18-CIFAR m4 50 % 1.5x +0.50 %, the
-    # rest the same. At 0.25 the demo is no longer proven.
+    # closes its bound in 1.3 deterministic s (0.4 of the default effort left is 12; the
+    # demo cell of bench/same_bytes.py reports it, stage_effort.presence). Against 0.6 on the
+    # ablation's cells (docs/optimizer.md, "Constants"): DAG 100 at 80 % -12.2 %,
+    # ResNet-18-CIFAR m4 30 % 1.5x -0.78 %, DAG 250 at 90 % -0.76 %, ResNet-18-CIFAR m4 50 %
+    # 1.5x +0.50 %, the rest the same.
     presence_share: float = 0.4
 
     # -- improvement ------------------------------------------------------------------------
@@ -172,9 +173,9 @@ class Tuning:
     # Wider guided sub-problems after the first, where the caller allows them.
     widen: bool = True
 
-    def small(self, problem: Problem) -> bool:
-        """At most :attr:`small_graph_nodes` nodes."""
-        return problem.n <= self.small_graph_nodes
+    def small(self, nodes: int) -> bool:
+        """A graph of ``nodes`` nodes is small: at most :attr:`small_graph_nodes`."""
+        return nodes <= self.small_graph_nodes
 
     def cover_limit(self, left: float) -> float:
         """The effort a caller with ``left`` to spend gives one cover solve."""

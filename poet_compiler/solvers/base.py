@@ -26,8 +26,10 @@ class BackendOptions:
     # Stop once (incumbent - bound) / incumbent <= relative_gap. The backends still say
     # "optimal" only for a proven gap of 0; a stop within the limit is "feasible".
     relative_gap: float = 0.0
-    # Stop within relative_gap of the model's objective floor only, not of its own bound:
-    # a restricted sub-problem's own bound says nothing of the whole problem's.
+    # Not within relative_gap of the model's own bound: a restricted sub-problem's own
+    # bound says nothing of the whole problem's. HiGHS and Gurobi still stop within the
+    # gap of the objective floor; CP-SAT never stops on the floor (solvers/cpsat.py), so
+    # it searches such a model to its own optimum or its limit.
     floor_only: bool = False
     # Large models: cheaper presolve (CP-SAT's presolve alone can take most of a minute
     # on ~70k binaries) and a stronger LP relaxation.

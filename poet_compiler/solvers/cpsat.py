@@ -6,8 +6,19 @@ whole process ("Check failed: solution->size() == postsolve_mapping.size()") whe
 search is stopped while a hinted solution is still being postsolved early in the solve:
 POET's own ``linear`` graph at 3388 B (shared/regressions) did it every time, from a
 solution callback and from another thread alike. So poetc never stops CP-SAT from a
-callback, and whatever stops it (the outside bound, the wall cap) first takes the
-child's latest solution: if the child then dies, that solution is kept.
+callback, and whatever stops it (the wall cap) first takes the child's latest solution:
+if the child then dies, that solution is kept.
+
+A search ends on CP-SAT's own terms: its deterministic limit, the gap to its own bound,
+a proof, or the wall cap. The model's objective floor (an outside bound) is the reported
+bound, never a stop. With several workers the interleaved search is deterministic at its
+synchronization points only: between two of them the workers' tasks run at once, and the
+solution callback sees strict improvements in the order the threads report them. A stop
+on the first callback solution within the gap of the floor answered with whichever task
+came first (random problem 36 of ``bench/same_bytes.py``: two tasks of one batch found
+different schedules of the same cost, and one run in about 36 under load took the other;
+BENCHMARKS.md, "Reproducibility"). CP-SAT's own stops fall on a synchronization point,
+and its answer is the first of its solution pool, ordered by objective, then by values.
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from typing import Any  # Any: OR-Tools objects, imported lazily
 
 from poet_compiler import work
 from poet_compiler.solvers.base import (
@@ -28,26 +40,50 @@ from poet_compiler.solvers.base import (
     BackendStatus,
     ProgressLine,
     exit_reason,
-    within_gap,
 )
 from poet_compiler.solvers.memory import Watch
 from poet_compiler.solvers.model import LinearModel
-from poet_compiler.solvers.scaling import scale_model
+from poet_compiler.solvers.scaling import Scaled, scale_model
 
 
 def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
                      on_solver: Callable[[object], None] | None = None,
-                     on_solution: Callable[[float, list[float]], None] | None = None,
-                     on_good_enough: Callable[[BackendResult], None] | None = None) -> BackendResult:
+                     on_solution: Callable[[float, list[float]], None] | None = None) -> BackendResult:
     """Solve on CP-SAT in this process. ``on_solver`` receives the ``CpSolver`` before
-    the search starts; ``on_solution`` (objective, values) each solution;
-    ``on_good_enough`` is called when an incumbent is proven by the model's outside
-    bound (the caller stops the search; see the module docstring)."""
+    the search starts; ``on_solution`` (objective, values) each improving solution, which
+    decides nothing (module docstring)."""
     from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
 
     started = time.perf_counter()
     deadline = started + float(options.time_limit_s)
     sc = scale_model(model)
+    built = _cp_model(model, sc, deadline)
+    if built is None:
+        # The wall allowance ran out while building (1.7 s on a 250-node DAG's guided
+        # sub-problem, given 1.0 s): no search.
+        return BackendResult("timeout", None, None, None, time.perf_counter() - started, "cpsat",
+                             "no time left to search after building the model", model.stats(),
+                             deterministic_s=0.0)
+    cp, xs = built
+    solver = cp_model.CpSolver()
+    _set_parameters(solver.parameters, options, deadline)
+    search = _Search(model, sc, options, started, on_solution)
+    if on_solver is not None:
+        on_solver(solver)
+    if options.progress or on_solution is not None:
+        solver.best_bound_callback = lambda b: search.line.update(bound=search.to_phys(b))
+        status = solver.solve(cp, search.callback(cp_model.CpSolverSolutionCallback))
+    else:
+        status = solver.solve(cp)
+    search.line.close()
+    return search.result(cp, solver, status, xs)
+
+
+def _cp_model(model: LinearModel, sc: Scaled, deadline: float) -> tuple[Any, list[Any]] | None:
+    """The CP-SAT model of ``sc`` (``model`` scaled to integers) with its hint, and its
+    variables; None when the ``time.perf_counter()`` instant ``deadline`` passes first."""
+    from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
+
     cp = cp_model.CpModel()
     xs = []
     for v in range(model.n_vars):
@@ -60,11 +96,7 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
         xs.append(x)
     for k, (terms, lo, hi) in enumerate(sc.rows):
         if k % 256 == 0 and time.perf_counter() > deadline:
-            # The wall allowance ran out while building (1.7 s on a 250-node DAG's
-            # guided sub-problem, given 1.0 s): no search.
-            return BackendResult("timeout", None, None, None, time.perf_counter() - started, "cpsat",
-                                 "no time left to search after building the model", model.stats(),
-                                 deterministic_s=0.0)
+            return None
         expr = sum(c * xs[v] for v, c in terms.items())
         if lo is not None and hi is not None and lo == hi:
             cp.add(expr == lo)
@@ -77,30 +109,33 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
         cp.minimize(sum(c * xs[v] for v, c in sorted(sc.objective.items())))
     for v, val in sorted(model.hint.items()):
         cp.add_hint(xs[v], int(round(val)))
+    return cp, xs
 
-    solver = cp_model.CpSolver()
-    # The wall allowance counts from the call: the build above is part of it.
-    solver.parameters.max_time_in_seconds = max(0.01, deadline - time.perf_counter())
-    solver.parameters.num_workers = max(1, int(options.threads))
-    solver.parameters.random_seed = options.seed
+
+def _set_parameters(params: Any, options: BackendOptions, deadline: float) -> None:
+    """CP-SAT's parameters for ``options``, its wall limit what is left to ``deadline``."""
+    # The wall allowance counts from the call: the build is part of it.
+    params.max_time_in_seconds = max(0.01, deadline - time.perf_counter())
+    params.num_workers = max(1, int(options.threads))
+    params.random_seed = options.seed
     if options.deterministic:
         # Interleaved search is deterministic for any number of workers; stopping it on
         # deterministic time (not wall time) makes the answer reproducible. The wall limit
         # stays as a cap: on a machine too loaded to reach the deterministic limit in time
         # the answer can differ. Measured on ResNet-18-CIFAR at 30 %: same schedule twice,
         # and a better one (108.2 J) than the portfolio search in the same time (109.5 J).
-        solver.parameters.interleave_search = True
+        params.interleave_search = True
         if options.deterministic_s is not None:
-            solver.parameters.max_deterministic_time = max(0.01, float(options.deterministic_s))
-    solver.parameters.relative_gap_limit = 0.0 if options.floor_only else max(0.0, float(options.relative_gap))
+            params.max_deterministic_time = max(0.01, float(options.deterministic_s))
+    params.relative_gap_limit = 0.0 if options.floor_only else max(0.0, float(options.relative_gap))
     if options.full_subsolvers:
-        solver.parameters.subsolvers.extend(options.full_subsolvers)
+        params.subsolvers.extend(options.full_subsolvers)
     if options.large:
         # Measured on ResNet-18 (132 nodes, ~70k binaries): the default presolve loops
         # take ~29 s; one iteration without probing keeps the model nearly as small.
-        solver.parameters.max_presolve_iterations = 1
-        solver.parameters.cp_model_probing_level = 0
-        solver.parameters.linearization_level = 2
+        params.max_presolve_iterations = 1
+        params.cp_model_probing_level = 0
+        params.linearization_level = 2
         if options.deterministic:
             # Interleaved search synchronizes after each batch of tasks (by default three
             # per worker) and starts no batch it cannot finish within the limits; here each
@@ -109,101 +144,87 @@ def solve_cpsat_here(model: LinearModel, options: BackendOptions, *,
             # Measured on ResNet-18-CIFAR a72 30 % 1.5x's guided sub-problem (29 s): one
             # batch, stopped at 17 s with the hint's 51.72 J; a batch per worker count:
             # 45.11 J in 29 s, the same on 3 of 3 runs (portfolio search: 45.48-45.54 J).
-            solver.parameters.interleave_batch_size = solver.parameters.num_workers
-    line = ProgressLine("cpsat", model.objective_unit, options.progress)
-    floor = model.objective_floor
+            params.interleave_batch_size = params.num_workers
 
-    def to_phys(x: float) -> float:
-        return x * sc.obj_unit
 
-    def valid_bound(b: float) -> float:
+class _Search:
+    """One CP-SAT search's figures in physical units: its progress line and the result it
+    ends with."""
+
+    def __init__(self, model: LinearModel, sc: Scaled, options: BackendOptions, started: float,
+                 on_solution: Callable[[float, list[float]], None] | None) -> None:
+        self.sc, self.options, self.started = sc, options, started
+        self.floor = model.objective_floor
+        self.line = ProgressLine("cpsat", model.objective_unit, options.progress)
+        self.on_solution = on_solution
+        self.stats = {"u_t": sc.u_t, "u_e": sc.u_e, "objective_rounding": sc.obj_err * sc.obj_unit, **model.stats()}
+
+    def to_phys(self, x: float) -> float:
+        return x * self.sc.obj_unit
+
+    def valid_bound(self, b: float) -> float:
         # Integer objective: round the bound up, then subtract the cost rounding so it
         # bounds the real objective; the outside bound is one too.
-        phys = (math.ceil(b - 1e-9) - sc.obj_err) * sc.obj_unit
-        return phys if floor is None else max(phys, floor)
+        phys = (math.ceil(b - 1e-9) - self.sc.obj_err) * self.sc.obj_unit
+        return phys if self.floor is None else max(phys, self.floor)
 
-    # The first solution the outside bound proves good enough: the answer, whatever the
-    # search found between it and the stop (the stop comes from another thread, at a
-    # moment that depends on the machine; this solution does not).
-    enough: list[BackendResult] = []
-    stats = {"u_t": sc.u_t, "u_e": sc.u_e, "objective_rounding": sc.obj_err * sc.obj_unit, **model.stats()}
+    def callback(self, base: type) -> Any:
+        """A ``CpSolverSolutionCallback`` (``base``: the class, imported lazily) that
+        reports each improving solution; it decides nothing (module docstring)."""
+        search = self
 
-    class _Callback(cp_model.CpSolverSolutionCallback):
-        def on_solution_callback(self) -> None:
-            if enough:
-                return
-            inc = to_phys(self.ObjectiveValue())
-            line.update(inc, max(to_phys(self.BestObjectiveBound()), floor or -math.inf), force=True)
-            if on_solution is not None:
-                on_solution(inc, [float(x) for x in self.response_proto.solution])
-            # The outside bound proves the incumbent good enough: the caller stops the
-            # search (an added row "objective >= floor" would slow the search and
-            # CP-SAT's bound ignores it).
-            if floor is not None and on_good_enough is not None and \
-                    within_gap(inc, floor, max(options.relative_gap, 1e-12)):
-                # The proto's repeated field takes no slice (ortools 9.15): copy it first.
-                solution = [float(v) for v in list(self.response_proto.solution)[:len(xs)]]
-                # Charged its whole deterministic limit (deterministic_s None): the time CP-SAT reports
-                # inside a callback depends on how far the other workers' tasks have run.
-                enough.append(BackendResult("feasible", solution, inc, valid_bound(self.BestObjectiveBound()),
-                                            time.perf_counter() - started, "cpsat", "", stats))
-                # The answer goes out now: stopping may abort the process (module docstring),
-                # and whether it does depends on timing.
-                on_good_enough(enough[0])
+        class _Callback(base):
+            def on_solution_callback(self) -> None:
+                search.on_solution_found(self)
 
-    if on_solver is not None:
-        on_solver(solver)
-    if options.progress or on_solution is not None or floor is not None:
-        solver.best_bound_callback = lambda b: line.update(bound=to_phys(b))
-        status = solver.solve(cp, _Callback())
-    else:
-        status = solver.solve(cp)
-    line.close()
-    elapsed = time.perf_counter() - started
-    det_s = solver.deterministic_time
-    if enough:
-        return enough[0]
-    if status == cp_model.INFEASIBLE:
-        return BackendResult("infeasible", None, None, None, elapsed, "cpsat", "proven infeasible", stats,
+        return _Callback()
+
+    def on_solution_found(self, cb: Any) -> None:
+        inc = self.to_phys(cb.ObjectiveValue())
+        self.line.update(inc, max(self.to_phys(cb.BestObjectiveBound()), self.floor or -math.inf), force=True)
+        if self.on_solution is not None:
+            self.on_solution(inc, [float(x) for x in cb.response_proto.solution])
+
+    def result(self, cp: Any, solver: Any, status: Any, xs: list[Any]) -> BackendResult:
+        """What the finished search (``status``) found."""
+        from ortools.sat.python import cp_model  # lazy: heavy; never loaded beside HiGHS
+
+        sc, floor = self.sc, self.floor
+        elapsed = time.perf_counter() - self.started
+        det_s = solver.deterministic_time
+        if status == cp_model.INFEASIBLE:
+            return BackendResult("infeasible", None, None, None, elapsed, "cpsat", "proven infeasible", self.stats,
+                                 deterministic_s=det_s)
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            msg = "model invalid: " + cp.validate() if status == cp_model.MODEL_INVALID else \
+                "no solution within its limit"
+            return BackendResult("timeout", None, None, None, elapsed, "cpsat", msg, self.stats,
+                                 deterministic_s=det_s)
+        values = [float(solver.value(x)) for x in xs]
+        obj = solver.objective_value if sc.objective else 0.0
+        bound = solver.best_objective_bound if sc.objective else 0.0
+        # OPTIMAL also means "within relative_gap_limit": only a closed gap is optimal.
+        closed = sc.objective == {} or math.ceil(bound - 1e-9) >= round(obj) or \
+            (floor is not None and obj * sc.obj_unit <= floor * (1 + 1e-12))
+        st: BackendStatus = "optimal" if status == cp_model.OPTIMAL and closed else "feasible"
+        return BackendResult(st, values, obj * sc.obj_unit, self.valid_bound(bound), elapsed, "cpsat", "", self.stats,
                              deterministic_s=det_s)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        msg = "model invalid: " + cp.validate() if status == cp_model.MODEL_INVALID else \
-            "no solution within its limit"
-        return BackendResult("timeout", None, None, None, elapsed, "cpsat", msg, stats, deterministic_s=det_s)
-    values = [float(solver.value(x)) for x in xs]
-    obj = solver.objective_value if sc.objective else 0.0
-    bound = solver.best_objective_bound if sc.objective else 0.0
-    # OPTIMAL also means "within relative_gap_limit": only a closed gap is optimal.
-    closed = sc.objective == {} or math.ceil(bound - 1e-9) >= round(obj) or \
-        (floor is not None and obj * sc.obj_unit <= floor * (1 + 1e-12))
-    st: BackendStatus = "optimal" if status == cp_model.OPTIMAL and closed else "feasible"
-    return BackendResult(st, values, obj * sc.obj_unit, valid_bound(bound), elapsed, "cpsat", "", stats,
-                         deterministic_s=det_s)
 
 
 def _child(conn, model: LinearModel, options: BackendOptions) -> None:  # noqa: ANN001
-    """Body of the child process: solve on a thread, stop it when asked, report back."""
+    """Body of the child process: solve on a thread, stop it when the parent asks (its
+    wall cap), report back."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the parent's to handle
     holder: dict[str, object] = {}
     latest: list[tuple[float, list[float]]] = []
-    send_lock = threading.Lock()
     stop = threading.Event()
     done: list[BackendResult] = []
-
-    def send(msg: tuple) -> None:
-        with send_lock:
-            conn.send(msg)
-
-    def good_enough(res: BackendResult) -> None:
-        send(("result", res))
-        stop.set()
 
     def run() -> None:
         try:
             done.append(solve_cpsat_here(
                 model, options, on_solver=lambda s: holder.__setitem__("solver", s),
-                on_solution=lambda obj, vals: latest.__setitem__(slice(None), [(obj, vals)]),
-                on_good_enough=good_enough))
+                on_solution=lambda obj, vals: latest.__setitem__(slice(None), [(obj, vals)])))
         finally:
             stop.set()
 
@@ -217,12 +238,12 @@ def _child(conn, model: LinearModel, options: BackendOptions) -> None:  # noqa: 
         if stop.is_set() and not stopped and worker.is_alive():
             stopped = True
             if latest:
-                send(("solution", *latest[0]))   # kept even if stopping aborts the child
+                conn.send(("solution", *latest[0]))   # kept even if stopping aborts the child
             solver = holder.get("solver")
             if solver is not None:
                 solver.stop_search()  # type: ignore[attr-defined]
     worker.join()
-    send(("result", done[0]) if done else ("error", "CP-SAT raised an exception"))
+    conn.send(("result", done[0]) if done else ("error", "CP-SAT raised an exception"))
     conn.close()
 
 
@@ -296,7 +317,7 @@ def _solve_in_child(model: LinearModel, options: BackendOptions) -> BackendResul
             proc.kill()
             killed = True
     if result is not None and proc.is_alive():
-        proc.kill()     # the answer is in hand (a good-enough stop sends it before stopping)
+        proc.kill()     # the answer is in hand
     proc.join(timeout=5.0)
     parent.close()
     if result is not None:

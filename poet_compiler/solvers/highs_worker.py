@@ -14,6 +14,7 @@ import sys
 import time
 import traceback
 from multiprocessing.connection import Connection
+from typing import Any  # Any: highspy objects, imported lazily
 
 import numpy as np
 
@@ -39,6 +40,29 @@ def run(model: LinearModel, options: BackendOptions, send: Connection | None = N
     h.setOptionValue("mip_rel_gap", 1e-9 if options.floor_only else max(1e-9, float(options.relative_gap)))
     h.setOptionValue("mip_abs_gap", 1e-12)
     h.setOptionValue("random_seed", int(options.seed))
+    h.passModel(_lp(model))
+    if model.hint:
+        sol = highspy.HighsSolution()
+        vals = np.array(model.lb, dtype=float)
+        for v, x in model.hint.items():
+            vals[v] = x
+        sol.col_value = list(vals)
+        try:
+            h.setSolution(sol)
+        except Exception:  # noqa: BLE001 - a rejected hint only loses the warm start
+            pass
+    line = ProgressLine("highs", model.objective_unit, options.progress and not options.progress_pipe, every_s=1.0)
+    if options.progress or options.progress_pipe or model.objective_floor is not None:
+        _watch(h, model, options, line, send)
+    h.run()
+    line.close()
+    return _result(h, model, time.perf_counter() - started)
+
+
+def _lp(model: LinearModel) -> Any:
+    """``model`` as a ``highspy.HighsLp`` (a column-wise sparse matrix)."""
+    import highspy  # lazy: loaded only in the child process (it conflicts with OR-Tools)
+
     inf = highspy.kHighsInf
     n = model.n_vars
     lp = highspy.HighsLp()
@@ -52,7 +76,6 @@ def run(model: LinearModel, options: BackendOptions, send: Connection | None = N
     lp.col_upper_ = np.array(model.ub, dtype=float)
     lp.row_lower_ = np.array([r.lo if math.isfinite(r.lo) else -inf for r in model.rows], dtype=float)
     lp.row_upper_ = np.array([r.hi if math.isfinite(r.hi) else inf for r in model.rows], dtype=float)
-    # Column-wise sparse matrix.
     cols: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     for j, r in enumerate(model.rows):
         for v, c in r.terms.items():
@@ -69,18 +92,15 @@ def run(model: LinearModel, options: BackendOptions, send: Connection | None = N
     lp.a_matrix_.value_ = np.array(value, dtype=float)
     lp.integrality_ = [highspy.HighsVarType.kInteger if k == "bin" else highspy.HighsVarType.kContinuous
                        for k in model.kind]
-    h.passModel(lp)
-    if model.hint:
-        sol = highspy.HighsSolution()
-        vals = np.array(model.lb, dtype=float)
-        for v, x in model.hint.items():
-            vals[v] = x
-        sol.col_value = list(vals)
-        try:
-            h.setSolution(sol)
-        except Exception:  # noqa: BLE001 - a rejected hint only loses the warm start
-            pass
-    line = ProgressLine("highs", model.objective_unit, options.progress and not options.progress_pipe, every_s=1.0)
+    return lp
+
+
+def _watch(h: Any, model: LinearModel, options: BackendOptions, line: ProgressLine, send: Connection | None) -> None:
+    """A MIP callback that reports progress (on the pipe, throttled, or the line) and
+    interrupts the search once the model's outside bound proves the incumbent."""
+    import highspy  # lazy: loaded only in the child process (it conflicts with OR-Tools)
+
+    floor = model.objective_floor
     last = [0.0]
 
     def report(inc: float, bound: float) -> None:
@@ -91,30 +111,32 @@ def run(model: LinearModel, options: BackendOptions, send: Connection | None = N
             if send is not None:
                 send.send(("progress", inc, bound))
 
-    floor = model.objective_floor
-    if options.progress or options.progress_pipe or floor is not None:
-        try:
-            def cb(callback_type, message, data_out, data_in, user_data):  # noqa: ANN001
-                inc = float(data_out.objective_function_value)
-                bound = max(float(data_out.mip_dual_bound), floor if floor is not None else -math.inf)
-                if options.progress_pipe:
-                    report(inc, bound)
-                elif options.progress:
-                    line.update(inc, bound)
-                # The outside bound proves the incumbent good enough: interrupt.
-                if floor is not None and math.isfinite(inc) and \
-                        within_gap(inc, floor, max(options.relative_gap, 1e-12)):
-                    data_in.user_interrupt = True
-            h.setCallback(cb, None)
-            h.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
-        except Exception:  # noqa: BLE001 - progress is best effort on older highspy
-            pass
-    h.run()
-    line.close()
-    elapsed = time.perf_counter() - started
+    try:
+        def cb(callback_type, message, data_out, data_in, user_data):  # noqa: ANN001
+            inc = float(data_out.objective_function_value)
+            bound = max(float(data_out.mip_dual_bound), floor if floor is not None else -math.inf)
+            if options.progress_pipe:
+                report(inc, bound)
+            elif options.progress:
+                line.update(inc, bound)
+            # The outside bound proves the incumbent good enough: interrupt.
+            if floor is not None and math.isfinite(inc) and \
+                    within_gap(inc, floor, max(options.relative_gap, 1e-12)):
+                data_in.user_interrupt = True
+        h.setCallback(cb, None)
+        h.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
+    except Exception:  # noqa: BLE001 - progress is best effort on older highspy
+        pass
+
+
+def _result(h: Any, model: LinearModel, elapsed: float) -> BackendResult:
+    """What the finished run found, judged by the model's outside bound too."""
+    import highspy  # lazy: loaded only in the child process (it conflicts with OR-Tools)
+
     status = h.getModelStatus()
     info = h.getInfo()
     stats = dict(model.stats())
+    floor = model.objective_floor
     MS = highspy.HighsModelStatus
     if status == MS.kInfeasible:
         return BackendResult("infeasible", None, None, None, elapsed, "highs", "proven infeasible", stats)

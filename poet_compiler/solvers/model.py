@@ -44,8 +44,9 @@ class LinearModel:
     objective_unit: str = "J"   # "J" (energy), "B" (bytes: min RAM), "s" (seconds: min time)
     hint: dict[int, float] = field(default_factory=dict)
     # A valid lower bound on the objective known from elsewhere (the eviction-cover
-    # bound): backends add ``objective >= objective_floor``, so the search can stop as
-    # soon as an incumbent is within the gap limit of it.
+    # bound): every backend reports at least it as the bound; HiGHS and Gurobi also stop
+    # once an incumbent is within the gap limit of it, CP-SAT does not (solvers/cpsat.py:
+    # with several workers that stop would depend on thread timing).
     objective_floor: float | None = None
 
     @property

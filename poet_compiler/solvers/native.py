@@ -76,9 +76,9 @@ class NativeLimits:
     fix_to_hint: bool = False
     # Prove the bound by unsatisfiable cores over the objective's literals, on one worker
     # (``workers`` is ignored): for models whose LP bound is weak
-    # (:mod:`poet_compiler.solve.presence`). A second worker (``no_lp``) slowed the
-    # README demo's proof from 8.8 to 12.4 s; core minimization level 1 (CP-SAT's
-    # default is 2) took it from 9.0 to 4.1 s.
+    # (:mod:`poet_compiler.solve.presence`). On the README demo's presence model, a second
+    # worker (``no_lp``) took the proof from 1.08 to 1.95 s of CPU; core minimization level
+    # 1 (CP-SAT's default is 2) from 1.34 to 1.08 s.
     core: bool = False
     # CP-SAT's interleaved search (``interleave_search``): the subsolvers' work goes out
     # in batches and is synchronized after each, so with ``workers`` > 1 the search does

@@ -10,6 +10,7 @@ simulator replays: the measured peak stays within it plus one op's kernel scratc
 from __future__ import annotations
 
 import copy
+import dataclasses
 import operator
 
 import pytest
@@ -90,13 +91,19 @@ def _assert_policies_where_saved(m) -> None:
 def test_a_region_that_saves_a_call_runs_its_policy_bitwise(remat) -> None:
     """Dropping the second convolution's output puts the BatchNorm that reads it in its
     region, saved (MUST_SAVE) while the convolution is recomputed: the selective path."""
-    from poet_compiler.codegen.checkpointed import CheckpointedModule
-    from poet_compiler.codegen.torch_plan import plan_from, simulate_plan
+    from poet_compiler.torch_exec.checkpoint_model import simulate_plan
+    from poet_compiler.torch_exec.checkpointed import CheckpointedModule
+    from poet_compiler.torch_exec.regions import plan_from
 
     model, reference, c = remat
     _, an = c.torch_plan()
     conv = next(i for i in an.forward if an.graph.nodes[i].name == "blocks.0.conv2/convolution_2")
-    plan = simulate_plan(an, plan_from(an, {conv}, set(), c.costs), c.costs)
+    unsimulated = plan_from(an, {conv}, set(), c.costs)
+    plan = simulate_plan(an, unsimulated, c.costs)
+    # A plan is a value: simulating it makes a new one.
+    assert unsimulated.program is None and unsimulated.simulation is None and plan.simulation is not None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.paged = frozenset()  # type: ignore[misc]
     m = CheckpointedModule(c.traced, plan, an)
     assert [len(_saved_calls(m, r)) for r in plan.regions] == [1]
     _assert_policies_where_saved(m)
@@ -207,7 +214,7 @@ def test_measured_peak_is_within_the_plan_and_one_kernels_scratch(remat) -> None
 def _assert_peak_within_plan(m, model) -> tuple[int, int]:
     """(measured peak, plain autograd's) of one step of ``m``; asserts the first is within
     the plan's peak plus one kernel's scratch."""
-    from poet_compiler.codegen.memtrack import measure
+    from poet_compiler.torch_exec.memtrack import measure
 
     x, y = batch(2)
 
@@ -248,8 +255,8 @@ def test_the_dma_pager_frees_and_allocates_on_the_calling_thread(tmp_path) -> No
     allocated when it is issued, both on the forward's thread: the profiler, which sees
     only that thread's allocations, measures what the plan models (two page-outs and two
     page-ins in a row peak at one tensor)."""
-    from poet_compiler.codegen.memtrack import measure
-    from poet_compiler.codegen.pager import PageFile, SavedTensorPager
+    from poet_compiler.torch_exec.memtrack import measure
+    from poet_compiler.torch_exec.pager import PageFile, SavedTensorPager
 
     x = torch.randn(1 << 20)
     nbytes = x.untyped_storage().nbytes()

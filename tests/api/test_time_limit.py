@@ -27,7 +27,7 @@ def _solve_limit(monkeypatch, load_s: float, limit_s: float) -> float:
     monkeypatch.setattr(api, "_load", slow_load)
     monkeypatch.setattr(api, "run_strategy", spy)
     out = api.compile(graph, ram="90%", mode="remat", strategy="checkpoint_all", time_limit_s=limit_s)
-    assert out.result.extra.trace_s is not None and out.result.extra.trace_s >= load_s
+    assert out.result.notes.trace_s is not None and out.result.notes.trace_s >= load_s
     return seen[0].time_limit_s
 
 
@@ -69,11 +69,11 @@ def test_the_limit_counts_from_the_instant_given(monkeypatch) -> None:
     out = api.compile(layered_graph(40), ram="90%", mode="remat", strategy="checkpoint_all", time_limit_s=10.0,
                       started=time.perf_counter() - 3.0)
     assert 6.0 < seen[0].time_limit_s <= 7.0
-    startup = out.result.extra.startup_s
+    startup = out.result.notes.startup_s
     assert startup is not None and 3.0 <= startup < 3.5
-    assert out.result.extra.compile_s is not None and out.result.extra.compile_s >= startup
+    assert out.result.notes.compile_s is not None and out.result.notes.compile_s >= startup
     plain = api.compile(layered_graph(40), ram="90%", mode="remat", strategy="checkpoint_all", time_limit_s=10.0)
-    assert plain.result.extra.startup_s is None
+    assert plain.result.notes.startup_s is None
 
 
 def test_process_started_is_this_process_start() -> None:

@@ -64,7 +64,7 @@ def test_written_sidecar_matches_and_inspect_reads_it(compiled, capsys):
 
 def test_infeasible_report_matches():
     c = pc.compile(chain(5), None, "1k", time_limit_s=10, threads=1)
-    assert c.result.status == "infeasible" and "min_ram_bytes" in c.result.extra.names()
+    assert c.result.status == "infeasible" and "min_ram_bytes" in c.result.notes.names()
     validate_report(json.loads(json.dumps(c.report())), "report")
 
 

@@ -20,7 +20,7 @@ RAM = ["60%", "80%", "100%"]
 DEADLINE = ["1.2x", "2x"]
 STRATEGIES = ["optimal", "checkmate", "paging_only"]
 KW = dict(time_limit_s=20.0, threads=1)
-TIMING = MEASURED_KEYS  # measured wall times, not results (typed in ResultExtra: metadata=MEASURED)
+TIMING = MEASURED_KEYS  # measured wall times, not results (typed in NoteFields: metadata=MEASURED)
 
 
 def results(df: pd.DataFrame) -> pd.DataFrame:

@@ -40,8 +40,8 @@ def test_gpt2_large_has_at_least_1500_op_nodes_and_no_weights(large) -> None:
 
 
 def test_running_it_is_refused_in_one_line(large) -> None:
-    from poet_compiler.codegen.executor import ScheduledStep
     from poet_compiler.schedule.program import Program
+    from poet_compiler.torch_exec.executor import ScheduledStep
 
     with pytest.raises(FrontendError, match="meta device.*use gpt2_large_mini") as err:
         ScheduledStep(large, Program(large.graph.n, ()))

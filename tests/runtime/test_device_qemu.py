@@ -9,6 +9,7 @@ Bounded: each QEMU run has a 240 s subprocess timeout (it takes about a second).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -81,7 +82,7 @@ def test_qemu_step_with_moves_matches_pytorch(tmp_path: Path) -> None:
     peak = simulate(comp.graph, comp.costs, bare).peak_bytes
     program = compact_arena(comp.graph, bare, peak)
     assert program is not None and program.count(Op.MOVE) > 0
-    comp.result.program, comp.result.arena_bytes = program, program.arena_bytes
+    comp.result = dataclasses.replace(comp.result, program=program, arena_bytes=program.arena_bytes)
     path, _ = comp.save(tmp_path / "moved.poet")
     assert path.read_bytes()[4] == MOVE_VERSION
     emitted = emit_c(case.model, path, tmp_path / "emit")

@@ -84,7 +84,7 @@ def test_offset_choice_matches_the_scan(best_fit):
     nested, with workspace-widened widths)."""
     import random
 
-    from poet_compiler.schedule.arena import _choose_offset
+    from poet_compiler.schedule.packing import choose_offset
 
     rng = random.Random(7)
     for _ in range(3000):
@@ -94,7 +94,7 @@ def test_offset_choice_matches_the_scan(best_fit):
             hi = lo + rng.randint(1, 15)
             spans.append((lo, hi, rng.choice([1, 2, 3, 5, 8])))
         spans.sort()
-        assert _choose_offset(spans, best_fit) == _choose_by_scan(spans, best_fit), spans
+        assert choose_offset(spans, best_fit) == _choose_by_scan(spans, best_fit), spans
 
 
 def test_past_the_meters_wall_cap_only_the_first_greedy_order_is_tried():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from poet_compiler.schedule import arena as A
+from poet_compiler.schedule import packing
 from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.simulate import simulate
 from tests.support.graphs import cost_table_from_graph, random_dag
@@ -27,7 +28,7 @@ def _reference_first_fit(buffers: list[A.Buffer]) -> int:
         arena = 0
         for j in order:
             b = buffers[j]
-            spans = [(offsets[p], offsets[p] + A._extent(buffers[p], b), A._extent(b, buffers[p]))
+            spans = [(offsets[p], offsets[p] + packing.extent(buffers[p], b), packing.extent(b, buffers[p]))
                      for p in offsets if buffers[p].start < b.end and b.start < buffers[p].end]
             off = 0
             for cand in sorted({0, *(hi for _, hi, _ in spans)}):
@@ -70,7 +71,7 @@ def test_exact_packing_reaches_the_peak_from_a_poor_hint() -> None:
     """a = [0,4) 4 B, b = [1,2) 2 B, c = [2,6) 2 B, d = [4,6) 4 B: peak 6 (a+b, a+c, c+d).
     Hinted with a valid but wasteful layout (everything 10 B up), CP-SAT packs to 6."""
     bufs = [A.Buffer(0, 0, 4, 4, 0), A.Buffer(1, 1, 2, 2, 0), A.Buffer(2, 2, 6, 2, 0), A.Buffer(3, 4, 6, 4, 0)]
-    inst = A._Instance(bufs)
+    inst = packing.Instance(bufs)
     arena, offsets = inst.place([0, 1, 2, 3], False)
     poor = [o + 10 for o in offsets]
     assert inst.valid(poor)
@@ -84,7 +85,7 @@ def test_exact_layout_is_valid_and_not_above_hint(seed: int) -> None:
     g = random_dag(seed, 10, workspace_prob=0.5, max_bytes=500)
     program = linearize(g, random_schedule(g, seed, "poet"))
     bufs = A.buffers_of(g, program)
-    inst = A._Instance(bufs)
+    inst = packing.Instance(bufs)
     arena, offsets = inst.place(list(range(len(bufs))), False)
     found = A._exact(inst, offsets, arena, A.peak_live_bytes(bufs), A.ExactSearch(1.0))
     assert found is not None, "CP-SAT found no layout within the hint's arena on a 10-node graph"

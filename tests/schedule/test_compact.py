@@ -14,7 +14,7 @@ from poet_compiler.schedule.program import Instruction, Op, Program
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.solve.baselines.capuchin import capuchin
 from poet_compiler.solve.baselines.dtr import dtr
-from poet_compiler.solve.finalize import finalize
+from poet_compiler.solve.finalize import finalize, result_of
 from tests.support.graphs import training_problem
 
 
@@ -55,11 +55,11 @@ def test_finalize_compacts_instead_of_losing_the_schedule() -> None:
     problem, schedule, _ = _fragmenting()
     kept = finalize(problem, schedule, strategy="t")
     assert kept.ok and kept.arena_bytes is not None and kept.arena_bytes <= problem.activation_budget
-    assert kept.extra.n_move and kept.extra.move_bytes and kept.extra.move_j == 0.0
+    assert kept.notes.n_move and kept.notes.move_bytes and kept.notes.move_j == 0.0
     no_room = Layout(compact_arena=lambda *a, **kw: None)   # no room to compact
     lost = finalize_plan(problem, schedule, strategy="t", layout=no_room)
     assert isinstance(lost.verdict, ArenaOvershoot) and lost.verdict.bytes > 0
-    assert "fragmentation" in lost.result(problem, strategy="t").message
+    assert "fragmentation" in result_of(problem, lost, strategy="t").message
 
 
 def test_a_static_layout_that_fits_is_kept_without_moves() -> None:
@@ -186,9 +186,9 @@ def test_a_compacted_layout_that_misses_the_deadline_is_not_taken() -> None:
     slow = dataclasses.replace(problem.costs, move_s_per_byte=1.0)   # a second per byte copied
     tight = dataclasses.replace(problem, costs=slow, deadline_s=runtime)
     res = finalize(tight, schedule, strategy="t")
-    assert not res.extra.n_move and res.status == "infeasible" and "fragmentation" in res.message
+    assert not res.notes.n_move and res.status == "infeasible" and "fragmentation" in res.message
     roomy = dataclasses.replace(problem, costs=slow, deadline_s=runtime * 1e6)
-    assert finalize(roomy, schedule, strategy="t").extra.n_move
+    assert finalize(roomy, schedule, strategy="t").notes.n_move
 
 
 def test_compaction_stops_at_its_time_limit() -> None:
@@ -256,7 +256,7 @@ def test_finalize_adds_fences_only_as_the_last_resort(monkeypatch) -> None:
     monkeypatch.setattr(compact, "PLACEMENTS", compact.PLACEMENTS[:1])     # the static offsets kept
     problem = Problem(graph=graph, costs=costs, ram_budget_bytes=40, mode="poet")
     plain = finalize_plan(problem, program, strategy="t", arena_time_s=5.0, layout=static)
-    assert isinstance(plain.verdict, ArenaOvershoot) and "arena" in plain.result(problem, strategy="t").message
+    assert isinstance(plain.verdict, ArenaOvershoot) and "arena" in result_of(problem, plain, strategy="t").message
     last = finalize_plan(problem, program, strategy="t", arena_time_s=5.0, fence_last=True, layout=static)
     assert last.verdict == Fenced(1) and last.program.meta["added_fences"] == 1
     assert last.energy_j >= plain.energy_j

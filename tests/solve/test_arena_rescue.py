@@ -39,8 +39,8 @@ def test_compaction_keeps_the_optimum() -> None:
         assert res.ok and res.status == "optimal", res.message
         assert res.arena_bytes <= problem.activation_budget
         assert res.energy_j == pytest.approx(best, rel=1e-6) and res.energy_j < worse
-        assert res.extra.arena_rescue == {"resolved": 0, "lost": 0, "compacted": 1}
-        assert not res.extra.fragmentation_retries
+        assert res.notes.arena_rescue == {"resolved": 0, "lost": 0, "compacted": 1}
+        assert not res.notes.fragmentation_retries
         return
     pytest.fail("no random case needed compaction")
 
@@ -50,7 +50,7 @@ def test_resolve_is_counted_when_compaction_finds_no_room() -> None:
         res = solve_milp(problem, SolveOptions(gap_limit=0.0, time_limit_s=30), steps=WASTEFUL_NO_ROOM)
         assert res.ok, res.message
         assert res.energy_j == pytest.approx(worse, rel=1e-6)
-        assert res.extra.arena_rescue == {"resolved": 1, "lost": 0}
+        assert res.notes.arena_rescue == {"resolved": 1, "lost": 0}
         assert "arena: re-solved" in res.message
         return
     pytest.fail("no random case needed the re-solve")
@@ -64,11 +64,11 @@ def test_finalize_reports_what_compaction_cost() -> None:
 
     for problem, _best, _worse in _cases():
         res = solve_milp(problem, SolveOptions(gap_limit=0.0, time_limit_s=30), steps=WASTEFUL)
-        assert res.extra.arena_rescue is not None and res.extra.arena_rescue.get("compacted")
+        assert res.notes.arena_rescue is not None and res.notes.arena_rescue.get("compacted")
         bare = simulate(problem.graph, problem.costs, without_moves(res.program))
-        assert res.extra.compaction_j == pytest.approx(res.energy_j - bare.energy_j, abs=1e-12)
-        assert res.extra.compaction_j >= 0
-        assert res.extra.static_arena_bytes > problem.activation_budget >= res.arena_bytes
+        assert res.notes.compaction_j == pytest.approx(res.energy_j - bare.energy_j, abs=1e-12)
+        assert res.notes.compaction_j >= 0
+        assert res.notes.static_arena_bytes > problem.activation_budget >= res.arena_bytes
         return
     pytest.fail("no random case needed compaction")
 

@@ -37,7 +37,7 @@ def test_chen_sqrt_n_peak_is_order_sqrt_n(n_fwd: int) -> None:
     # ~sqrt(n) boundaries + one sqrt(n) segment + a couple of gradient buffers.
     assert sqrt_r.peak_ram_bytes <= (2 * math.sqrt(n_fwd) + 3) * SIZE
     # Each dropped forward tensor is recomputed once, no more.
-    assert 0 < sqrt_r.extra.n_recompute < n_fwd
+    assert 0 < sqrt_r.notes.n_recompute < n_fwd
 
 
 def test_revolve_table_known_values() -> None:
@@ -82,8 +82,8 @@ def test_pofo_uses_the_mechanisms_the_mode_allows() -> None:
     paging = BASELINES["pofo"](_problem(36, budget, "paging"))
     poet = BASELINES["pofo"](_problem(36, budget, "poet"))
     assert remat.ok and paging.ok and poet.ok
-    assert remat.n_page_out == 0 and remat.extra.n_recompute > 0
-    assert paging.extra.n_recompute == 0 and paging.n_page_out > 0
+    assert remat.n_page_out == 0 and remat.notes.n_recompute > 0
+    assert paging.notes.n_recompute == 0 and paging.n_page_out > 0
     # With both, it is never worse than either alone, and at this budget at least as
     # good as Chen's segments (which its DP space contains).
     assert poet.energy_j <= min(remat.energy_j, paging.energy_j) + 1e-9
@@ -98,16 +98,16 @@ def test_pofo_mode_none_is_checkpoint_all() -> None:
 def test_capuchin_pages_before_recomputing() -> None:
     budget = BASELINES["chen_sqrt_n"](_problem(16)).peak_ram_bytes
     r = BASELINES["capuchin"](_problem(16, budget, "poet"))
-    assert r.ok and r.n_page_out > 0 and r.extra.n_recompute == 0
+    assert r.ok and r.n_page_out > 0 and r.notes.n_recompute == 0
     r = BASELINES["capuchin"](_problem(16, budget, "remat"))
-    assert r.ok and r.n_page_out == 0 and r.extra.n_recompute > 0
+    assert r.ok and r.n_page_out == 0 and r.notes.n_recompute > 0
 
 
 def test_dtr_emits_a_program_under_the_budget() -> None:
     p = _problem(36, budget=120, mode="remat")
     r = BASELINES["dtr"](p)
     assert r.ok and r.schedule is None and r.peak_ram_bytes <= 120
-    assert r.extra.n_recompute > 0
+    assert r.notes.n_recompute > 0
     # More RAM, less recomputation.
     assert BASELINES["dtr"](dataclasses.replace(p, ram_budget_bytes=200)).energy_j < r.energy_j
 

@@ -62,7 +62,7 @@ def test_a_heuristic_strategy_stops_at_its_time_limit() -> None:
     p = random_problem(4, 30, "remat", deadline_prob=0.0)
     problem = dataclasses.replace(p, ram_budget_bytes=int(0.7 * reference(p.graph, p.costs).peak_bytes))
     free = run_strategy("capuchin", problem, SolveOptions(time_limit_s=60.0))
-    assert free.ok and free.extra.stopped_by is None and "6 recomputations" in free.message, free.message
+    assert free.ok and free.notes.stopped_by is None and "6 recomputations" in free.message, free.message
     capped = run_strategy("capuchin", problem, SolveOptions(time_limit_s=0.0))
-    assert capped.extra.stopped_by == "time"
+    assert capped.notes.stopped_by == "time"
     assert capped.status == "infeasible" and "needs" in capped.message, capped.message

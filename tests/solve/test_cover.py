@@ -95,7 +95,7 @@ def test_min_budget_is_below_the_brute_force_minimum(mode: str) -> None:
 
     for seed in range(12):
         problem = random_problem(seed, 5, mode, deadline_prob=0.7, budget_fraction=FRACTIONS[seed % 3])
-        lower = cover_min_budget(problem)
+        lower = cover_min_budget(problem, time_limit_s=TUNING.cover_limit_s)
         assert lower is not None
         fixed = problem.ram_budget_bytes - problem.activation_budget
         exact = brute_force(problem)
@@ -115,7 +115,7 @@ def test_min_time_is_below_the_brute_force_minimum(dma: bool) -> None:
 
     for seed in range(12):
         problem = random_problem(seed, 5, "poet", deadline_prob=0.0, dma=dma, budget_fraction=FRACTIONS[seed % 3])
-        found = cover_min_time(problem)
+        found = cover_min_time(problem, time_limit_s=TUNING.cover_limit_s)
         if found is None:
             assert brute_force(problem) is None, f"seed {seed}"
             continue

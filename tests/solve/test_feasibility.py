@@ -36,7 +36,7 @@ def test_min_ram_is_tight(seed: int, mode: str) -> None:
     assert brute_force(below) is None
     res = solve_milp(below)
     assert res.status == "infeasible"
-    assert res.extra.min_ram_bytes == r
+    assert res.notes.min_ram_bytes == r
     assert "RAM" in res.message and "needed" in res.message
     assert solve_milp(at).energy_j is not None
 
@@ -72,7 +72,7 @@ def test_deadline_below_compute_only() -> None:
     assert res.status == "infeasible"
     assert "compute-only minimum" in res.message
     req = deadline_requirement(problem)
-    assert req is not None and req.exact and res.extra.min_deadline_s == pytest.approx(req.upper)
+    assert req is not None and req.exact and res.notes.min_deadline_s == pytest.approx(req.upper)
     with pytest.raises(InfeasibleError):
         ram_requirement(short)
 
@@ -81,7 +81,7 @@ def test_below_a_working_set_a_large_graph_is_refused_without_any_model(monkeypa
     """Cheap proofs first: one node's working set above the budget decides it, before any
     formulation, cover or solver is built."""
     import poet_compiler.solve.feasibility as feas
-    from poet_compiler.solve.pipeline.context import Steps
+    from poet_compiler.solve.pipeline.steps import STEPS
 
     def no_model(*args, **kwargs):  # noqa: ANN002, ANN003
         raise AssertionError("a model was built for a budget that one node already rules out")
@@ -90,14 +90,30 @@ def test_below_a_working_set_a_large_graph_is_refused_without_any_model(monkeypa
     # called with the problem alone), and every stage's.
     for name in ("build_fast", "cover_min_budget", "cover_bound"):
         monkeypatch.setattr(feas, name, no_model)
-    steps = Steps(cover_bound=no_model, guided_search=no_model, solve_by_rows=no_model, solve_full=no_model,
-                  solve_guided=no_model)
+    steps = dataclasses.replace(STEPS, cover_bound=no_model, guided_search=no_model, solve_by_rows=no_model,
+                                solve_full=no_model, solve_guided=no_model)
     problem = random_problem(3, TUNING.small_graph_nodes + 20, "poet")
     ws, node = feas.working_set(problem)
     tight = dataclasses.replace(problem, ram_budget_bytes=ws - 1)
     res = solve_milp(tight, SolveOptions(time_limit_s=30), steps=steps)
     assert res.status == "infeasible"
     assert f"at least {format_bytes(ws)}" in res.message and problem.graph.nodes[node].name in res.message
+
+
+def test_the_analysis_follows_the_callers_tuning() -> None:
+    """Whether a graph is small (and so gets its exact least RAM below a working set) is the
+    caller's Tuning's to say, through solve_milp too, not the module-wide TUNING's."""
+    from poet_compiler.solve.tuning import Tuning
+
+    problem = random_problem(3, 12, "poet")
+    ws, _ = working_set(problem)
+    tight = dataclasses.replace(problem, ram_budget_bytes=ws - 1)
+    small = solve_milp(tight, SolveOptions(time_limit_s=30))
+    large = solve_milp(tight, SolveOptions(time_limit_s=30), tuning=Tuning(small_graph_nodes=4))
+    assert small.status == large.status == "infeasible"
+    assert small.notes.min_ram_bytes is not None and small.notes.min_ram_bytes >= ws
+    assert large.notes.min_ram_bytes is None and large.notes.min_ram_lower_bytes == ws + tight.fixed.total
+    assert f"at least {format_bytes(ws)}" in large.message
 
 
 def test_the_deadline_side_note_of_a_ram_that_is_too_small_builds_no_model(monkeypatch) -> None:
@@ -126,6 +142,6 @@ def test_the_deadline_side_note_of_a_ram_that_is_too_small_builds_no_model(monke
     assert "time" not in built
     # The range is real: a schedule meets its upper end at that RAM, none its lower end's undercut.
     upper = float(re.search(r"a deadline of ([0-9.e+-]+) s works", why.message).group(1))  # type: ignore[union-attr]
-    lower = why.extra.min_deadline_lower_s
+    lower = why.notes.min_deadline_lower_s
     assert lower is not None and upper >= lower * (1 - 1e-6)
     assert brute_force(dataclasses.replace(short, deadline_s=upper * (1 + 1e-5))) is not None

@@ -7,7 +7,7 @@ import pytest
 from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
-from poet_compiler.solve.finalize import finalize
+from poet_compiler.solve.finalize import finalize, result_of
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solve.tuning import TUNING
 from tests.support.graphs import (
@@ -25,7 +25,7 @@ def test_checkpoint_all_result():
     assert r.status == "feasible" and r.ok
     assert (r.energy_j, r.runtime_s, r.peak_ram_bytes, r.arena_bytes) == (5.0, 5.0, 40, 40)
     assert (r.n_compute, r.n_page_in, r.n_page_out, r.n_nodes) == (5, 0, 0, 5)
-    assert r.gap == pytest.approx(0.2) and r.extra.fragmentation == 1.0
+    assert r.gap == pytest.approx(0.2) and r.notes.fragmentation == 1.0
     assert r.report()["arena_bytes"] == 40
     simulate(g, p.costs, r.program, ram_budget_bytes=64)
 
@@ -88,8 +88,9 @@ def test_the_harder_plan_runs_only_where_the_exact_packing_does(monkeypatch, exa
     problem, _, _ = next(costlier_below_peak(3))
     optimum = brute_force(problem)
     assert optimum is not None
-    res = finalize_plan(problem, as_program(problem, optimum[1]), strategy="t", arena_time_s=30.0,
-                        layout=Layout(plan_arena=wasteful)).result(problem, strategy="t")
+    done = finalize_plan(problem, as_program(problem, optimum[1]), strategy="t", arena_time_s=30.0,
+                         layout=Layout(plan_arena=wasteful))
+    res = result_of(problem, done, strategy="t")
     assert res.ok and res.arena_bytes <= problem.activation_budget
     assert res.program.meta["arena_order"] == "compacted"
     assert efforts == ([0, TUNING.arena_retry_effort] if exact_max else [0])

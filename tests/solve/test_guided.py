@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from poet_compiler.schedule.linearize import check_schedule, linearize
@@ -15,9 +17,11 @@ from poet_compiler.solve.guided import (
     restriction_for,
 )
 from poet_compiler.solve.options import SolveOptions
-from poet_compiler.solve.pipeline.context import STEPS, Context, Steps
+from poet_compiler.solve.pipeline.context import Context, Steps
+from poet_compiler.solve.pipeline.steps import STEPS
 from poet_compiler.solve.presence import presence_bound
 from poet_compiler.solve.problem import Problem, feasible_energy
+from poet_compiler.solve.tuning import TUNING
 from poet_compiler.solvers import BackendOptions, solve_model
 from tests.support.graphs import random_problem, training_problem
 from tests.support.oracle import brute_force
@@ -38,7 +42,7 @@ def test_realized_schedules_obey_the_rules_and_fit_when_returned(mode: str) -> N
         if cover.infeasible:
             continue
         check_schedule(problem.graph, realize(problem, cover), problem.mode)  # raises on a rule broken
-        s = cover_schedule(problem, cover)
+        s = cover_schedule(problem, cover, time_limit_s=TUNING.cover_limit_s)
         if s is None:
             continue
         returned += 1
@@ -69,7 +73,7 @@ def test_guided_search_never_beats_the_brute_force_optimum(seed: int) -> None:
 def test_restricted_model_only_has_the_allowed_decisions() -> None:
     problem = random_problem(2, 14, "poet", deadline_prob=0.0, budget_fraction=0.3)
     cover = cover_bound(problem)
-    restriction = restriction_for(problem, cover)
+    restriction = restriction_for(problem, cover, depth=TUNING.cascade_depth)
     built = build_fast(problem, restriction=restriction)
     assert set(built.R) <= set(restriction.recompute)
     assert {i for _, i in built.M_out} <= set(restriction.paging)
@@ -98,15 +102,14 @@ def test_the_sub_problem_is_not_built_past_the_stage_deadline() -> None:
 
     cover = cover_bound(problem)
     warm = warm_start_candidates(problem)[0]
-    out = guided_search(_ctx(problem, Steps(solve_guided=no_solve)), problem, cover, warm.schedule, time_limit_s=0.0,
-                        relative_gap=0.0)
+    out = guided_search(_ctx(problem, dataclasses.replace(STEPS, solve_guided=no_solve)), problem, cover,
+                        warm.schedule, time_limit_s=0.0, relative_gap=0.0)
     assert out.energy_j is not None and out.energy_j <= warm[0]
 
 
 def test_no_second_cover_is_built_without_the_time_the_first_took() -> None:
     """With ``until`` sooner than the cover's build took, the realization keeps to the
     cover in hand: it neither builds the closure variant nor re-solves at a lower budget."""
-    import dataclasses
     import time
 
     built: list[bool] = []
@@ -118,11 +121,11 @@ def test_no_second_cover_is_built_without_the_time_the_first_took() -> None:
     problem = random_problem(3, 12, "poet", budget_fraction=0.5)
     cover = cover_bound(problem)
     assert cover.energy_j is not None and cover.build_s > 0.0
-    cover_schedule(problem, cover, until=time.perf_counter() + 60.0, solve_cover=spy)
+    cover_schedule(problem, cover, time_limit_s=TUNING.cover_limit_s, until=time.perf_counter() + 60.0, solve_cover=spy)
     assert True in built                                   # with the time, the closure cover is built
     built.clear()
     slow = dataclasses.replace(cover, build_s=1e6)         # a cover that took longer than the time left
-    cover_schedule(problem, slow, until=time.perf_counter() + 60.0, solve_cover=spy)
+    cover_schedule(problem, slow, time_limit_s=TUNING.cover_limit_s, until=time.perf_counter() + 60.0, solve_cover=spy)
     assert built == []
 
 
@@ -132,8 +135,6 @@ def test_the_sub_problem_at_the_hints_time_keeps_the_hint(stage_long: bool, seed
     own step time; the hint must stay a solution of the sub-problem built at that deadline
     (the model's time rows and the simulator agree on it, also where the hint's time is
     the deadline), so the search is never worse than it."""
-    import dataclasses
-
     from poet_compiler.solve.guided import build_guided, half_the_slack
     from poet_compiler.solve.problem import feasible_energy, simulate_schedule
     from poet_compiler.solve.warm_start import warm_start_candidates
@@ -160,7 +161,7 @@ def test_the_sub_problem_at_the_hints_time_keeps_the_hint(stage_long: bool, seed
     assert half_the_slack(base, hint) is base                       # no deadline: nothing to lower
     cover = cover_bound(tight)
     assert cover.energy_j is not None
-    built = build_guided(tight, cover, hint)
+    built = build_guided(tight, cover, hint, depth=TUNING.cascade_depth)
     out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=10, threads=1))
     assert out.values is not None
     found = built.schedule(out.values)
@@ -191,8 +192,8 @@ def test_a_sub_problem_that_closes_short_of_the_gap_is_widened() -> None:
         if cover.infeasible:
             continue
         solves.clear()
-        out = guided_search(_ctx(problem, Steps(solve_guided=recording)), problem, cover, None, time_limit_s=20,
-                            relative_gap=0.0)
+        out = guided_search(_ctx(problem, dataclasses.replace(STEPS, solve_guided=recording)), problem, cover,
+                            None, time_limit_s=20, relative_gap=0.0)
         if len(solves) < 2:
             continue
         widened += 1
@@ -218,7 +219,7 @@ def test_the_presence_models_choice_opens_a_schedule_as_cheap_as_its_own() -> No
         if own is None:
             continue
         guide = CoverBound(None, False, False, staged=found.choice)
-        built = build_fast(problem, restriction=restriction_for(problem, guide))
+        built = build_fast(problem, restriction=restriction_for(problem, guide, depth=TUNING.cascade_depth))
         out = solve_model(built.model, "cpsat", BackendOptions(time_limit_s=20, threads=1))
         assert out.values is not None
         energy = feasible_energy(problem, built.schedule(out.values))
@@ -233,7 +234,6 @@ def test_a_slow_realization_leaves_the_sub_problem_its_share() -> None:
     share), so a realization that would spend everything still leaves the sub-problem the
     rest (MobileNetV2 a72 50 %: uncapped, the sub-problem never ran)."""
     from poet_compiler import work
-    from poet_compiler.solve.tuning import TUNING
 
     def spends_all(problem, cover, *, until=None, **kw):  # type: ignore[no-untyped-def]
         work.charge(until - work.now())   # a realization that runs to its end and finds nothing
@@ -254,7 +254,7 @@ def test_a_slow_realization_leaves_the_sub_problem_its_share() -> None:
         limits.clear()
         with work.metered(work.Meter()):
             # The realization as a whole (not only its cover solves) spends what it is given.
-            steps = Steps(solve_guided=recording, realize_cover=spends_all)
+            steps = dataclasses.replace(STEPS, solve_guided=recording, realize_cover=spends_all)
             guided_search(_ctx(problem, steps), problem, cover, None, time_limit_s=share, relative_gap=0.0)
         assert limits and limits[0] > share - 2 * TUNING.cover_limit(share), seed
         return

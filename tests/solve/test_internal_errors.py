@@ -88,13 +88,14 @@ def test_milp_fallback_does_not_skip_a_broken_candidate() -> None:
     from poet_compiler.solve.options import SolveOptions
     from poet_compiler.solve.pipeline.context import Context
     from poet_compiler.solve.pipeline.incumbents import fallback
+    from poet_compiler.solve.pipeline.steps import STEPS
     from poet_compiler.solve.warm_start import Candidate
 
     problem = _problem()
     candidates = (Candidate(0.0, "broken", _broken_schedule(problem)),
                   Candidate(1.0, "checkpoint_all", Schedule.checkpoint_all(problem.n)))
     with work.metered(work.Meter()), pytest.raises(InternalError, match=r"R\[t,t\] must be 1"):
-        fallback(Context.start(problem, SolveOptions()), candidates, needed=True, finalize_s=0.0)
+        fallback(Context.start(problem, SolveOptions(), steps=STEPS), candidates, needed=True, finalize_s=0.0)
 
 
 def test_cover_realization_bug_is_not_no_schedule() -> None:

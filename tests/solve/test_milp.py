@@ -213,8 +213,8 @@ def test_fragmentation_feedback_resolves_with_a_smaller_budget() -> None:
         res = solve_milp(problem, SolveOptions(gap_limit=0.0), steps=steps)
         assert res.ok, res.message
         assert res.arena_bytes <= problem.activation_budget
-        assert res.extra.fragmentation_retries >= 1
-        assert res.extra.fragmentation_reserve_bytes >= waste
+        assert res.notes.fragmentation_retries >= 1
+        assert res.notes.fragmentation_reserve_bytes >= waste
         assert res.energy_j == pytest.approx(oracle[0], rel=1e-6)
         assert res.lower_bound_j <= res.energy_j
         return
@@ -222,7 +222,7 @@ def test_fragmentation_feedback_resolves_with_a_smaller_budget() -> None:
 
 
 def test_the_guided_stage_keeps_the_fenced_schedule_only_when_cheaper(monkeypatch) -> None:
-    """``improvement.cheaper_of_fenced``: the guided schedule fitted with FENCEs is kept
+    """``guided_stage.cheaper_of_fenced``: the guided schedule fitted with FENCEs is kept
     over the arena-fit fallback only when it costs less, and whenever no fallback fits."""
     import dataclasses
 
@@ -230,7 +230,7 @@ def test_the_guided_stage_keeps_the_fenced_schedule_only_when_cheaper(monkeypatc
     from poet_compiler.schedule import compact
     from poet_compiler.solve.finalize import Fenced, Layout, finalize_plan
     from poet_compiler.solve.pipeline.answer import finalized
-    from poet_compiler.solve.pipeline.improvement import cheaper_of_fenced
+    from poet_compiler.solve.pipeline.guided_stage import cheaper_of_fenced
     from poet_compiler.solve.problem import Problem
     from tests.schedule.test_compact import _in_flight_blocks_the_room, _layout_leaving_no_room
 
@@ -266,7 +266,7 @@ def test_a_full_model_bound_under_the_cover_does_not_lower_the_reported_bound() 
     a deadline, static power: no presence stage) and one family, as on graphs of more
     than ``Tuning.small_graph_nodes`` nodes."""
     from poet_compiler.solve.cover import cover_bound
-    from poet_compiler.solve.pipeline.context import Steps
+    from poet_compiler.solve.pipeline.steps import STEPS
     from poet_compiler.solve.row_generation import solve_by_rows
     from poet_compiler.solve.tuning import Tuning
     from poet_compiler.solvers import BackendResult
@@ -285,8 +285,8 @@ def test_a_full_model_bound_under_the_cover_does_not_lower_the_reported_bound() 
     for seed in range(8):
         problem = training_problem(seed, 4, "poet", dma=True, static_w=0.3, deadline=True)
         res = solve_milp(problem, SolveOptions(time_limit_s=5, threads=1, gap_limit=0.0), tuning=tuning,
-                         steps=Steps(solve_by_rows=weak))
-        if res.extra.backend_solve_s is None or not res.ok:
+                         steps=dataclasses.replace(STEPS, solve_by_rows=weak))
+        if res.notes.backend_solve_s is None or not res.ok:
             continue   # proven before the full model, or nothing before it had a schedule
         seen += 1
         cover = cover_bound(problem)

@@ -13,7 +13,7 @@ from poet_compiler.solve.feasibility import working_set
 from poet_compiler.solve.guided import GuidedOutcome
 from poet_compiler.solve.milp import solve_milp
 from poet_compiler.solve.options import SolveOptions
-from poet_compiler.solve.pipeline.context import Steps
+from poet_compiler.solve.pipeline.steps import STEPS
 from poet_compiler.solve.tuning import Tuning
 from poet_compiler.solvers.base import BackendResult
 from poet_compiler.units import format_bytes
@@ -52,11 +52,11 @@ def test_solver_timeout_falls_back_to_the_heuristic() -> None:
     problem = dataclasses.replace(p, ram_budget_bytes=reference(p.graph, p.costs).peak_bytes)
     # The mocked solve takes no time; 1 s left none for it under load.
     res = solve_milp(problem, SolveOptions(time_limit_s=5),
-                     steps=Steps(solve_full=_timeout_backend, guided_search=_no_guided))
+                     steps=dataclasses.replace(STEPS, solve_full=_timeout_backend, guided_search=_no_guided))
     # "optimal" when the heuristic meets the eviction-cover bound (still a proof).
     assert res.ok, res.message
     assert res.gap is not None and (res.status == "optimal") == (res.gap == 0)
-    assert res.extra.fallback_schedule in HEURISTICS
+    assert res.notes.fallback_schedule in HEURISTICS
     assert res.arena_bytes <= problem.activation_budget and res.energy_j is not None
     assert "presolve did not finish" in res.message
 
@@ -71,7 +71,8 @@ def test_no_schedule_at_all_is_a_timeout_that_names_the_solver(why: str) -> None
 
     problem = random_problem(3, 20, "poet", deadline_prob=0.0)
     res = solve_milp(problem, SolveOptions(time_limit_s=5), tuning=NO_PRESENCE,
-                     steps=Steps(solve_full=silent, guided_search=_no_guided, warm_starts=_no_warm_starts))
+                     steps=dataclasses.replace(STEPS, solve_full=silent, guided_search=_no_guided,
+                                               warm_starts=_no_warm_starts))
     assert res.status == "timeout" and res.schedule is None
     assert res.message.startswith("timeout: cpsat found no schedule within ")
     assert "()" not in res.message and (why in res.message)
@@ -87,10 +88,11 @@ def test_no_schedule_says_what_ram_would_fit() -> None:
     assert need < peak - 1
     res = solve_milp(dataclasses.replace(p, ram_budget_bytes=(need + peak) // 2), SolveOptions(time_limit_s=5),
                      tuning=NO_PRESENCE,
-                     steps=Steps(solve_full=_timeout_backend, guided_search=_no_guided, warm_starts=_no_warm_starts))
+                     steps=dataclasses.replace(STEPS, solve_full=_timeout_backend, guided_search=_no_guided,
+                                               warm_starts=_no_warm_starts))
     assert res.status == "timeout" and res.schedule is None, res.message
     assert f"checkpoint-all fits at {format_bytes(peak)}, nothing below {format_bytes(need)}" in res.message
-    assert res.extra.min_ram_lower_bytes == need
+    assert res.notes.min_ram_lower_bytes == need
 
 
 def test_tiny_time_limit_still_gives_a_schedule() -> None:
@@ -107,7 +109,7 @@ def test_working_set_infeasibility_is_proven_and_cheap() -> None:
     problem = dataclasses.replace(p, ram_budget_bytes=working_set(p)[0] - 1)
     res = solve_milp(problem, SolveOptions(time_limit_s=30))
     assert res.status == "infeasible"
-    assert "needed" in res.message and (res.extra.min_ram_lower_bytes or 0) >= working_set(p)[0]
+    assert "needed" in res.message and (res.notes.min_ram_lower_bytes or 0) >= working_set(p)[0]
 
 
 def test_arena_that_never_fits_is_timeout_not_infeasible() -> None:
@@ -118,7 +120,7 @@ def test_arena_that_never_fits_is_timeout_not_infeasible() -> None:
     problem = random_problem(0, 6, "poet", deadline_prob=0.0)
     # Compaction lays out any program whose live bytes fit (the schedule is kept) ...
     kept = solve_milp(problem, SolveOptions(time_limit_s=5), steps=laid_out(plan_arena=wasting(10, scale=10)))
-    assert kept.ok and kept.extra.arena_rescue is not None and kept.extra.arena_rescue["compacted"] == 1
+    assert kept.ok and kept.notes.arena_rescue is not None and kept.notes.arena_rescue["compacted"] == 1
     # ... unless it finds no room (buffers in flight): then it is a timeout, not infeasible.
     res = solve_milp(problem, SolveOptions(time_limit_s=5),
                      steps=laid_out(plan_arena=wasting(10, scale=10), compact_arena=no_room))
@@ -128,8 +130,8 @@ def test_arena_that_never_fits_is_timeout_not_infeasible() -> None:
 
 def _bound_before_full_model(res) -> float:  # noqa: ANN001
     """The better of the cover bound and the presence bound (when that stage ran)."""
-    presence = (res.extra.presence or {}).get("bound_j")
-    return max(res.extra.cover_bound_j, presence or 0.0)
+    presence = (res.notes.presence or {}).get("bound_j")
+    return max(res.notes.cover_bound_j, presence or 0.0)
 
 
 def test_guided_schedule_keeps_the_cover_bound_when_the_full_model_finds_nothing() -> None:
@@ -140,8 +142,8 @@ def test_guided_schedule_keeps_the_cover_bound_when_the_full_model_finds_nothing
     for seed in range(12):
         problem = random_problem(seed, 9, "poet", deadline_prob=0.0, budget_fraction=0.2)
         res = solve_milp(problem, SolveOptions(gap_limit=0.0, time_limit_s=20), tuning=NO_PRESENCE,
-                         steps=Steps(solve_full=_timeout_backend))
-        if "did not improve" not in str(res.extra.solver_used):
+                         steps=dataclasses.replace(STEPS, solve_full=_timeout_backend))
+        if "did not improve" not in str(res.notes.solver_used):
             continue
         assert res.ok, res.message
         assert res.lower_bound_j == pytest.approx(_bound_before_full_model(res))
@@ -171,17 +173,18 @@ def test_full_model_not_built_over_its_share_of_the_memory_limit() -> None:
         # The default effort: a 20 s limit alone implies 6 deterministic s, which stops
         # before the full model whatever its memory (another reason, another message).
         with memory_limit(row_generation.forecast_bytes(problem)):
-            res = solve_milp(problem, options, tuning=tuning, steps=Steps(solve_full=no_full_model))
-        if not res.extra.full_model_skipped:
+            res = solve_milp(problem, options, tuning=tuning,
+                             steps=dataclasses.replace(STEPS, solve_full=no_full_model))
+        if not res.notes.full_model_skipped:
             continue
         assert res.ok, res.message
         assert res.lower_bound_j == pytest.approx(_bound_before_full_model(res))
         assert "the full model is not built: its forecast memory" in res.message
         assert "--memory-limit" in res.message
         # Not effort: more of it would not build the full model (and no effort_note says so).
-        assert res.extra.stopped_by == ("proof" if res.status == "optimal" else "memory"), res.extra.stopped_by
+        assert res.notes.stopped_by == ("proof" if res.status == "optimal" else "memory"), res.notes.stopped_by
         unlimited = solve_milp(problem, options, tuning=tuning)
-        assert not unlimited.extra.full_model_skipped
+        assert not unlimited.notes.full_model_skipped
         assert unlimited.energy_j <= res.energy_j * (1 + 1e-9)
         seen += 1
     assert seen, "no seed reached the full model with an unproven guided schedule"
@@ -201,13 +204,13 @@ def test_full_model_skipped_when_too_little_time_is_left() -> None:
     for seed in range(12):
         problem = random_problem(seed, 9, "poet", deadline_prob=0.0, budget_fraction=0.2)
         res = solve_milp(problem, SolveOptions(gap_limit=0.0, time_limit_s=20), tuning=tuning,
-                         steps=Steps(solve_full=no_full_model))
-        if not res.extra.full_model_skipped:
+                         steps=dataclasses.replace(STEPS, solve_full=no_full_model))
+        if not res.notes.full_model_skipped:
             continue
         assert res.ok, res.message
         assert res.lower_bound_j == pytest.approx(_bound_before_full_model(res))
         assert res.gap is not None and (res.status == "optimal") == (res.gap == 0)
         assert "before the full model" in res.message
-        assert res.extra.stopped_by == ("proof" if res.status == "optimal" else "effort"), res.extra.stopped_by
+        assert res.notes.stopped_by == ("proof" if res.status == "optimal" else "effort"), res.notes.stopped_by
         seen += 1
     assert seen, "no seed reached the full model with an unproven guided schedule"

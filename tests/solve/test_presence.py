@@ -3,6 +3,8 @@ and proves infeasibility only when the oracle finds no Program either."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from poet_compiler.solve.cover import cover_bound
@@ -110,7 +112,7 @@ def test_the_solve_is_proven_by_the_presence_bound_where_the_cover_is_loose() ->
     back on) still ends "optimal", at the oracle's optimum, with the presence bound."""
     from poet_compiler.solve.milp import solve_milp
     from poet_compiler.solve.options import SolveOptions
-    from poet_compiler.solve.pipeline.context import Steps
+    from poet_compiler.solve.pipeline.steps import STEPS
 
     def no_full_model(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         raise AssertionError("the full model was solved")
@@ -122,12 +124,13 @@ def test_the_solve_is_proven_by_the_presence_bound_where_the_cover_is_loose() ->
         cover = cover_bound(problem)
         if exact is None or cover.energy_j is None or cover.energy_j >= exact[0] * (1 - 1e-6):
             continue
-        res = solve_milp(problem, SolveOptions(time_limit_s=20), steps=Steps(solve_full=no_full_model))
+        res = solve_milp(problem, SolveOptions(time_limit_s=20),
+                         steps=dataclasses.replace(STEPS, solve_full=no_full_model))
         assert res.ok and res.energy_j is not None
         assert res.energy_j >= exact[0] * (1 - 1e-9)
         if res.status == "optimal":
             assert res.energy_j == pytest.approx(exact[0], rel=1e-9)
-            assert res.extra.presence["bound_j"] > cover.energy_j
+            assert res.notes.presence["bound_j"] > cover.energy_j
             proven += 1
     assert proven >= 1, "no seed where the cover is loose and the presence bound proves the optimum"
 

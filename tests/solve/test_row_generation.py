@@ -15,6 +15,7 @@ from poet_compiler.solve.clock import Clock
 from poet_compiler.solve.formulation.fast import build_fast
 from poet_compiler.solve.options import SolveOptions
 from poet_compiler.solve.pipeline.context import Context
+from poet_compiler.solve.pipeline.steps import STEPS
 from poet_compiler.solve.problem import simulate_schedule
 from poet_compiler.solve.row_generation import solve_by_rows, stages_over
 from poet_compiler.solvers import BackendOptions, solve_model
@@ -27,7 +28,7 @@ REL = 1e-6
 
 
 def _rounds(problem):  # noqa: ANN001, ANN202
-    ctx = Context(problem, SolveOptions(solver="cpsat", threads=1), Clock(60.0))
+    ctx = Context(problem, SolveOptions(solver="cpsat", threads=1), Clock(60.0), STEPS)
     return solve_by_rows(ctx, problem, None, budget=problem.activation_budget, floor=None, finalize_s=0.0, gap=0.0)
 
 

@@ -22,7 +22,8 @@ from poet_compiler.solve.feasibility import explain_infeasible
 from poet_compiler.solve.finalize import finalize_plan
 from poet_compiler.solve.milp import solve_milp
 from poet_compiler.solve.options import SolveOptions, effort_units
-from poet_compiler.solve.pipeline.context import STEPS, Context, Steps
+from poet_compiler.solve.pipeline.context import Context
+from poet_compiler.solve.pipeline.steps import STEPS
 from poet_compiler.solve.tuning import TUNING
 from poet_compiler.solve.warm_start import warm_start_candidates
 from tests.support.graphs import random_problem
@@ -73,7 +74,7 @@ class _Recorder:
             return explain_infeasible(problem, **kw)
 
         # The guided stage's realizations solve covers too: the same recorder.
-        self.steps = Steps(cover_bound=cover, solve_guided=solve(STEPS.solve_guided),
+        self.steps = dataclasses.replace(STEPS, cover_bound=cover, solve_guided=solve(STEPS.solve_guided),
                            solve_full=solve(STEPS.solve_full), warm_starts=warm, finalize=finalize,
                            explain_infeasible=explain)
 
@@ -83,7 +84,7 @@ class _Recorder:
 
 
 def _check_accounting(res, rec: _Recorder) -> None:  # noqa: ANN001
-    stage_s = res.extra.stage_s
+    stage_s = res.notes.stage_s
     assert stage_s, "no stage accounting"
     assert set(stage_s) <= set(STAGES), stage_s
     assert all(v >= 0 for v in stage_s.values())
@@ -150,7 +151,7 @@ def test_the_search_ends_before_the_wall_cap_by_finalizes_reserve(limit_s, state
     problem = random_problem(2, 30, "poet", deadline_prob=0.0)
     started = time.perf_counter()
     solve_milp(problem, SolveOptions(time_limit_s=limit_s, stated_limit_s=stated_s, effort=0.2),
-               steps=Steps(warm_starts=warm))
+               steps=dataclasses.replace(STEPS, warm_starts=warm))
     reserve = min(TUNING.finalize_s_per_node * problem.n + TUNING.wall_margin * (stated_s or limit_s), limit_s / 2)
     assert seen and seen[0][1] is not None
     assert started + limit_s - reserve - EPS <= seen[0][1] <= seen[0][0] + limit_s - reserve
@@ -166,17 +167,18 @@ def test_once_the_wall_cap_has_passed_the_best_heuristic_is_the_answer() -> None
 
     p = random_problem(3, 20, "poet", deadline_prob=0.0)
     problem = dataclasses.replace(p, ram_budget_bytes=reference(p.graph, p.costs).peak_bytes)
-    res = solve_milp(problem, SolveOptions(time_limit_s=0.5, effort=30.0), steps=Steps(warm_starts=slow))
-    assert res.ok and res.extra.fallback_schedule is not None, res.message
+    res = solve_milp(problem, SolveOptions(time_limit_s=0.5, effort=30.0),
+                     steps=dataclasses.replace(STEPS, warm_starts=slow))
+    assert res.ok and res.notes.fallback_schedule is not None, res.message
     assert "the time limit passed before the bounds" in res.message
-    assert res.extra.cover_bound_j is None and res.extra.stopped_by == "time"
+    assert res.notes.cover_bound_j is None and res.notes.stopped_by == "time"
 
 
 def test_messages_name_the_time_limit_once_it_decided() -> None:
     """A search the wall cap stopped says so ("stopped at the time limit"), not that the
     effort ran out, in line with its stopped_by "time"."""
     with work.metered(work.Meter()) as meter:
-        ctx = Context.start(random_problem(0, 4), SolveOptions(effort=3.0))
+        ctx = Context.start(random_problem(0, 4), SolveOptions(effort=3.0), steps=STEPS)
         assert ctx.stopped_text() == "stopped at the effort limit (3 deterministic s of effort)"
         meter.time_hit = True
         assert ctx.stopped_text() == "stopped at the time limit"

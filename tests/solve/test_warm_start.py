@@ -160,5 +160,5 @@ def test_iterative_heuristics_stop_at_the_deadline_with_their_plan_so_far() -> N
     with step_until(time.perf_counter() - 1.0):
         cut = BASELINES["capuchin"](problem)
         greedy = BASELINES["chen_greedy"](problem)
-    assert cut.status == "infeasible" and cut.extra.attempt is not None
+    assert cut.status == "infeasible" and cut.notes.attempt is not None
     assert greedy.status in ("feasible", "infeasible") and greedy.message

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from poet_compiler.solve.tuning import TUNING
-from poet_compiler.solvers import BackendOptions
+from poet_compiler.solvers import BackendOptions, solve_model
 from poet_compiler.solvers.cpsat import solve_cpsat_here
 from poet_compiler.solvers.model import LinearModel
 
@@ -60,3 +60,22 @@ def test_a_wall_allowance_spent_on_building_the_model_leaves_no_search() -> None
                            on_solver=lambda s: seen.update(wall=s.parameters.max_time_in_seconds))  # type: ignore[attr-defined]
     assert res.status == "optimal"
     assert 0 < seen["wall"] < 60.0
+
+
+def test_the_objective_floor_is_a_bound_never_a_stop() -> None:
+    """A floor (an outside bound) never ends CP-SAT's search: with several workers, the
+    first solution within its gap that the callback sees is whichever task reported first,
+    while the search is deterministic only at its synchronization points (solvers/cpsat.py).
+    From a hint at twice the optimum, within a 60 % gap of a floor at the optimum, a search
+    that may not stop on its own bound (``floor_only``) goes on to the optimum, and the
+    floor is its bound."""
+    n = 40
+    model = _pairs_model(n)
+    model.hint = {v: float(v % 2) for v in range(n)}   # the dearer of each pair: objective n
+    model.objective_floor = n / 2
+    outs = [solve_model(model, "cpsat", BackendOptions(time_limit_s=20.0, threads=2, relative_gap=0.6,
+                                                       floor_only=True)) for _ in range(2)]
+    for out in outs:
+        assert out.status == "optimal", out.message
+        assert out.objective == pytest.approx(n / 2) and out.bound == pytest.approx(n / 2)
+    assert outs[0].values == outs[1].values

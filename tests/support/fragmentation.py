@@ -11,6 +11,7 @@ from poet_compiler.schedule.program import Program
 from poet_compiler.solve.budgets import reference
 from poet_compiler.solve.finalize import Layout, finalize_plan
 from poet_compiler.solve.pipeline.context import Steps
+from poet_compiler.solve.pipeline.steps import STEPS
 from poet_compiler.solve.problem import Problem
 from tests.support.graphs import random_problem
 from tests.support.oracle import brute_force
@@ -46,4 +47,4 @@ def no_room(*args, **kwargs) -> None:  # noqa: ANN002, ANN003
 def laid_out(**layout: Callable[..., object]) -> Steps:
     """The pipeline's steps with finalize laying arenas out by ``layout`` (:class:`Layout`'s
     fields: ``plan_arena``, ``compact_arena``), wherever the pipeline finalizes."""
-    return Steps(finalize=functools.partial(finalize_plan, layout=Layout(**layout)))
+    return dataclasses.replace(STEPS, finalize=functools.partial(finalize_plan, layout=Layout(**layout)))

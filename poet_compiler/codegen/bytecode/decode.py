@@ -205,18 +205,8 @@ def decode(data: bytes) -> DecodedProgram:
     data = bytes(data)
     # Versions 2 and 4 have version 3's layout: all are read with version 3's (wider) limits.
     r = _Reader(data, pos, len(data), LIMITS[max(version, VERSION)])
-    n = r.varint("node count")
-    n_instr = r.varint("instruction count")
-    arena = r.varint("arena size", r.lim.max_wide) if flags & F_ARENA else None
-    if arena is not None and arena >= r.lim.max_bytes:
-        raise BytecodeFormatError(E_OFFSET, f"arena of {arena} B exceeds the {r.lim.max_bytes} B limit of "
-                                            f"format version {version}")
-    if n > MAX_NODES:
-        raise BytecodeFormatError(E_COUNT, f"{n} nodes exceed the format's limit of {MAX_NODES}")
+    n, n_instr, arena = _read_counts(r, version, flags)
     header_end = r.pos
-    # Every instruction takes at least one byte: a count beyond the file is a lie.
-    if n_instr > r.end - r.pos:
-        raise BytecodeFormatError(E_COUNT, f"{n_instr} instructions cannot fit in the {r.end - r.pos} B left")
     size_pal, sizes = _read_size_section(r, n) if flags & F_SIZES else ([], None)
     sizes_end = r.pos
     workspace = _read_workspace_section(r, n) if flags & F_WORKSPACE else None
@@ -227,78 +217,9 @@ def decode(data: bytes) -> DecodedProgram:
     off_end = r.pos
     if n_instr > r.end - r.pos:
         raise BytecodeFormatError(E_COUNT, f"{n_instr} instructions cannot fit in the {r.end - r.pos} B left")
-
-    machine = _Machine(n, sizes, arena, offsets is not None, workspace)
-    instrs: list[Instruction] = []
-    prev_compute, frontier, far_free, last_io, prev_slot = -1, 0, 0, 0, 0
-
-    def offset_at(k: int, op: Op, node: int, v: int) -> int:
-        """Resolve placement operand v of allocation k (docs/bytecode.md, "Placement")."""
-        nonlocal prev_slot
-        assert offsets is not None
-        machine._node(k, node)   # a "below" placement needs the node's size
-        if v:
-            return machine.place(k, op, node, v)
-        index = prev_slot + _unzz(r.varint(f"instruction {k} slot"))
-        if not 0 <= index < len(offsets):
-            raise BytecodeFormatError(E_OFFSET, f"instruction {k}: offset index {index} outside the "
-                                                f"{len(offsets)}-entry offset table")
-        prev_slot = index
-        return offsets[index]
-
-    for k in range(n_instr):
-        at = r.pos
-        first = r.u8(f"instruction {k}")
-        code = first & 7
-        imm = r.imm(first, f"instruction {k}")
-        off: int | None = None
-        if code in (C_COMPUTE_SEQ, C_COMPUTE_NEW, C_COMPUTE_X):
-            if code == C_COMPUTE_X:
-                node = prev_compute + 1 + _unzz(imm)
-                v = r.varint(f"instruction {k} placement") if offsets is not None else 0
-            else:
-                node = prev_compute + 1 if code == C_COMPUTE_SEQ else frontier
-                v = imm
-                if offsets is None and imm:
-                    raise BytecodeFormatError(E_OPCODE,
-                                              f"instruction {k} at byte {at}: nonzero operand without offsets")
-            if offsets is not None:
-                off = offset_at(k, Op.COMPUTE, node, v)
-            machine.alloc(k, Op.COMPUTE, node, off)
-            instrs.append(Instruction(Op.COMPUTE, node, off))
-            prev_compute, frontier = node, max(frontier, node + 1)
-        elif code in (C_FREE_C, C_FREE_F):
-            node = (prev_compute if code == C_FREE_C else far_free) + _unzz(imm)
-            off = machine.touch(k, Op.FREE, node)
-            instrs.append(Instruction(Op.FREE, node, off))
-            if code == C_FREE_F:
-                far_free = node
-        elif code == C_PAGE_OUT:
-            node = last_io + _unzz(imm)
-            off = machine.touch(k, Op.PAGE_OUT, node)
-            instrs.append(Instruction(Op.PAGE_OUT, node, off))
-            last_io = node
-        elif code == C_PAGE_IN:
-            node = last_io + _unzz(imm)
-            if offsets is not None:
-                off = offset_at(k, Op.PAGE_IN, node, r.varint(f"instruction {k} placement"))
-            machine.alloc(k, Op.PAGE_IN, node, off)
-            instrs.append(Instruction(Op.PAGE_IN, node, off))
-            last_io = node
-        elif imm and version >= MOVE_VERSION:
-            # MOVE (version 4): code 7 with immediate 1 + zz(node - prev_compute), then a place.
-            node = prev_compute + _unzz(imm - 1)
-            if offsets is not None:
-                off = offset_at(k, Op.MOVE, node, r.varint(f"instruction {k} placement"))
-            machine.move(k, node, off)
-            instrs.append(Instruction(Op.MOVE, node, off))
-        else:
-            if imm:
-                raise BytecodeFormatError(E_OPCODE, f"instruction {k} at byte {at}: FENCE with operand {imm} "
-                                                    f"(a MOVE needs format version {MOVE_VERSION}, not {version})")
-            instrs.append(Instruction(Op.FENCE))
+    code = _Code(r, version, offsets, _Machine(n, sizes, arena, offsets is not None, workspace))
+    instrs = [code.instruction(k) for k in range(n_instr)]
     code_end = r.pos
-
     graph_name: str | None = None
     nodes: tuple[NodeEntry, ...] | None = None
     if flags & F_NODE_TABLE:
@@ -312,6 +233,100 @@ def decode(data: bytes) -> DecodedProgram:
     program = Program(n_nodes=n, instructions=tuple(instrs), arena_bytes=arena)
     return DecodedProgram(program=program, version=version, flags=flags, sizes=sizes, workspace=workspace,
                           graph_name=graph_name, nodes=nodes, crc=crc, sections=sections)
+
+
+def _read_counts(r: _Reader, version: int, flags: int) -> tuple[int, int, int | None]:
+    """The header's node and instruction counts and arena size, each within its limit."""
+    n = r.varint("node count")
+    n_instr = r.varint("instruction count")
+    arena = r.varint("arena size", r.lim.max_wide) if flags & F_ARENA else None
+    if arena is not None and arena >= r.lim.max_bytes:
+        raise BytecodeFormatError(E_OFFSET, f"arena of {arena} B exceeds the {r.lim.max_bytes} B limit of "
+                                            f"format version {version}")
+    if n > MAX_NODES:
+        raise BytecodeFormatError(E_COUNT, f"{n} nodes exceed the format's limit of {MAX_NODES}")
+    # Every instruction takes at least one byte: a count beyond the file is a lie.
+    if n_instr > r.end - r.pos:
+        raise BytecodeFormatError(E_COUNT, f"{n_instr} instructions cannot fit in the {r.end - r.pos} B left")
+    return n, n_instr, arena
+
+
+class _Code:
+    """The code section, read one instruction at a time: the delta bases of its operands
+    (the previous compute, the compute frontier, the last far FREE, the last transfer, the
+    last offset slot) and the :class:`_Machine` that checks each instruction."""
+
+    def __init__(self, r: _Reader, version: int, offsets: list[int] | None, machine: _Machine) -> None:
+        self.r, self.version, self.offsets, self.machine = r, version, offsets, machine
+        self.prev_compute, self.frontier, self.far_free, self.last_io, self.prev_slot = -1, 0, 0, 0, 0
+
+    def offset_at(self, k: int, op: Op, node: int, v: int) -> int:
+        """Resolve placement operand v of allocation k (docs/bytecode.md, "Placement")."""
+        offsets = self.offsets
+        assert offsets is not None
+        self.machine._node(k, node)   # a "below" placement needs the node's size
+        if v:
+            return self.machine.place(k, op, node, v)
+        index = self.prev_slot + _unzz(self.r.varint(f"instruction {k} slot"))
+        if not 0 <= index < len(offsets):
+            raise BytecodeFormatError(E_OFFSET, f"instruction {k}: offset index {index} outside the "
+                                                f"{len(offsets)}-entry offset table")
+        self.prev_slot = index
+        return offsets[index]
+
+    def _placed(self, k: int, op: Op, node: int) -> int | None:
+        """The offset of a PAGE_IN or MOVE from its placement operand (None without offsets)."""
+        if self.offsets is None:
+            return None
+        return self.offset_at(k, op, node, self.r.varint(f"instruction {k} placement"))
+
+    def instruction(self, k: int) -> Instruction:
+        r, machine = self.r, self.machine
+        at = r.pos
+        first = r.u8(f"instruction {k}")
+        code = first & 7
+        imm = r.imm(first, f"instruction {k}")
+        if code in (C_COMPUTE_SEQ, C_COMPUTE_NEW, C_COMPUTE_X):
+            return self._compute(k, at, code, imm)
+        if code in (C_FREE_C, C_FREE_F):
+            node = (self.prev_compute if code == C_FREE_C else self.far_free) + _unzz(imm)
+            ins = Instruction(Op.FREE, node, machine.touch(k, Op.FREE, node))
+            if code == C_FREE_F:
+                self.far_free = node
+            return ins
+        if code == C_PAGE_OUT:
+            node = self.last_io = self.last_io + _unzz(imm)
+            return Instruction(Op.PAGE_OUT, node, machine.touch(k, Op.PAGE_OUT, node))
+        if code == C_PAGE_IN:
+            node = self.last_io + _unzz(imm)
+            off = self._placed(k, Op.PAGE_IN, node)
+            machine.alloc(k, Op.PAGE_IN, node, off)
+            self.last_io = node
+            return Instruction(Op.PAGE_IN, node, off)
+        if imm and self.version >= MOVE_VERSION:
+            # MOVE (version 4): code 7 with immediate 1 + zz(node - prev_compute), then a place.
+            node = self.prev_compute + _unzz(imm - 1)
+            off = self._placed(k, Op.MOVE, node)
+            machine.move(k, node, off)
+            return Instruction(Op.MOVE, node, off)
+        if imm:
+            raise BytecodeFormatError(E_OPCODE, f"instruction {k} at byte {at}: FENCE with operand {imm} "
+                                                f"(a MOVE needs format version {MOVE_VERSION}, not {self.version})")
+        return Instruction(Op.FENCE)
+
+    def _compute(self, k: int, at: int, code: int, imm: int) -> Instruction:
+        if code == C_COMPUTE_X:
+            node = self.prev_compute + 1 + _unzz(imm)
+            v = self.r.varint(f"instruction {k} placement") if self.offsets is not None else 0
+        else:
+            node = self.prev_compute + 1 if code == C_COMPUTE_SEQ else self.frontier
+            v = imm
+            if self.offsets is None and imm:
+                raise BytecodeFormatError(E_OPCODE, f"instruction {k} at byte {at}: nonzero operand without offsets")
+        off = self.offset_at(k, Op.COMPUTE, node, v) if self.offsets is not None else None
+        self.machine.alloc(k, Op.COMPUTE, node, off)
+        self.prev_compute, self.frontier = node, max(self.frontier, node + 1)
+        return Instruction(Op.COMPUTE, node, off)
 
 
 def _read_node_table(r: _Reader, n: int) -> tuple[str, tuple[NodeEntry, ...]]:

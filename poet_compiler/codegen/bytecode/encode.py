@@ -75,36 +75,14 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
     versions 2, 3 and 4 of the same MOVE-free program differ only in the version byte
     and the CRC.
     """
-    has_move = any(ins.op is Op.MOVE for ins in program)
-    if version is None:
-        version = MOVE_VERSION if has_move else VERSION
-    if version not in READ_VERSIONS:
-        raise BytecodeFormatError(E_VERSION, f"cannot encode: format version {version} (this poetc writes "
-                                             f"{', '.join(map(str, READ_VERSIONS))})")
-    if has_move and version < MOVE_VERSION:
-        raise BytecodeFormatError(E_VERSION, f"cannot encode: the program has a MOVE, which needs format version "
-                                             f"{MOVE_VERSION} (asked for {version})")
+    version = _version(program, version)
     lim = LIMITS[version]
     n = program.n_nodes
-    if not 0 <= n <= MAX_NODES:
-        raise BytecodeFormatError(E_COUNT, f"cannot encode: {n} nodes (the format allows 0..{MAX_NODES})")
-    if graph is not None and graph.n != n:
-        raise BytecodeFormatError(E_COUNT,
-                                  f"cannot encode: program has {n} nodes but graph {graph.name!r} has {graph.n}")
-    if program.arena_bytes is not None and not 0 <= program.arena_bytes < lim.max_bytes:
-        raise BytecodeFormatError(E_OFFSET, f"cannot encode: arena of {program.arena_bytes} B is outside "
-                                            f"0..{lim.max_bytes - 1} (format version {version})")
+    _check_counts(program, graph, version)
     with_offsets = _offsets_mode(program)
+    _check_node_sizes(graph, version)
     sizes = tuple(nd.output_bytes for nd in graph.nodes) if graph is not None else None
     workspace = tuple(nd.workspace_bytes for nd in graph.nodes) if graph is not None else None
-    bits = (lim.max_value - 1).bit_length()
-    if sizes is not None and any(not 0 <= s < lim.max_value for s in sizes):
-        raise BytecodeFormatError(E_COUNT, f"cannot encode: a node's output_bytes does not fit {bits} bits "
-                                           f"(format version {version})")
-    if workspace is not None and any(not 0 <= w < lim.max_value for w in workspace):
-        raise BytecodeFormatError(E_COUNT, f"cannot encode: a node's workspace_bytes does not fit {bits} bits "
-                                           f"(format version {version})")
-
     flags = 0
     if sizes is not None:
         flags |= F_SIZES
@@ -120,16 +98,10 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
     # Validate the program with the decoder's own rules, so that what we write decodes.
     machine = _Machine(n, sizes, program.arena_bytes, with_offsets, workspace)
     places = _Validator(program, machine, with_offsets, lim.max_bytes).run()
-
     # Only offsets that no placement code reaches go to the offset table.
-    table_offsets: set[int] = set()
-    for k, v in places.items():
-        off = program.instructions[k].offset
-        if v is None and off is not None:
-            table_offsets.add(off)
-    offsets_pal = sorted(table_offsets)
+    offsets_pal = sorted({off for k, v in places.items() if v is None and (off := program.instructions[k].offset)
+                          is not None})
     off_index = {v: k for k, v in enumerate(offsets_pal)}
-
     code = _Emitter(program, places, off_index, with_offsets).run()
 
     sec_sizes = _size_section(list(sizes)) if sizes is not None else b""
@@ -137,20 +109,12 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
     size_pal = _palette(list(sizes)) if sizes is not None else []
     sec_off = _offset_table(offsets_pal, size_pal) if with_offsets else b""
     sec_table = _node_table(graph) if flags & F_NODE_TABLE else b""  # type: ignore[arg-type]
-
     counts = _uvarint(n) + _uvarint(len(program))
     if flags & F_ARENA:
         counts += _leb128(program.arena_bytes)  # type: ignore[arg-type]  # < lim.max_bytes
-    rest = counts + sec_sizes + sec_ws + sec_off + code + sec_table
-    # file_len counts itself; its own varint length depends on the total, so iterate.
-    total = PREFIX_BYTES + len(rest)
-    while PREFIX_BYTES + len(_uvarint(total)) + len(rest) != total:
-        total = PREFIX_BYTES + len(_uvarint(total)) + len(rest)
-    body = _uvarint(total) + rest
-    crc = file_crc(MAGIC + bytes([version, flags, 0, 0, 0, 0]) + body)
-    data = MAGIC + bytes([version, flags]) + crc.to_bytes(4, "little") + body
-    assert len(data) == total
+    data = _framed(version, flags, counts + sec_sizes + sec_ws + sec_off + code + sec_table)
     if report is not None:
+        total = len(data)
         header = PREFIX_BYTES + len(_uvarint(total)) + len(counts)
         report.update({
             "total_bytes": total, "header_bytes": header, "sizes_bytes": len(sec_sizes),
@@ -162,6 +126,60 @@ def encode(program: Program, graph: TrainingGraph | None = None, *, strip: bool 
             "placed": sum(v is not None for v in places.values()), "allocations": len(places),
             "stripped": not flags & F_NODE_TABLE,
         })
+    return data
+
+
+def _version(program: Program, version: int | None) -> int:
+    """The format version to write: the one asked for (checked), else the lowest that holds
+    the program."""
+    has_move = any(ins.op is Op.MOVE for ins in program)
+    if version is None:
+        version = MOVE_VERSION if has_move else VERSION
+    if version not in READ_VERSIONS:
+        raise BytecodeFormatError(E_VERSION, f"cannot encode: format version {version} (this poetc writes "
+                                             f"{', '.join(map(str, READ_VERSIONS))})")
+    if has_move and version < MOVE_VERSION:
+        raise BytecodeFormatError(E_VERSION, f"cannot encode: the program has a MOVE, which needs format version "
+                                             f"{MOVE_VERSION} (asked for {version})")
+    return version
+
+
+def _check_counts(program: Program, graph: TrainingGraph | None, version: int) -> None:
+    """The program's node count and arena are within the limits of format ``version``, and
+    ``graph`` is its graph."""
+    lim = LIMITS[version]
+    n = program.n_nodes
+    if not 0 <= n <= MAX_NODES:
+        raise BytecodeFormatError(E_COUNT, f"cannot encode: {n} nodes (the format allows 0..{MAX_NODES})")
+    if graph is not None and graph.n != n:
+        raise BytecodeFormatError(E_COUNT,
+                                  f"cannot encode: program has {n} nodes but graph {graph.name!r} has {graph.n}")
+    if program.arena_bytes is not None and not 0 <= program.arena_bytes < lim.max_bytes:
+        raise BytecodeFormatError(E_OFFSET, f"cannot encode: arena of {program.arena_bytes} B is outside "
+                                            f"0..{lim.max_bytes - 1} (format version {version})")
+
+
+def _check_node_sizes(graph: TrainingGraph | None, version: int) -> None:
+    """Every node's output and workspace bytes fit the size fields of format ``version``."""
+    lim = LIMITS[version]
+    bits = (lim.max_value - 1).bit_length()
+    for what in ("output_bytes", "workspace_bytes"):
+        if graph is not None and any(not 0 <= getattr(nd, what) < lim.max_value for nd in graph.nodes):
+            raise BytecodeFormatError(E_COUNT, f"cannot encode: a node's {what} does not fit {bits} bits "
+                                               f"(format version {version})")
+
+
+def _framed(version: int, flags: int, rest: bytes) -> bytes:
+    """The file: magic, version, flags, CRC, its own length (a varint that counts itself),
+    then ``rest``."""
+    # file_len counts itself; its own varint length depends on the total, so iterate.
+    total = PREFIX_BYTES + len(rest)
+    while PREFIX_BYTES + len(_uvarint(total)) + len(rest) != total:
+        total = PREFIX_BYTES + len(_uvarint(total)) + len(rest)
+    body = _uvarint(total) + rest
+    crc = file_crc(MAGIC + bytes([version, flags, 0, 0, 0, 0]) + body)
+    data = MAGIC + bytes([version, flags]) + crc.to_bytes(4, "little") + body
+    assert len(data) == total
     return data
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from poet_compiler.codegen.emit_c import run as runner
 from poet_compiler.codegen.emit_c.emit import emit_c, load_traced
-from poet_compiler.codegen.emit_c.ram_map import NRF52840_RAM, firmware_ram, ram_map
+from poet_compiler.codegen.emit_c.ram_map import NRF52840_RAM, firmware_ram, ram_line, ram_map, ram_problems
 from poet_compiler.errors import PoetError
 
 TOLERANCE = 1e-4
@@ -73,14 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  gradients: {cmp.n_grads} tensors, worst {cmp.worst_grad} ({cmp.max_rel_grad_diff:.3g}); "
               f"against float64 PyTorch: device {dev64:.3g}, PyTorch float32 {pt64:.3g}; "
               f"buffer updates max rel diff {cmp.max_rel_update_diff:.3g}")
-        print("  RAM map (B): " + ", ".join(f"{k} {v:,}" for k, v in ram.items() if v)
-              + f"; .data {sections['.data']:,} + .bss {sections['.bss']:,} + stack {sections['.stack']:,} "
-              f"= {total:,} of an nRF52840's {NRF52840_RAM:,}")
-        problems = []
-        if total > NRF52840_RAM:
-            problems.append(f"firmware RAM {total} B > the nRF52840's {NRF52840_RAM} B")
-        if fig["stack"] >= sections[".stack"]:
-            problems.append(f"the stack's high-water mark {fig['stack']} B reaches the {sections['.stack']} B reserved")
+        print(ram_line(ram, sections))
+        problems = ram_problems(fig["stack"], sections)
         if fig["arena"] != fig["planned"] or fig["arena"] != emitted.arena_bytes:
             problems.append(f"arena {fig['arena']} B is not the planned {emitted.arena_bytes} B")
         if (fig["paged_out"], fig["paged_in"]) != (emitted.page_out_bytes, emitted.page_in_bytes):

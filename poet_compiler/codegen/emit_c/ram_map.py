@@ -73,6 +73,24 @@ def firmware_ram(elf: Path) -> dict[str, int]:
     return sizes
 
 
+def ram_line(ram: dict[str, int], sections: dict[str, int]) -> str:
+    """The RAM map and the firmware's sections as the demos print them."""
+    return ("  RAM map (B): " + ", ".join(f"{k} {v:,}" for k, v in ram.items() if v)
+            + f"; .data {sections['.data']:,} + .bss {sections['.bss']:,} + stack {sections['.stack']:,} "
+            f"= {sections['total']:,} of an nRF52840's {NRF52840_RAM:,}")
+
+
+def ram_problems(stack_high: int, sections: dict[str, int]) -> list[str]:
+    """Why the firmware's RAM fails the board: over the nRF52840's, or the run's stack
+    high-water mark ``stack_high`` at the top of the stack reserved."""
+    problems = []
+    if sections["total"] > NRF52840_RAM:
+        problems.append(f"firmware RAM {sections['total']} B > the nRF52840's {NRF52840_RAM} B")
+    if stack_high >= sections[".stack"]:
+        problems.append(f"the stack's high-water mark {stack_high} B reaches the {sections['.stack']} B reserved")
+    return problems
+
+
 def _classify(name: str, grads: set[str]) -> str:
     if name == "model_arena":
         return "arena"

@@ -28,6 +28,7 @@ from poet_compiler.codegen.emit_c.layout import (
 
 if TYPE_CHECKING:
     from poet_compiler.frontends.torch.traced import TracedModel
+    from poet_compiler.graph.ir import Node as GraphNode
 
 
 @dataclass(frozen=True)
@@ -103,97 +104,120 @@ def _in_place_outputs(tm: TracedModel, by_name: dict[str, torch.fx.Node],
 
 
 def resolve(tm: TracedModel) -> Resolved:
-    graph = tm.graph
-    fx_nodes = list(tm.gm.graph.nodes)
-    by_name = {n.name: n for n in fx_nodes}
-    prelude = set(tm.prelude_fx)
-    arrays: list[StaticArray] = []
-    refs: dict[str, Ref] = {}
-
-    # Placeholders: parameters, buffers, inputs, target (in that order).
-    placeholders = [n for n in fx_nodes if n.op == "placeholder"]
-    P, B, I = len(tm.param_names), len(tm.buffer_names), tm.n_inputs  # noqa: E741 - the P+B+I placeholder layout
-    S = len(tm.state_names)  # optimizer state: the tail of the buffers
-    by_placeholder: dict[str, StaticArray] = {}
-    for k, ph in enumerate(placeholders):
-        val = fx_val(ph)
-        if not isinstance(val, torch.Tensor):
-            raise EmitError(f"placeholder {ph.name} is not a tensor")
-        if k < P:
-            role, name, sym = "param", tm.param_names[k], f"p_{k}"
-        elif k < P + B - S:
-            role, name, sym = "buffer", tm.buffer_names[k - P], f"b_{k - P}"
-        elif k < P + B:
-            role, name, sym = "state", tm.buffer_names[k - P], f"s_{k - (P + B - S)}"
-        elif k < P + B + I:
-            role, name, sym = "input", f"input{k - P - B}", f"in_{k - P - B}"
+    """Where every FX value of ``tm`` lives, the static arrays the program needs and the
+    copies its nodes make (module docstring). The arrays are listed in the order the C
+    source declares them: placeholders, graph outputs, scratch, prelude values."""
+    r = _Resolver(tm)
+    r.placeholders()
+    r.graph_outputs()
+    for node in tm.graph.nodes:
+        if node.op == "getitem":
+            r.select_buffer(node)
         else:
-            role, name, sym = "target", "target", "target"
-        arr = StaticArray(sym, _ctype(val.dtype, role), tuple(val.shape), role, name, ph.name)
-        arrays.append(arr)
-        by_placeholder[ph.name] = arr
-        refs[ph.name] = _static_ref(arr).view(val) if role != "target" else _static_ref(arr)
-    for n in fx_nodes:
-        if n.op == "get_attr":
-            raise EmitError(f"constant tensor {n.target!r} in the graph: not supported by emit-c")
+            r.op_buffer(node)
+    r.other_values()
+    r.select_copies()
+    r.output_copies()
+    return r.res
 
-    # Graph outputs: loss, gradients, buffer updates, each a static array out_<k>.
-    out_node = next(n for n in fx_nodes if n.op == "output")
-    out_names: list[str] = []
-    for k, a in enumerate(out_node.args[0]):
-        if not isinstance(a, torch.fx.Node):
-            raise EmitError(f"graph output {k} is not a tensor")
-        out_names.append(a.name)
-    labels = ["loss", *tm.grad_names, *tm.update_names]
-    in_place = _in_place_outputs(tm, by_name, by_placeholder)
-    out_arrays: list[StaticArray] = []
-    for k, out_name in enumerate(out_names):
-        if out_name in in_place:
-            out_arrays.append(in_place[out_name])
-            continue
-        val = fx_val(by_name[out_name])
-        arr = StaticArray(f"out_{k}", _ctype(val.dtype, "output"), tuple(val.shape), "output", labels[k], out_name)
-        out_arrays.append(arr)
-        arrays.append(arr)
-    first_out: dict[str, StaticArray] = {}
-    for k, out_name in enumerate(out_names):
-        first_out.setdefault(out_name, out_arrays[k])
 
-    ops = {n for n in fx_nodes if n.op == "call_function" and not is_alias(n) and n.name not in prelude}
-    element_refs: dict[tuple[str, int], Ref] = {}
-    select_of: dict[str, int] = {}
-    res = Resolved(refs, element_refs, arrays, outputs=out_arrays)
+class _Resolver:
+    """The state :func:`resolve` builds up, one step per method."""
 
-    for node in graph.nodes:
-        names = tm.node_fx[node.id]
-        if node.op == "getitem":  # a select node: copies of some outputs of its source op
-            picks = [by_name[f] for f in names if by_name[f].target is operator.getitem]
-            idxs = sorted({int(g.args[1]) for g in picks})
-            src = picks[0].args[0]
-            off = 0
-            for e in idxs:
-                t = out_elements(src)[e]
-                assert t is not None, f"select node {node.id} picks a non-tensor output"
-                select_of[f"{src.name}#{e}"] = node.id
-                element_refs[(f"sel{node.id}", e)] = Ref(f"arena:{node.id}", off, 0, tuple(t.shape),
-                                                         contiguous_strides(tuple(t.shape)), t.dtype)
-                off += tensor_nbytes(t)
-            if off != node.output_bytes:
-                raise EmitError(f"node {node.id} ({node.name}): select layout of {off} B but the graph says "
-                                f"{node.output_bytes} B")
-            continue
-        op = by_name[names[0]]
-        if op not in ops:
+    def __init__(self, tm: TracedModel) -> None:
+        self.tm = tm
+        self.fx_nodes = list(tm.gm.graph.nodes)
+        self.by_name = {n.name: n for n in self.fx_nodes}
+        self.prelude = set(tm.prelude_fx)
+        self.res = Resolved({}, {}, [])
+        self.by_placeholder: dict[str, StaticArray] = {}
+        self.out_names: list[str] = []
+        self.first_out: dict[str, StaticArray] = {}
+        self.ops = {n for n in self.fx_nodes if n.op == "call_function" and not is_alias(n)
+                    and n.name not in self.prelude}
+
+    def _add(self, arr: StaticArray) -> StaticArray:
+        self.res.arrays.append(arr)
+        return arr
+
+    def placeholders(self) -> None:
+        """Parameters, buffers (optimizer state at their tail), inputs, target: in that order."""
+        tm, refs = self.tm, self.res.refs
+        placeholders = [n for n in self.fx_nodes if n.op == "placeholder"]
+        P, B, I = len(tm.param_names), len(tm.buffer_names), tm.n_inputs  # noqa: E741 - the P+B+I placeholder layout
+        S = len(tm.state_names)  # optimizer state: the tail of the buffers
+        for k, ph in enumerate(placeholders):
+            val = fx_val(ph)
+            if not isinstance(val, torch.Tensor):
+                raise EmitError(f"placeholder {ph.name} is not a tensor")
+            if k < P:
+                role, name, sym = "param", tm.param_names[k], f"p_{k}"
+            elif k < P + B - S:
+                role, name, sym = "buffer", tm.buffer_names[k - P], f"b_{k - P}"
+            elif k < P + B:
+                role, name, sym = "state", tm.buffer_names[k - P], f"s_{k - (P + B - S)}"
+            elif k < P + B + I:
+                role, name, sym = "input", f"input{k - P - B}", f"in_{k - P - B}"
+            else:
+                role, name, sym = "target", "target", "target"
+            arr = self._add(StaticArray(sym, _ctype(val.dtype, role), tuple(val.shape), role, name, ph.name))
+            self.by_placeholder[ph.name] = arr
+            refs[ph.name] = _static_ref(arr).view(val) if role != "target" else _static_ref(arr)
+        for n in self.fx_nodes:
+            if n.op == "get_attr":
+                raise EmitError(f"constant tensor {n.target!r} in the graph: not supported by emit-c")
+
+    def graph_outputs(self) -> None:
+        """Loss, gradients, buffer updates: each a static array ``out_<k>``, or the array
+        an update wrote in place."""
+        tm = self.tm
+        out_node = next(n for n in self.fx_nodes if n.op == "output")
+        for k, a in enumerate(out_node.args[0]):
+            if not isinstance(a, torch.fx.Node):
+                raise EmitError(f"graph output {k} is not a tensor")
+            self.out_names.append(a.name)
+        labels = ["loss", *tm.grad_names, *tm.update_names]
+        in_place = _in_place_outputs(tm, self.by_name, self.by_placeholder)
+        for k, out_name in enumerate(self.out_names):
+            if out_name in in_place:
+                self.res.outputs.append(in_place[out_name])
+                continue
+            val = fx_val(self.by_name[out_name])
+            self.res.outputs.append(self._add(StaticArray(f"out_{k}", _ctype(val.dtype, "output"), tuple(val.shape),
+                                                          "output", labels[k], out_name)))
+        for k, out_name in enumerate(self.out_names):
+            self.first_out.setdefault(out_name, self.res.outputs[k])
+
+    def select_buffer(self, node: GraphNode) -> None:
+        """A select node's buffer: copies of some outputs of its source op, packed."""
+        picks = [self.by_name[f] for f in self.tm.node_fx[node.id] if self.by_name[f].target is operator.getitem]
+        src = picks[0].args[0]
+        off = 0
+        for e in sorted({int(g.args[1]) for g in picks}):
+            t = out_elements(src)[e]
+            assert t is not None, f"select node {node.id} picks a non-tensor output"
+            self.res.element_refs[(f"sel{node.id}", e)] = Ref(f"arena:{node.id}", off, 0, tuple(t.shape),
+                                                              contiguous_strides(tuple(t.shape)), t.dtype)
+            off += tensor_nbytes(t)
+        if off != node.output_bytes:
+            raise EmitError(f"node {node.id} ({node.name}): select layout of {off} B but the graph says "
+                            f"{node.output_bytes} B")
+
+    def op_buffer(self, node: GraphNode) -> None:
+        """An op node's outputs: the ones it holds packed in its arena buffer, the others
+        straight into the output array they are, else a static scratch array; an update's
+        the arrays of the placeholders it overwrites."""
+        element_refs = self.res.element_refs
+        op = self.by_name[self.tm.node_fx[node.id][0]]
+        if op not in self.ops:
             raise EmitError(f"node {node.id} ({node.name}): its first FX node {op.name} is not an op")
         if node.kind == "update":
-            # Written in place: output e is the array of the op's placeholder argument for it.
             for e, arg in enumerate(_updated_args(op)):
-                element_refs[(op.name, e)] = refs[arg.name]
-            continue
+                element_refs[(op.name, e)] = self.res.refs[arg.name]
+            return
         elems = out_elements(op)
-        held = held_elements(op, ops)
         off = 0
-        for e in held:
+        for e in held_elements(op, self.ops):
             t = elems[e]
             assert t is not None, f"node {node.id} holds a non-tensor output"
             element_refs[(op.name, e)] = Ref(f"arena:{node.id}", off, 0, tuple(t.shape),
@@ -205,65 +229,68 @@ def resolve(tm: TracedModel) -> Resolved:
         for e, t in enumerate(elems):
             if t is None or (op.name, e) in element_refs:
                 continue
-            # Not held in the arena: straight into the output array it is, else a static scratch.
             getter = next((u for u in op.users if u.target is operator.getitem and int(u.args[1]) == e), None)
             direct = op if len(elems) == 1 else getter
-            dest = first_out.get(direct.name) if direct is not None else None
+            dest = self.first_out.get(direct.name) if direct is not None else None
             if dest is None or dest.shape != tuple(t.shape):
-                dest = StaticArray(f"scratch_{op.name}_{e}", _ctype(t.dtype, "scratch"), tuple(t.shape), "scratch",
-                                   f"{op.name}[{e}]")
-                arrays.append(dest)
+                dest = self._add(StaticArray(f"scratch_{op.name}_{e}", _ctype(t.dtype, "scratch"), tuple(t.shape),
+                                             "scratch", f"{op.name}[{e}]"))
             element_refs[(op.name, e)] = _static_ref(dest)
 
-    # Every other FX value: elements, getitems and views, in graph order.
-    for n in fx_nodes:
-        if n.op != "call_function":
-            continue
-        val = fx_val(n)
-        if n.name in prelude and not is_alias(n):
-            if not isinstance(val, torch.Tensor):
-                raise EmitError(f"prelude op {n.name} does not produce a tensor")
-            pre = first_out.get(n.name)
-            if pre is None:
-                pre = StaticArray(f"pre_{n.name}", _ctype(val.dtype, "prelude"), tuple(val.shape), "prelude", n.name)
-                arrays.append(pre)
-            refs[n.name] = _static_ref(pre)
-            continue
-        if n.target is operator.getitem and not is_alias(n.args[0]) and isinstance(fx_val(n.args[0]), (list, tuple)):
-            src, e = n.args[0], int(n.args[1])
-            owner = tm.fx_owner.get(n.name, -1)
-            if owner >= 0 and graph.nodes[owner].op == "getitem":
-                refs[n.name] = element_refs[(f"sel{owner}", e)]
-            else:
-                refs[n.name] = element_refs[(src.name, e)]
-            continue
-        if is_alias(n):
-            base = n.args[0]
-            if not isinstance(base, torch.fx.Node) or base.name not in refs:
-                raise EmitError(f"view {n.name} of an unknown value")
-            if not isinstance(val, torch.Tensor):
-                raise EmitError(f"view {n.name} does not produce a tensor")
-            refs[n.name] = refs[base.name].view(val)
-            continue
-        if (n.name, 0) in element_refs and not isinstance(val, (list, tuple)):
-            refs[n.name] = element_refs[(n.name, 0)]
+    def other_values(self) -> None:
+        """Every other FX value, in graph order: prelude values (a static array each),
+        getitems of a multi-output op, views, single outputs."""
+        refs, element_refs = self.res.refs, self.res.element_refs
+        for n in self.fx_nodes:
+            if n.op != "call_function":
+                continue
+            val = fx_val(n)
+            if n.name in self.prelude and not is_alias(n):
+                if not isinstance(val, torch.Tensor):
+                    raise EmitError(f"prelude op {n.name} does not produce a tensor")
+                pre = self.first_out.get(n.name)
+                if pre is None:
+                    pre = self._add(StaticArray(f"pre_{n.name}", _ctype(val.dtype, "prelude"), tuple(val.shape),
+                                                "prelude", n.name))
+                refs[n.name] = _static_ref(pre)
+            elif n.target is operator.getitem and not is_alias(n.args[0]) \
+                    and isinstance(fx_val(n.args[0]), (list, tuple)):
+                src, e = n.args[0], int(n.args[1])
+                owner = self.tm.fx_owner.get(n.name, -1)
+                if owner >= 0 and self.tm.graph.nodes[owner].op == "getitem":
+                    refs[n.name] = element_refs[(f"sel{owner}", e)]
+                else:
+                    refs[n.name] = element_refs[(src.name, e)]
+            elif is_alias(n):
+                base = n.args[0]
+                if not isinstance(base, torch.fx.Node) or base.name not in refs:
+                    raise EmitError(f"view {n.name} of an unknown value")
+                if not isinstance(val, torch.Tensor):
+                    raise EmitError(f"view {n.name} does not produce a tensor")
+                refs[n.name] = refs[base.name].view(val)
+            elif (n.name, 0) in element_refs and not isinstance(val, (list, tuple)):
+                refs[n.name] = element_refs[(n.name, 0)]
 
-    # Select nodes copy their picks out of the source node's buffer.
-    for node in graph.nodes:
-        if node.op != "getitem":
-            continue
-        picks = [by_name[f] for f in tm.node_fx[node.id] if by_name[f].target is operator.getitem]
-        src = picks[0].args[0]
-        idxs = sorted({int(g.args[1]) for g in picks})
-        res.select_copies[node.id] = [(element_refs[(src.name, e)], element_refs[(f"sel{node.id}", e)]) for e in idxs]
+    def select_copies(self) -> None:
+        """Select nodes copy their picks out of the source node's buffer."""
+        element_refs = self.res.element_refs
+        for node in self.tm.graph.nodes:
+            if node.op != "getitem":
+                continue
+            picks = [self.by_name[f] for f in self.tm.node_fx[node.id] if self.by_name[f].target is operator.getitem]
+            src = picks[0].args[0]
+            idxs = sorted({int(g.args[1]) for g in picks})
+            self.res.select_copies[node.id] = [(element_refs[(src.name, e)], element_refs[(f"sel{node.id}", e)])
+                                               for e in idxs]
 
-    # Outputs not already written in place are copied by the node that computes them.
-    for k, name in enumerate(out_names):
-        ref = refs.get(name)
-        if ref is None:
-            raise EmitError(f"graph output {name} has no storage")
-        if ref.base == out_arrays[k].symbol:
-            continue
-        owner = tm.fx_owner.get(name, -1)
-        res.output_copies.setdefault(owner, []).append((ref, out_arrays[k]))
-    return res
+    def output_copies(self) -> None:
+        """Outputs not already written in place are copied by the node that computes them."""
+        for k, name in enumerate(self.out_names):
+            ref = self.res.refs.get(name)
+            if ref is None:
+                raise EmitError(f"graph output {name} has no storage")
+            out = self.res.outputs[k]
+            if ref.base == out.symbol:
+                continue
+            owner = self.tm.fx_owner.get(name, -1)
+            self.res.output_copies.setdefault(owner, []).append((ref, out))

@@ -35,8 +35,8 @@ import torch
 
 from poet_compiler.codegen.emit_c import dataset, train_run
 from poet_compiler.codegen.emit_c import run as runner
-from poet_compiler.codegen.emit_c.emit import emit_c, load_traced
-from poet_compiler.codegen.emit_c.ram_map import NRF52840_RAM, firmware_ram, ram_map
+from poet_compiler.codegen.emit_c.emit import EmitResult, emit_c, load_traced
+from poet_compiler.codegen.emit_c.ram_map import NRF52840_RAM, firmware_ram, ram_line, ram_map, ram_problems
 from poet_compiler.codegen.emit_c.train import TrainLoop
 from poet_compiler.errors import PoetError
 
@@ -68,7 +68,7 @@ def pretrain(module: torch.nn.Module, split: dataset.Split, epochs: int, lr: flo
         p.grad = None
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="device-train", description=__doc__.split("\n\n")[0])
     ap.add_argument("model")
     ap.add_argument("schedule", type=Path)
@@ -89,7 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host", action="store_true", help="run the host build instead of QEMU")
     ap.add_argument("--work", type=Path, default=None, help="working directory (default: a temporary one)")
     ap.add_argument("--timeout", type=float, default=900.0, help="time limit of the run in seconds")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if not args.host and not runner.tools_for_m4():
         print("error: device-train needs arm-none-eabi-gcc and qemu-system-arm "
               "(apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)", file=sys.stderr)
@@ -121,64 +125,70 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         for line in run.lines[:-1]:
             print(line)
-        fig = run.figures
-        n_ref = min(args.compare_steps, len(run.losses))
-        ref = train_run.reference_losses(module, split, manifest, n_ref)
-        diff = train_run.max_rel_loss_diff(run.losses, ref)
-        acc = 100.0 * fig["correct"] / fig["total"]
+        return _judge(args, emitted, manifest, run, train_run.reference_losses(
+            module, split, manifest, min(args.compare_steps, len(run.losses))), start)
+
+
+def _judge(args: argparse.Namespace, emitted: EmitResult, manifest: dict, run: train_run.TrainRun,
+           ref: np.ndarray, start: dict[str, np.ndarray]) -> int:
+    """Print the run's figures against the reference loop's losses ``ref`` and the
+    parameters it started from (``start``), and the checks that failed: 1 if any did."""
+    fig = run.figures
+    diff = train_run.max_rel_loss_diff(run.losses, ref)
+    acc = 100.0 * fig["correct"] / fig["total"]
+    frozen = [p["name"] for p in manifest["train"]["params"] if not p["trained"]]
+    changed = [n for n in frozen if not np.array_equal(run.params_out[n].view(np.uint32), start[n].view(np.uint32))]
+    problems, ram_total = ([], 0) if args.host else _device_figures(args, emitted, run)
+    n_ref = min(args.compare_steps, len(run.losses))
+    print(f"  loss: first {run.losses[0]:.6f}, last {run.losses[-1]:.6f}; PyTorch float32 over the first {n_ref} "
+          f"steps: max rel diff {diff:.2e}")
+    if fig["arena"] != fig["planned"] or fig["arena"] != emitted.arena_bytes:
+        problems.append(f"arena {fig['arena']} B is not the planned {emitted.arena_bytes} B")
+    if args.require_paging and not fig["step_paged_out"]:
+        problems.append("the schedule does not page")
+    if args.require_remat and not fig["step_computes"] > emitted.n_nodes:
+        problems.append("the schedule does not recompute")
+    if not diff <= args.tolerance:
+        problems.append(f"max rel loss diff {diff:.3g} > {args.tolerance}")
+    if not acc >= args.min_accuracy:
+        problems.append(f"held-out accuracy {acc:.1f} % < {args.min_accuracy} %")
+    if changed:
+        problems.append(f"frozen parameters changed: {', '.join(changed)}")
+    for p in problems:
+        print(f"  FAIL: {p}")
+    where = f"{runner.BOARD} (Cortex-M4)" if not args.host else "the host build"
+    ram_part = f", firmware RAM {ram_total} B of {NRF52840_RAM} B" if not args.host else ""
+    if args.pretrain_classes is None:
+        print(f"device training on {where}: {fig['steps']} steps, held-out accuracy {acc:.1f} %, "
+              f"max rel loss diff {diff:.2e}{ram_part}")
+    else:
+        digits = f"{args.classes[0]}-{args.classes[-1]}"
         acc_before = 100.0 * fig["correct_before"] / fig["total"]
-        frozen = [p["name"] for p in manifest["train"]["params"] if not p["trained"]]
-        changed = [n for n in frozen if not np.array_equal(run.params_out[n].view(np.uint32), start[n].view(np.uint32))]
-        problems = []
-        ram_total = 0
-        if not args.host:
-            elf = emitted.out_dir / "build" / "step_m4.elf"
-            sections = firmware_ram(elf)
-            ram_total = sections["total"]
-            ram = ram_map(elf, emitted.out_dir / "manifest.json")
-            ipt = runner.instructions_per_tick()
-            recomputed = fig["step_computes"] - emitted.n_nodes
-            print(f"{args.model} with {args.schedule.name}: {emitted.n_nodes} nodes, {fig['step_computes']} computes "
-                  f"a step ({recomputed} recomputed), paged out {fig['step_paged_out']} B / "
-                  f"in {fig['step_paged_in']} B a step; stack high-water {fig['stack']} B of {sections['.stack']} B")
-            print(f"  instructions: {round(fig['train_ticks'] * ipt):,} training ({round(fig['step_ticks'] * ipt):,} "
-                  f"the first step), {round(fig['eval_ticks'] * ipt):,} held-out accuracy (twice); "
-                  f"QEMU wall {run.wall_s:.1f} s")
-            print("  RAM map (B): " + ", ".join(f"{k} {v:,}" for k, v in ram.items() if v)
-                  + f"; .data {sections['.data']:,} + .bss {sections['.bss']:,} + stack {sections['.stack']:,} "
-                  f"= {ram_total:,} of an nRF52840's {NRF52840_RAM:,}")
-            if ram_total > NRF52840_RAM:
-                problems.append(f"firmware RAM {ram_total} B > {NRF52840_RAM} B")
-            if fig["stack"] >= sections[".stack"]:
-                problems.append(f"the stack's high-water mark {fig['stack']} B reaches the "
-                                f"{sections['.stack']} B reserved")
-        print(f"  loss: first {run.losses[0]:.6f}, last {run.losses[-1]:.6f}; PyTorch float32 over the first {n_ref} "
-              f"steps: max rel diff {diff:.2e}")
-        if fig["arena"] != fig["planned"] or fig["arena"] != emitted.arena_bytes:
-            problems.append(f"arena {fig['arena']} B is not the planned {emitted.arena_bytes} B")
-        if args.require_paging and not fig["step_paged_out"]:
-            problems.append("the schedule does not page")
-        if args.require_remat and not fig["step_computes"] > emitted.n_nodes:
-            problems.append("the schedule does not recompute")
-        if not diff <= args.tolerance:
-            problems.append(f"max rel loss diff {diff:.3g} > {args.tolerance}")
-        if not acc >= args.min_accuracy:
-            problems.append(f"held-out accuracy {acc:.1f} % < {args.min_accuracy} %")
-        if changed:
-            problems.append(f"frozen parameters changed: {', '.join(changed)}")
-        for p in problems:
-            print(f"  FAIL: {p}")
-        where = f"{runner.BOARD} (Cortex-M4)" if not args.host else "the host build"
-        ram_part = f", firmware RAM {ram_total} B of {NRF52840_RAM} B" if not args.host else ""
-        if args.pretrain_classes is None:
-            print(f"device training on {where}: {fig['steps']} steps, held-out accuracy {acc:.1f} %, "
-                  f"max rel loss diff {diff:.2e}{ram_part}")
-        else:
-            digits = f"{args.classes[0]}-{args.classes[-1]}"
-            print(f"device fine-tuning on {where}: {fig['steps']} steps on digits {digits}, held-out accuracy "
-                  f"{acc_before:.1f} % -> {acc:.1f} %, {len(frozen)} of {len(manifest['train']['params'])} parameters "
-                  f"frozen ({len(frozen) - len(changed)} bit-identical), max rel loss diff {diff:.2e}{ram_part}")
-        return 1 if problems else 0
+        print(f"device fine-tuning on {where}: {fig['steps']} steps on digits {digits}, held-out accuracy "
+              f"{acc_before:.1f} % -> {acc:.1f} %, {len(frozen)} of {len(manifest['train']['params'])} parameters "
+              f"frozen ({len(frozen) - len(changed)} bit-identical), max rel loss diff {diff:.2e}{ram_part}")
+    return 1 if problems else 0
+
+
+def _device_figures(args: argparse.Namespace, emitted: EmitResult, run: train_run.TrainRun) -> tuple[list[str], int]:
+    """Print what the Cortex-M4 run took (computes, paging, instructions, the RAM map);
+    the checks of its RAM that failed, and the firmware's RAM."""
+    fig = run.figures
+    elf = emitted.out_dir / "build" / "step_m4.elf"
+    sections = firmware_ram(elf)
+    ram_total = sections["total"]
+    ram = ram_map(elf, emitted.out_dir / "manifest.json")
+    ipt = runner.instructions_per_tick()
+    recomputed = fig["step_computes"] - emitted.n_nodes
+    print(f"{args.model} with {args.schedule.name}: {emitted.n_nodes} nodes, {fig['step_computes']} computes "
+          f"a step ({recomputed} recomputed), paged out {fig['step_paged_out']} B / "
+          f"in {fig['step_paged_in']} B a step; stack high-water {fig['stack']} B of {sections['.stack']} B")
+    print(f"  instructions: {round(fig['train_ticks'] * ipt):,} training ({round(fig['step_ticks'] * ipt):,} "
+          f"the first step), {round(fig['eval_ticks'] * ipt):,} held-out accuracy (twice); "
+          f"QEMU wall {run.wall_s:.1f} s")
+    print(ram_line(ram, sections))
+    problems = ram_problems(fig["stack"], sections)
+    return problems, ram_total
 
 
 if __name__ == "__main__":

@@ -125,62 +125,22 @@ def convert_graph(
             candidates[init.name] = t
         else:
             consts[init.name] = t
-    values: dict[str, torch.Tensor] = {**consts, **candidates, **example_inputs}
-    consumers: dict[str, int] = {}
-    for node in graph.node:
-        for n in node.input:
-            consumers[n] = consumers.get(n, 0) + 1
-
-    steps: list[Step] = []
-    runtime_uses: dict[str, int] = {}  # value name -> readers at run time
-    trainable_uses: set[str] = set()  # candidates read by a slot that is not frozen
+    run = _Run(opset, output_name, where, consts, candidates, example_inputs, graph)
     with torch.no_grad():
         for node in graph.node:
-            ins = list(node.input)
-            ctx = NodeContext(
-                node=node,
-                opset=opset,
-                shapes=[tuple(values[n].shape) if n else None for n in ins],
-                dtypes=[values[n].dtype if n else None for n in ins],
-                consts=[consts.get(n) if n else None for n in ins],
-                used=[bool(o) and (consumers.get(o, 0) > 0 or o == output_name) for o in node.output],
-            )
-            for n in ins:
-                if n and n not in values:
-                    raise FrontendError(f"{where}: {ctx.where} reads '{n}', which nothing produces")
-            runner = CONVERTERS[op_key(node)](ctx)
-            run_ins = tuple("" if (not n or i in ctx.static_inputs) else n for i, n in enumerate(ins))
-            try:
-                outs = list(runner([values[n] if n else None for n in run_ins]))
-            except (RuntimeError, ValueError, IndexError, TypeError) as exc:
-                msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                raise FrontendError(f"{where}: {ctx.where} failed on the example inputs: {msg}") from None
-            foldable = node.op_type in SHAPE_ONLY or all(not n or n in consts for n in run_ins)
-            for o, v in zip(node.output, outs):
-                if o and v is not None:
-                    values[o] = v
-                    if foldable:
-                        consts[o] = v
-            for o, u in zip(node.output, ctx.used):
-                if o and u and o not in values:
-                    raise FrontendError(f"{where}: {ctx.where} does not produce output '{o}'")
-            if not foldable:
-                steps.append(Step(node.name or node.output[0], node.op_type, runner, run_ins, tuple(node.output)))
-                for i, n in enumerate(run_ins):
-                    if n in candidates and i not in ctx.frozen_inputs:
-                        trainable_uses.add(n)
-
+            run.node(node)
+    values = run.values
     if output_name not in values:
         raise FrontendError(f"{where}: output '{output_name}' is never computed")
-    steps = _live_steps(steps, output_name)
+    steps = _live_steps(run.steps, output_name)
+    runtime_uses: dict[str, int] = {}  # value name -> readers at run time
     for s in steps:
         for n in s.inputs:
             if n:
                 runtime_uses[n] = runtime_uses.get(n, 0) + 1
-    graph_inputs = list(example_inputs)
     if output_name in consts and output_name not in candidates:
         raise FrontendError(f"{where}: output '{output_name}' is a constant; it depends on no input or parameter")
-    params = {n: t for n, t in candidates.items() if n in trainable_uses and n in runtime_uses}
+    params = {n: t for n, t in candidates.items() if n in run.trainable_uses and n in runtime_uses}
     buffers: dict[str, tuple[torch.Tensor, bool]] = {}
     for n in sorted(runtime_uses, key=_order(graph, init_names)):
         if n in params or n in example_inputs:
@@ -191,8 +151,63 @@ def convert_graph(
         buffers[n] = (value, n in init_names)
     if output_name in candidates and output_name not in params:
         params[output_name] = candidates[output_name]
-    module = OnnxModule(steps, graph_inputs, output_name, params, buffers)
+    module = OnnxModule(steps, list(example_inputs), output_name, params, buffers)
     return Converted(module=module, output=values[output_name])
+
+
+class _Run:
+    """The graph run on the example inputs, node by node: every value, the constants
+    folded (``consts`` grows), the run-time steps, and the parameter candidates some
+    step reads in a slot that is not frozen (``trainable_uses``)."""
+
+    def __init__(self, opset: int, output_name: str, where: str, consts: dict[str, torch.Tensor],
+                 candidates: dict[str, torch.Tensor], example_inputs: dict[str, torch.Tensor],
+                 graph: onnx.GraphProto) -> None:
+        self.opset, self.output_name, self.where = opset, output_name, where
+        self.consts, self.candidates = consts, candidates
+        self.values: dict[str, torch.Tensor] = {**consts, **candidates, **example_inputs}
+        self.consumers: dict[str, int] = {}
+        for node in graph.node:
+            for n in node.input:
+                self.consumers[n] = self.consumers.get(n, 0) + 1
+        self.steps: list[Step] = []
+        self.trainable_uses: set[str] = set()
+
+    def node(self, node: onnx.NodeProto) -> None:
+        values, consts, where = self.values, self.consts, self.where
+        ins = list(node.input)
+        ctx = NodeContext(
+            node=node,
+            opset=self.opset,
+            shapes=[tuple(values[n].shape) if n else None for n in ins],
+            dtypes=[values[n].dtype if n else None for n in ins],
+            consts=[consts.get(n) if n else None for n in ins],
+            used=[bool(o) and (self.consumers.get(o, 0) > 0 or o == self.output_name) for o in node.output],
+        )
+        for n in ins:
+            if n and n not in values:
+                raise FrontendError(f"{where}: {ctx.where} reads '{n}', which nothing produces")
+        runner = CONVERTERS[op_key(node)](ctx)
+        run_ins = tuple("" if (not n or i in ctx.static_inputs) else n for i, n in enumerate(ins))
+        try:
+            outs = list(runner([values[n] if n else None for n in run_ins]))
+        except (RuntimeError, ValueError, IndexError, TypeError) as exc:
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise FrontendError(f"{where}: {ctx.where} failed on the example inputs: {msg}") from None
+        foldable = node.op_type in SHAPE_ONLY or all(not n or n in consts for n in run_ins)
+        for o, v in zip(node.output, outs):
+            if o and v is not None:
+                values[o] = v
+                if foldable:
+                    consts[o] = v
+        for o, u in zip(node.output, ctx.used):
+            if o and u and o not in values:
+                raise FrontendError(f"{where}: {ctx.where} does not produce output '{o}'")
+        if not foldable:
+            self.steps.append(Step(node.name or node.output[0], node.op_type, runner, run_ins, tuple(node.output)))
+            for i, n in enumerate(run_ins):
+                if n in self.candidates and i not in ctx.frozen_inputs:
+                    self.trainable_uses.add(n)
 
 
 def _live_steps(steps: list[Step], output_name: str) -> list[Step]:

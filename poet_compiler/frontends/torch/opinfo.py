@@ -9,6 +9,8 @@ import torch
 import torch.fx
 from torch.utils.flop_counter import flop_registry
 
+from poet_compiler.graph.ir import OpClass
+
 aten = torch.ops.aten
 
 # Ops that share their input's storage although their schema has no alias annotation.
@@ -63,7 +65,7 @@ def is_mutation(node: torch.fx.Node) -> bool:
     )
 
 
-def op_class(target: Any) -> str:
+def op_class(target: Any) -> OpClass:
     base = packet_name(target).split(".", 1)[-1]
     if base in _CONV:
         return "conv"

@@ -114,94 +114,10 @@ def trace_joint(
 ) -> JointTrace:
     """Trace forward + loss + backward (+ the optimizer's update) of ``module``; raise
     FrontendError on failure."""
-    params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
-    frozen = [(n, p) for n, p in module.named_parameters() if not p.requires_grad]
-    opt_state = [(f"{n}@{s}", v) for n, p in params if optimizer is not None
-                 for s, v in optimizer.initial_state(p).items()]
-    buffers = [(n, b) for n, b in module.named_buffers()] + frozen + opt_state
-    n_state = len(optimizer.state_names) if optimizer is not None else 0
-    if not params:
-        raise FrontendError(f"{type(module).__name__}: the module has no trainable parameters")
-    inputs = tuple(example_inputs)
-    P, B, I = len(params), len(buffers), len(inputs)  # noqa: E741 - the P+B+I placeholder layout
-    pnames = tuple(n for n, _ in params)
-    bnames = tuple(n for n, _ in buffers)
-    paths = {id(m): name for name, m in module.named_modules()}
-    stack: list[str] = []
-    phase = ["forward"]
-    grad_names: list[str] = []
-    out_names: list[str] = []
-    model_out: list[Any] = []   # [treespec, leaves] of the module's output, set by step()
-
-    def pre_hook(mod: nn.Module, args: Any) -> None:
-        if id(mod) in paths:
-            stack.append(paths[id(mod)])
-            _set_meta(phase[0], stack[-1])
-
-    def post_hook(mod: nn.Module, args: Any, out: Any) -> None:
-        if id(mod) in paths and stack:
-            stack.pop()
-            _set_meta(phase[0], stack[-1] if stack else "")
-
-    def step(*flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        state = {**dict(zip(pnames, flat[:P])), **dict(zip(bnames, flat[P:P + B]))}
-        phase[0] = "forward"
-        _set_meta("forward", "")
-        out = functional_call(module, state, flat[P + B:P + B + I])
-        leaves, spec = torch.utils._pytree.tree_flatten(out)
-        model_out[:] = [spec, leaves]
-        phase[0] = "loss"
-        _set_meta("loss", "")
-        loss = loss_fn(out, flat[-1])
-        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-            shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
-            raise FrontendError(f"loss_fn must return a scalar tensor, got {shape}")
-        if not loss.requires_grad:
-            raise FrontendError("the loss does not depend on any trainable parameter")
-        phase[0] = "backward"
-        _set_meta("backward", "")
-        # Tag every op run by a grad_fn with the sequence number of its forward op, so the
-        # backward ops can inherit the forward op's module path afterwards.
-        for fn in _autograd_nodes(loss.grad_fn):
-            seq = fn._sequence_nr()
-            fn.register_prehook(lambda g, s=seq: _set_meta("backward", "", s))
-        grads = torch.autograd.grad(loss, list(flat[:P]), allow_unused=True)
-        grad_names.clear()
-        out_names.clear()
-        # The module's tensor outputs ride along as extra graph outputs, so that the
-        # functionalized graph names them; trace_joint strips them again.
-        tail = tuple(t for t in model_out[1] if isinstance(t, torch.Tensor))
-        if optimizer is None:
-            grad_names.extend(n for n, g in zip(pnames, grads) if g is not None)
-            return (loss.reshape(()), *(g for g in grads if g is not None), *tail)
-        new: list[torch.Tensor] = []
-        first_state = P + B - len(opt_state)
-        for k, (pname, g) in enumerate(zip(pnames, grads)):
-            if g is None:  # as torch.optim: a parameter without a gradient is not updated
-                continue
-            _set_meta("update", pname.rpartition(".")[0])
-            st = list(flat[first_state + k * n_state:first_state + (k + 1) * n_state])
-            new.extend(optimizer.apply(flat[k], g, st))
-            out_names.extend([pname, *(f"{pname}@{s}" for s in optimizer.state_names)])
-        return (loss.reshape(()), *new, *tail)
-
-    flat_args = [p.detach().requires_grad_() for _, p in params] + [b.detach() for _, b in buffers]
-    flat_args += [t.detach() for t in inputs] + [target.detach()]
-    h1 = nn.modules.module.register_module_forward_pre_hook(pre_hook)
-    h2 = nn.modules.module.register_module_forward_hook(post_hook)
-    try:
-        with fxtb.preserve_node_meta():
-            gm1 = make_fx(step, decomposition_table={aten.native_batch_norm.default: _bn_functional},
-                          tracing_mode="fake")(*flat_args)
-    except FrontendError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any tracing failure is the user's model
-        raise FrontendError(
-            f"{type(module).__name__}: tracing failed ({type(exc).__name__}: {_first_line(exc)})"
-        ) from None
-    finally:
-        h1.remove()
-        h2.remove()
+    step = _Step(module, tuple(example_inputs), loss_fn, optimizer)
+    flat_args = [p.detach().requires_grad_() for _, p in step.params] + [b.detach() for _, b in step.buffers]
+    flat_args += [t.detach() for t in step.inputs] + [target.detach()]
+    gm1 = _trace_step(step, flat_args)
     _resolve_backward_provenance(gm1)
     interp = torch.fx.Interpreter(gm1)
     try:
@@ -211,24 +127,138 @@ def trace_joint(
         raise FrontendError(
             f"{type(module).__name__}: functionalization failed ({type(exc).__name__}: {_first_line(exc)})"
         ) from None
-    spec, leaves = model_out
+    spec, leaves = step.model_out
     out_fx = _strip_model_outputs(gm2, sum(isinstance(t, torch.Tensor) for t in leaves))
-    update_names = _mutations_to_outputs(gm2, bnames, P)
+    update_names = _mutations_to_outputs(gm2, step.bnames, len(step.params))
     if optimizer is not None:
         _place_updates(gm2)
-    alive = {n.name for n in gm2.graph.nodes}
+    return JointTrace(gm=gm2, param_names=step.pnames, buffer_names=step.bnames, n_inputs=len(step.inputs),
+                      grad_names=tuple(step.grad_names), update_names=tuple(step.out_names) + update_names,
+                      state_names=tuple(n for n, _ in step.opt_state), out_spec=spec,
+                      out_leaves=_output_leaves(gm2, out_fx, leaves),
+                      out_is_fx=tuple(isinstance(t, torch.Tensor) for t in leaves))
+
+
+class _Step:
+    """The function pass 1 traces, ``step(*params, *buffers, *inputs, target)``, over the
+    placeholders of ``module`` (trained parameters; buffers, frozen parameters and the
+    optimizer's state; inputs; target), and what a trace of it records: the gradients'
+    and the updates' names, the module's output, the phase and module path of each op."""
+
+    def __init__(self, module: nn.Module, inputs: tuple[torch.Tensor, ...],
+                 loss_fn: Callable[[Any, torch.Tensor], torch.Tensor], optimizer: OptimizerSpec | None) -> None:
+        self.module, self.inputs, self.loss_fn, self.optimizer = module, inputs, loss_fn, optimizer
+        self.params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        frozen = [(n, p) for n, p in module.named_parameters() if not p.requires_grad]
+        self.opt_state = [(f"{n}@{s}", v) for n, p in self.params if optimizer is not None
+                          for s, v in optimizer.initial_state(p).items()]
+        self.buffers = [(n, b) for n, b in module.named_buffers()] + frozen + self.opt_state
+        if not self.params:
+            raise FrontendError(f"{type(module).__name__}: the module has no trainable parameters")
+        self.pnames = tuple(n for n, _ in self.params)
+        self.bnames = tuple(n for n, _ in self.buffers)
+        self.paths = {id(m): name for name, m in module.named_modules()}
+        self.stack: list[str] = []
+        self.phase = "forward"
+        self.grad_names: list[str] = []
+        self.out_names: list[str] = []
+        self.model_out: list[Any] = []   # [treespec, leaves] of the module's output, set by __call__
+
+    def pre_hook(self, mod: nn.Module, args: Any) -> None:
+        if id(mod) in self.paths:
+            self.stack.append(self.paths[id(mod)])
+            _set_meta(self.phase, self.stack[-1])
+
+    def post_hook(self, mod: nn.Module, args: Any, out: Any) -> None:
+        if id(mod) in self.paths and self.stack:
+            self.stack.pop()
+            _set_meta(self.phase, self.stack[-1] if self.stack else "")
+
+    def _enter(self, phase: str) -> None:
+        self.phase = phase
+        _set_meta(phase, "")
+
+    def __call__(self, *flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        P, B, I = len(self.params), len(self.buffers), len(self.inputs)  # noqa: E741 - the P+B+I placeholder layout
+        state = {**dict(zip(self.pnames, flat[:P])), **dict(zip(self.bnames, flat[P:P + B]))}
+        self._enter("forward")
+        out = functional_call(self.module, state, flat[P + B:P + B + I])
+        leaves, spec = torch.utils._pytree.tree_flatten(out)
+        self.model_out[:] = [spec, leaves]
+        self._enter("loss")
+        loss = self.loss_fn(out, flat[-1])
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+            raise FrontendError(f"loss_fn must return a scalar tensor, got {shape}")
+        if not loss.requires_grad:
+            raise FrontendError("the loss does not depend on any trainable parameter")
+        self._enter("backward")
+        # Tag every op run by a grad_fn with the sequence number of its forward op, so the
+        # backward ops can inherit the forward op's module path afterwards.
+        for fn in _autograd_nodes(loss.grad_fn):
+            seq = fn._sequence_nr()
+            fn.register_prehook(lambda g, s=seq: _set_meta("backward", "", s))
+        grads = torch.autograd.grad(loss, list(flat[:P]), allow_unused=True)
+        self.grad_names.clear()
+        self.out_names.clear()
+        # The module's tensor outputs ride along as extra graph outputs, so that the
+        # functionalized graph names them; trace_joint strips them again.
+        tail = tuple(t for t in leaves if isinstance(t, torch.Tensor))
+        if self.optimizer is None:
+            self.grad_names.extend(n for n, g in zip(self.pnames, grads) if g is not None)
+            return (loss.reshape(()), *(g for g in grads if g is not None), *tail)
+        new = self._updates(flat, grads)   # before the loss's reshape: the graph has its op after them
+        return (loss.reshape(()), *new, *tail)
+
+    def _updates(self, flat: tuple[torch.Tensor, ...], grads: tuple[torch.Tensor | None, ...]) -> list[torch.Tensor]:
+        """The optimizer's new parameters and state, in placeholder order."""
+        assert self.optimizer is not None
+        n_state = len(self.optimizer.state_names)
+        new: list[torch.Tensor] = []
+        first_state = len(self.params) + len(self.buffers) - len(self.opt_state)
+        for k, (pname, g) in enumerate(zip(self.pnames, grads)):
+            if g is None:  # as torch.optim: a parameter without a gradient is not updated
+                continue
+            _set_meta("update", pname.rpartition(".")[0])
+            st = list(flat[first_state + k * n_state:first_state + (k + 1) * n_state])
+            new.extend(self.optimizer.apply(flat[k], g, st))
+            self.out_names.extend([pname, *(f"{pname}@{s}" for s in self.optimizer.state_names)])
+        return new
+
+
+def _trace_step(step: _Step, flat_args: list[torch.Tensor]) -> torch.fx.GraphModule:
+    """Pass 1 (module docstring): make_fx of ``step``, its module hooks writing each op's
+    phase and module path."""
+    h1 = nn.modules.module.register_module_forward_pre_hook(step.pre_hook)
+    h2 = nn.modules.module.register_module_forward_hook(step.post_hook)
+    try:
+        with fxtb.preserve_node_meta():
+            return make_fx(step, decomposition_table={aten.native_batch_norm.default: _bn_functional},
+                           tracing_mode="fake")(*flat_args)
+    except FrontendError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any tracing failure is the user's model
+        raise FrontendError(
+            f"{type(step.module).__name__}: tracing failed ({type(exc).__name__}: {_first_line(exc)})"
+        ) from None
+    finally:
+        h1.remove()
+        h2.remove()
+
+
+def _output_leaves(gm: torch.fx.GraphModule, out_fx: list[str], leaves: list[Any]) -> tuple[Any, ...]:
+    """Per leaf of the module's output: its FX node's name (None when the graph no longer
+    computes it), or the leaf itself when it is not a tensor."""
+    alive = {n.name for n in gm.graph.nodes}
     names = iter(out_fx)
-    out_leaves: list[Any] = []
+    out: list[Any] = []
     for t in leaves:
         if isinstance(t, torch.Tensor):
             name = next(names)
-            out_leaves.append(name if name in alive else None)
+            out.append(name if name in alive else None)
         else:
-            out_leaves.append(t)
-    return JointTrace(gm=gm2, param_names=pnames, buffer_names=bnames, n_inputs=I,
-                      grad_names=tuple(grad_names), update_names=tuple(out_names) + update_names,
-                      state_names=tuple(n for n, _ in opt_state), out_spec=spec, out_leaves=tuple(out_leaves),
-                      out_is_fx=tuple(isinstance(t, torch.Tensor) for t in leaves))
+            out.append(t)
+    return tuple(out)
 
 
 def _strip_model_outputs(gm: torch.fx.GraphModule, n: int) -> list[str]:

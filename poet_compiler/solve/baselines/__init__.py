@@ -4,7 +4,7 @@ Each entry of :data:`BASELINES` (no solver) maps a :class:`~poet_compiler.solve.
 to a :class:`~poet_compiler.solve.result.Result` whose figures come from the independent
 simulator (through :func:`poet_compiler.solve.finalize.finalize`). A heuristic that cannot
 meet the budget or deadline returns status ``"infeasible"`` with a one-line reason (and its
-best attempt's figures under ``extra["attempt"]``) — never an exception.
+best attempt's figures under ``notes.attempt``) — never an exception.
 
 ==================  ==================================================  ===============
 name                what it does                                        modes

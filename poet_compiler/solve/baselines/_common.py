@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -29,9 +28,9 @@ from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.schedule.simulate import simulate
-from poet_compiler.solve.finalize import finalize
+from poet_compiler.solve.finalize import build_result, finalize
 from poet_compiler.solve.problem import Problem
-from poet_compiler.solve.result import Result, ResultExtra
+from poet_compiler.solve.result import NO_NOTES, Judged, Notes, Result, Run
 from poet_compiler.units import format_bytes
 
 
@@ -95,18 +94,12 @@ def miss_reason(problem: Problem, fig: Figures) -> str:
     return " and ".join(parts)
 
 
-def _result(problem: Problem, strategy: str, started: float, **fields: Any) -> Result:
-    return Result(strategy=strategy, mode=problem.mode, ram_budget_bytes=problem.ram_budget_bytes, n_nodes=problem.n,
-                  deadline_s=problem.deadline_s, solve_time_s=time.perf_counter() - started, **fields)
-
-
 def infeasible(problem: Problem, strategy: str, reason: str, *, started: float,
                attempt: Figures | None = None) -> Result:
-    """An 'infeasible' Result: no plan, a one-line reason, the best attempt's figures in extra."""
-    extra = ResultExtra()
-    if attempt is not None:
-        extra.attempt = dataclasses.asdict(attempt)
-    return _result(problem, strategy, started, status="infeasible", message=f"{strategy}: {reason}", extra=extra)
+    """An 'infeasible' Result: no plan, a one-line reason, the best attempt's figures in its notes."""
+    notes = NO_NOTES if attempt is None else Notes(attempt=dataclasses.asdict(attempt))
+    return build_result(problem, None, Judged("infeasible", f"{strategy}: {reason}"),
+                        Run(strategy, time.perf_counter() - started), notes)
 
 
 #: Inside :func:`plans_only`, :meth:`Trial.finish` returns a fitting plan without finalizing it.
@@ -147,17 +140,19 @@ class Trial:
             return infeasible(problem, strategy, f"best plan {miss_reason(problem, fig)}", started=self.started,
                               attempt=fig)
         if _PLANS_ONLY.get():
-            return _result(problem, strategy, self.started, status="feasible", message=note,
-                           program=plan if isinstance(plan, Program) else None,
-                           schedule=plan if isinstance(plan, Schedule) else None, energy_j=fig.energy_j,
-                           runtime_s=fig.runtime_s, peak_ram_bytes=fig.peak_bytes)
+            # Not finalized: the simulator's figures of the plan alone, no arena.
+            return Result(status="feasible", strategy=strategy, mode=problem.mode,
+                          ram_budget_bytes=problem.ram_budget_bytes, deadline_s=problem.deadline_s,
+                          program=plan if isinstance(plan, Program) else None,
+                          schedule=plan if isinstance(plan, Schedule) else None, energy_j=fig.energy_j,
+                          runtime_s=fig.runtime_s, peak_ram_bytes=fig.peak_bytes,
+                          solve_time_s=time.perf_counter() - self.started, n_nodes=problem.n, message=note)
         # A plan that breaks a rule is a bug (finalize raises InternalError); one that misses
         # the budget, the deadline or (fragmentation) the arena comes back "infeasible".
         result = finalize(problem, plan, strategy=strategy, status="feasible", message=note)
-        result.solve_time_s = time.perf_counter() - self.started
-        if not result.ok:
-            result.message = f"{strategy}: {result.message}"   # e.g. arena fragmentation
-        return result
+        # Not fitting here is the arena's (fragmentation): the message names the heuristic.
+        return dataclasses.replace(result, solve_time_s=time.perf_counter() - self.started,
+                                   message=result.message if result.ok else f"{strategy}: {result.message}")
 
     def infeasible(self, reason: str) -> Result:
         return infeasible(self.problem, self.strategy, reason, started=self.started)

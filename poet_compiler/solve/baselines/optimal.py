@@ -27,8 +27,7 @@ def _solve_in_mode(problem: Problem, mode: Mode, strategy: str, options: SolveOp
     # effort rule of solve/options.py reached the other strategies).
     result = milp.solve_milp(dataclasses.replace(problem, mode=mode),
                              dataclasses.replace(o, effort=None, stated_limit_s=None))
-    result.strategy = strategy
-    return result
+    return dataclasses.replace(result, strategy=strategy)
 
 
 def checkmate(problem: Problem, options: SolveOptions | None = None) -> Result:

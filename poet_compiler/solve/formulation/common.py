@@ -120,6 +120,16 @@ class Built:
         return missing
 
 
+def seed(b: Built, hint: Schedule | None, floor: float | None) -> Built:
+    """``b`` started from ``hint`` (:meth:`Built.hint_from`) and given ``floor``, a valid
+    lower bound of its objective known from elsewhere (``LinearModel.objective_floor``):
+    the last step of every build."""
+    if hint is not None:
+        b.hint_from(hint)
+    b.model.objective_floor = floor
+    return b
+
+
 def add(*exprs: Expr, scale: float = 1.0) -> Expr:
     out: Expr = {}
     for e in exprs:

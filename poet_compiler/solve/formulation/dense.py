@@ -24,6 +24,7 @@ residency can always be dropped without any other change, so the optimum is the 
 
 from __future__ import annotations
 
+from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.formulation.common import (
     Built,
     Expr,
@@ -31,12 +32,16 @@ from poet_compiler.solve.formulation.common import (
     add_state_rules,
     add_time_and_energy,
     neg,
+    seed,
 )
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solvers.model import LinearModel
 
 
-def build_dense(problem: Problem, *, budget: int | None = None) -> Built:
+def build_dense(problem: Problem, *, budget: int | None = None, hint: Schedule | None = None,
+                floor: float | None = None) -> Built:
+    """The dense formulation (docs/model.md), minimizing energy; ``hint`` and ``floor``: its
+    start and objective floor (:func:`~.common.seed`)."""
     g, n = problem.graph, problem.n
     cons = g.consumers
     model = LinearModel()
@@ -106,4 +111,4 @@ def build_dense(problem: Problem, *, budget: int | None = None) -> Built:
             model.le({u: 1.0, b.R[(t, k)]: float(work[k])}, limit)
             U_prev = u
     add_time_and_energy(b)
-    return b
+    return seed(b, hint, floor)

@@ -64,6 +64,7 @@ from poet_compiler.solve.formulation.common import (
     add_time_and_energy,
     check_build_deadline,
     neg,
+    seed,
 )
 from poet_compiler.solve.problem import Problem
 from poet_compiler.solvers.model import LinearModel
@@ -239,103 +240,129 @@ def _add_memory(b: Built, limit: float, cap_expr: Expr, full_stages: StageFilter
     """Running-sum memory rows (module docstring). With ``full_stages``, the stages it
     rejects get one row only, at their own compute point (a relaxation: see
     :func:`_add_point_row`)."""
-    problem, model = b.problem, b.model
-    g, n = problem.graph, problem.n
-    cons = g.consumers
-    sync = problem.synchronous
-    size = [node.output_bytes for node in g.nodes]
-    work = [node.workspace_bytes for node in g.nodes]
-    ub_bytes = float(sum(size))
-    for t in range(n):
+    for t in range(b.problem.n):
         check_build_deadline()
-        can_run = [k for k in range(t + 1) if k == t or (t, k) in b.R]
-        present = [i for i in range(t) if (t, i) in b.S_RAM or (t, i) in b.R or (t, i) in b.M_in]
-        hold: dict[int, Expr] = {}
-        for i in present:
+        stage = _StageMemory(b, t)
+        if full_stages is not None and not full_stages(t):
+            _add_point_row(b, t, stage.present, stage.hold, limit, cap_expr)
+        else:
+            stage.add_rows(limit, cap_expr)
+
+
+class _StageMemory:
+    """The memory rows of stage ``t``, built in steps (the auxiliary variables are made in
+    the same order every time: the same problem gives the same model). ``present``: the
+    earlier tensors the stage may hold; ``hold[i]``: ``i`` held into the next stage (or,
+    with DMA, in transfer)."""
+
+    def __init__(self, b: Built, t: int) -> None:
+        self.b, self.t = b, t
+        problem = b.problem
+        g, n = problem.graph, problem.n
+        self.sync = problem.synchronous
+        self.can_run = [k for k in range(t + 1) if k == t or (t, k) in b.R]
+        self.present = [i for i in range(t) if (t, i) in b.S_RAM or (t, i) in b.R or (t, i) in b.M_in]
+        self.hold: dict[int, Expr] = {}
+        for i in self.present:
             keep = b.expr("S_RAM", t + 1, i) if t + 1 < n else {}
             # With DMA a transfer holds its buffer for the whole stage; without, it holds
             # nothing beyond the tensor's own residency.
-            transfers = [] if sync else [b.expr("M_in", t, i), b.expr("M_out", t, i)]
-            hold[i] = _aux_max(b, f"H[{t},{i}]", [keep, *transfers])
-        if full_stages is not None and not full_stages(t):
-            _add_point_row(b, t, present, hold, limit, cap_expr)
-            continue
-        # A chains over the consumers that may run in the stage, created last to first.
-        chain: dict[int, list[tuple[int, Expr]]] = {}
-        users_of: dict[int, list[int]] = {}
-        for i in present:
-            users = [c for c in cons[i] if c in can_run]
-            users_of[i] = users
+            transfers = [] if self.sync else [b.expr("M_in", t, i), b.expr("M_out", t, i)]
+            self.hold[i] = _aux_max(b, f"H[{t},{i}]", [keep, *transfers])
+        self.users_of = {i: [c for c in g.consumers[i] if c in self.can_run] for i in self.present}
+        self.chain: dict[int, list[tuple[int, Expr]]] = {}
+        self.start: dict[int, Expr] = {}
+        self.arrived: dict[int, list[tuple[int, Expr]]] = {}
+
+    def add_rows(self, limit: float, cap_expr: Expr) -> None:
+        self._chains()
+        self._starts()
+        if self.sync:
+            self._arrivals()
+        self._running_sum(limit, cap_expr)
+
+    def _chains(self) -> None:
+        """A chains over the consumers that may run in the stage, created last to first."""
+        b, t = self.b, self.t
+        for i in self.present:
             links: list[tuple[int, Expr]] = []
-            below = hold[i]
-            for c in reversed(users):
+            below = self.hold[i]
+            for c in reversed(self.users_of[i]):
                 below = _aux_max(b, f"A[{t},{i},{c}]", [b.expr("R", t, c), below])
                 links.append((c, below))
-            chain[i] = list(reversed(links))
-        start: dict[int, Expr] = {}
-        for i in present:
+            self.chain[i] = list(reversed(links))
+
+    def _starts(self) -> None:
+        """B: a tensor resident at stage start (not recomputed, and without DMA not paged in)."""
+        b, t, sync = self.b, self.t, self.sync
+        for i in self.present:
             if (t, i) not in b.S_RAM and (t, i) not in b.M_in:
                 continue
             if sync and (t, i) not in b.S_RAM:
                 continue    # only paged in: no RAM before its first reader (> i)
-            # Resident at stage start (not recomputed, and without DMA not paged in).
             ri = add(b.expr("R", t, i), b.expr("M_in", t, i) if sync else {})
-            lows = [add(b.expr("R", t, c), neg(ri)) for c, _ in chain[i]]
-            if t + 1 < n and b.expr("S_RAM", t + 1, i):
+            lows = [add(b.expr("R", t, c), neg(ri)) for c, _ in self.chain[i]]
+            if t + 1 < b.problem.n and b.expr("S_RAM", t + 1, i):
                 lows.append(add(b.expr("S_RAM", t + 1, i), neg(ri)))
             if not sync:
                 lows += [b.expr("M_in", t, i), b.expr("M_out", t, i)]
-            start[i] = _aux_max(b, f"B[{t},{i}]", lows, reuse=False)
+            self.start[i] = _aux_max(b, f"B[{t},{i}]", lows, reuse=False)
 
-        # Without DMA a page-in allocates right before its first reader: G[t,i,c] >= 1
-        # once a reader <= c has run (a non-decreasing chain), and the tensor counts at
-        # point k as A - M_in + G (0 before the first reader, A from it on).
-        arrived: dict[int, list[tuple[int, Expr]]] = {}
-        if sync:
-            for i in present:
-                mi = b.expr("M_in", t, i)
-                if not mi:
-                    continue
-                links = []
-                above: Expr = {}
-                for c in users_of[i]:
-                    above = _aux_max(b, f"G[{t},{i},{c}]", [add(mi, b.expr("R", t, c), {b.one: -1.0}), above])
-                    links.append((c, above))
-                arrived[i] = links
+    def _arrivals(self) -> None:
+        """Without DMA a page-in allocates right before its first reader: G[t,i,c] >= 1
+        once a reader <= c has run (a non-decreasing chain), and the tensor counts at point
+        k as A - M_in + G (0 before the first reader, A from it on)."""
+        b, t = self.b, self.t
+        for i in self.present:
+            mi = b.expr("M_in", t, i)
+            if not mi:
+                continue
+            links = []
+            above: Expr = {}
+            for c in self.users_of[i]:
+                above = _aux_max(b, f"G[{t},{i},{c}]", [add(mi, b.expr("R", t, c), {b.one: -1.0}), above])
+                links.append((c, above))
+            self.arrived[i] = links
 
-        def alloc(i: int, k: int) -> Expr:
-            """Indicator of ``i`` allocated at compute point ``k`` (``i != k``)."""
-            if i < k:
-                needed = next((ex for c, ex in chain[i] if c >= k), hold[i])
-                if i in arrived:
-                    got = next((ex for c, ex in reversed(arrived[i]) if c <= k), {})
-                    return add(needed, neg(b.expr("M_in", t, i)), got)
-                return needed
-            return start.get(i, {})
+    def _alloc(self, i: int, k: int) -> Expr:
+        """Indicator of ``i`` allocated at compute point ``k`` (``i != k``)."""
+        if i < k:
+            needed = next((ex for c, ex in self.chain[i] if c >= k), self.hold[i])
+            if i in self.arrived:
+                got = next((ex for c, ex in reversed(self.arrived[i]) if c <= k), {})
+                return add(needed, neg(self.b.expr("M_in", self.t, i)), got)
+            return needed
+        return self.start.get(i, {})
 
-        present_set = set(present)
+    def _running_sum(self, limit: float, cap_expr: Expr) -> None:
+        """A row per compute point that may run: the level before it (named U, so the next
+        point adds only its changes) plus the point's own output and workspace."""
+        b, t, model = self.b, self.t, self.b.model
+        g = b.problem.graph
+        size = [node.output_bytes for node in g.nodes]
+        ub_bytes = float(sum(size))
+        present_set = set(self.present)
         by_user: dict[int, list[int]] = {}
-        for i in present:
-            for c in users_of[i]:
+        for i in self.present:
+            for c in self.users_of[i]:
                 by_user.setdefault(c, []).append(i)
         u_prev: Expr = {}
         kp = -1
-        for idx, k in enumerate(can_run):
+        for idx, k in enumerate(self.can_run):
             if idx == 0:
-                delta = add(*(add(alloc(i, k), scale=float(size[i])) for i in present if i != k))
+                delta = add(*(add(self._alloc(i, k), scale=float(size[i])) for i in self.present if i != k))
             else:
                 changed = ({kp} | {i for i in range(kp + 1, k + 1)} | set(by_user.get(kp, []))
                            | set(by_user.get(k, [])))
                 delta = {}
                 for i in sorted(changed & present_set):
-                    new = alloc(i, k) if i != k else {}
-                    old = alloc(i, kp) if i != kp else {}
+                    new = self._alloc(i, k) if i != k else {}
+                    old = self._alloc(i, kp) if i != kp else {}
                     delta = add(delta, add(new, neg(old), scale=float(size[i])))
             level = add(u_prev, delta)
-            row = add(level, add(b.expr("R", t, k), scale=float(size[k] + work[k])))
+            row = add(level, add(b.expr("R", t, k), scale=float(size[k] + g.nodes[k].workspace_bytes)))
             model.le(add(row, cap_expr), limit)
-            if idx + 1 < len(can_run):
-                # Name the level so the next point adds only its changes.
+            if idx + 1 < len(self.can_run):
                 u = model.var(f"U[{t},{k}]", "bytes", 0.0, ub_bytes)
                 model.add(add(level, {u: -1.0}), 0.0, 0.0)
                 b.define(u, "eq", [level])
@@ -360,9 +387,11 @@ def _add_point_row(b: Built, t: int, present: list[int], hold: dict[int, Expr], 
 
 
 def build_fast(problem: Problem, *, objective: str = "energy", budget: int | None = None,
-               restriction: Restriction | None = None, full_stages: StageFilter | None = None) -> Built:
+               restriction: Restriction | None = None, full_stages: StageFilter | None = None,
+               hint: Schedule | None = None, floor: float | None = None) -> Built:
     """Build the fast formulation. ``objective="ram"`` minimizes the RAM budget itself;
-    ``restriction`` builds the sub-problem it names (see :class:`Restriction`)."""
+    ``restriction`` builds the sub-problem it names (see :class:`Restriction`); ``hint``
+    and ``floor``: its start and objective floor (:func:`~.common.seed`)."""
     g = problem.graph
     model = LinearModel()
     one = model.var("ONE", "bin", 1.0, 1.0)
@@ -386,7 +415,7 @@ def build_fast(problem: Problem, *, objective: str = "energy", budget: int | Non
     if objective == "ram":
         assert b.budget_var is not None
         model.objective, model.objective_unit = {b.budget_var: 1.0}, "B"
-    return b
+    return seed(b, hint, floor)
 
 
 def canonical(problem: Problem, schedule: Schedule) -> Schedule:

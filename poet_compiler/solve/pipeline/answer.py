@@ -23,7 +23,7 @@ from typing import NamedTuple
 from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.finalize import ArenaOvershoot, Fenced, Finalized, Verdict
-from poet_compiler.solve.result import Notes, Status
+from poet_compiler.solve.result import NO_NOTES, Notes, Status
 
 # A gap this small is closed: CP-SAT solves integer-scaled costs (2^-32 of the total per
 # coefficient) and the reported bound subtracts that rounding, so a proven optimum shows
@@ -45,7 +45,6 @@ class Clause(NamedTuple):
 
 
 Message = tuple[Clause, ...]
-NO_NOTES = Notes()
 
 
 def says(text: str) -> Message:

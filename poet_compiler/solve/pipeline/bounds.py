@@ -61,8 +61,9 @@ def _presence(ctx: Context, tight: Problem, cover_only: Bounds) -> Bounds:
     model is small enough: the cover with the better bound and the presence model's
     restores (``CoverBound.staged``), and the presence solution's schedule as the hint
     when it is feasible and cheaper. Before the guided stage, so that it stops at the
-    better bound: on the README demo the cover leaves 11 % of the restores' energy open,
-    the full model 9 % after 50 s; this proves it."""
+    better bound: on the README demo the cover leaves 61 % of the restores' energy open
+    (0.006061 J, the optimum 0.008284 J, the computes alone 0.004669 J); this proves the
+    optimum, in 1.3 deterministic s."""
     cover, hint, notes = cover_only.cover, cover_only.hint, cover_only.notes
     assert cover is not None
     upper = feasible_energy(tight, hint)

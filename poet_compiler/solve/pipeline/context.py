@@ -21,16 +21,10 @@ from poet_compiler import work
 from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.schedule import Schedule
 from poet_compiler.solve.clock import Clock
-from poet_compiler.solve.cover import cover_bound
-from poet_compiler.solve.feasibility import explain_infeasible
-from poet_compiler.solve.finalize import Finalized, finalize_plan
-from poet_compiler.solve.guided import cover_schedule, guided_search
+from poet_compiler.solve.finalize import Finalized
 from poet_compiler.solve.options import DEFAULT_GAP_LIMIT, SolveOptions, effort_units
 from poet_compiler.solve.problem import Problem
-from poet_compiler.solve.row_generation import solve_by_rows
 from poet_compiler.solve.tuning import TUNING, Tuning
-from poet_compiler.solve.warm_start import warm_start_candidates
-from poet_compiler.solvers import solve_model
 
 STRATEGY = "optimal"
 
@@ -38,23 +32,22 @@ STRATEGY = "optimal"
 @dataclass(frozen=True)
 class Steps:
     """The calls of the stages that a test or ``bench/ablation.py`` may replace, each by a
-    function of the same signature (the default's): the heuristics' warm starts, a cover
-    solve, the cover's realization as a schedule, the guided search, the guided
-    sub-problems' and the full model's solver calls, the full model by rounds, finalize,
-    and the infeasibility analysis."""
+    function of the same signature: the heuristics' warm starts, a cover solve, the
+    cover's realization as a schedule, the guided search, the guided sub-problems' and
+    the full model's solver calls, the full model by rounds, finalize, and the
+    infeasibility analysis. The real ones are :data:`~.steps.STEPS` (defined above the
+    stages they call, which take a Context); a test replaces some of them with
+    ``dataclasses.replace(STEPS, solve_full=...)``."""
 
-    warm_starts: Callable[..., Any] = warm_start_candidates
-    cover_bound: Callable[..., Any] = cover_bound
-    realize_cover: Callable[..., Any] = cover_schedule
-    guided_search: Callable[..., Any] = guided_search
-    solve_guided: Callable[..., Any] = solve_model
-    solve_by_rows: Callable[..., Any] = solve_by_rows
-    solve_full: Callable[..., Any] = solve_model
-    finalize: Callable[..., Finalized] = finalize_plan
-    explain_infeasible: Callable[..., Any] = explain_infeasible
-
-
-STEPS = Steps()
+    warm_starts: Callable[..., Any]
+    cover_bound: Callable[..., Any]
+    realize_cover: Callable[..., Any]
+    guided_search: Callable[..., Any]
+    solve_guided: Callable[..., Any]
+    solve_by_rows: Callable[..., Any]
+    solve_full: Callable[..., Any]
+    finalize: Callable[..., Finalized]
+    explain_infeasible: Callable[..., Any]
 
 
 @dataclass(frozen=True)
@@ -64,16 +57,16 @@ class Context:
     problem: Problem
     options: SolveOptions
     clock: Clock
+    steps: Steps
     tuning: Tuning = TUNING
-    steps: Steps = STEPS
 
     @classmethod
-    def start(cls, problem: Problem, options: SolveOptions | None = None, *, tuning: Tuning = TUNING,
-              steps: Steps = STEPS) -> Context:
+    def start(cls, problem: Problem, options: SolveOptions | None = None, *, steps: Steps,
+              tuning: Tuning = TUNING) -> Context:
         """A context with a fresh clock of the options' effort (inside the caller's meter)."""
         options = options or SolveOptions()
         stated = options.time_limit_s if options.stated_limit_s is None else options.stated_limit_s
-        return cls(problem, options, Clock(effort_units(options.effort, stated)), tuning, steps)
+        return cls(problem, options, Clock(effort_units(options.effort, stated)), steps, tuning)
 
     def of(self, problem: Problem) -> Context:
         """This context for ``problem`` (the other program family)."""
@@ -81,7 +74,7 @@ class Context:
 
     @property
     def small(self) -> bool:
-        return self.tuning.small(self.problem)
+        return self.tuning.small(self.problem.n)
 
     @property
     def gap(self) -> float:

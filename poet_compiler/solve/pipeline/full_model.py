@@ -6,7 +6,6 @@ when the solver's is no better or does not fit its arena."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
 from poet_compiler import work
 from poet_compiler.schedule.schedule import Schedule
@@ -16,14 +15,12 @@ from poet_compiler.solve.formulation.common import Built
 from poet_compiler.solve.formulation.fast import canonical
 from poet_compiler.solve.pipeline.answer import Answer, Message, finalized, gap_claim, says, wrap
 from poet_compiler.solve.pipeline.context import Context
+from poet_compiler.solve.pipeline.guided_stage import Guided
 from poet_compiler.solve.pipeline.proofs import infeasible
 from poet_compiler.solve.problem import Problem, feasible_energy
 from poet_compiler.solve.result import MODEL_STATS, Notes
 from poet_compiler.solve.row_generation import solve_built
 from poet_compiler.solvers import BackendResult
-
-if TYPE_CHECKING:
-    from poet_compiler.solve.pipeline.improvement import Guided
 
 
 def full_model(ctx: Context, tight: Problem, reserve: int, hint: Schedule | None, guided: Guided | None,
@@ -71,14 +68,26 @@ def full_model(ctx: Context, tight: Problem, reserve: int, hint: Schedule | None
         why = f"timeout: {out.solver} found no schedule within {ctx.effort_text()}" + \
             (f" ({out.message})" if out.message else "")
         return Answer("timeout", says(why), notes=notes)
-    message: Message
+    return _finalized(ctx, schedule, out, bound, reserve, kept, notes)
+
+
+def _stop_message(ctx: Context, out: BackendResult) -> Message:
+    """What ended the solver's search: its proof (nothing to say), the gap limit, or the effort."""
     if out.status == "optimal":
-        message = ()
-    elif ctx.gap and out.objective is not None and out.bound is not None and \
+        return ()
+    if ctx.gap and out.objective is not None and out.bound is not None and \
             out.objective - out.bound <= ctx.gap * abs(out.objective) + 1e-12:
-        message = gap_claim(ctx.gap)
-    else:
-        message = says(ctx.stopped_text())
+        return gap_claim(ctx.gap)
+    return says(ctx.stopped_text())
+
+
+def _finalized(ctx: Context, schedule: Schedule, out: BackendResult, bound: float | None, reserve: int,
+               kept: Answer | None, notes: Notes) -> Answer:
+    """The solver's schedule finalized and judged: against the schedule kept from the
+    guided stage when its arena fits only with FENCEs or not at all, its bound held to
+    its energy, and a bound of a reduced budget marked as one."""
+    problem = ctx.problem
+    message = _stop_message(ctx, out)
     with ctx.stage("finalize"):
         done = ctx.finalize(schedule, arena_time_s=ctx.left(), fence_last=True)
     res = finalized(done, status=out.status, lower_bound_j=bound, message=message)
@@ -120,12 +129,9 @@ def _solve_dense(ctx: Context, tight: Problem, hint: Schedule | None, floor: flo
                  finalize_s: float) -> tuple[Built, BackendResult, Notes]:
     """The whole model in one solve (the dense formulation; the fast one goes by rounds)."""
     t_build = work.now()
-    built = build(ctx.problem, ctx.options.formulation, budget=tight.activation_budget)
+    built = build(ctx.problem, ctx.options.formulation, budget=tight.activation_budget, hint=hint, floor=floor)
     build_s = round(work.now() - t_build, 3)
     notes = notes.set(**model_stats(built.model.stats()), model_build_s=build_s)
-    if hint is not None:
-        built.hint_from(hint)
-    built.model.objective_floor = floor
     out = solve_built(ctx, built, work.now() - t_build, reserve_s=finalize_s, gap=ctx.gap)
     if out is None:
         out = BackendResult("timeout", None, None, None, 0.0, ctx.options.solver,

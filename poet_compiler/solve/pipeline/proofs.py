@@ -14,10 +14,10 @@ def quick_proofs(ctx: Context) -> Answer | None:
     compute-only time (:func:`~..feasibility.quick_infeasibility`); None otherwise."""
     with ctx.stage("quick_checks"):
         quick = quick_infeasibility(ctx.problem, time_limit_s=min(ctx.left(), ctx.tuning.cover_limit_s),
-                                    threads=ctx.options.threads)
+                                    threads=ctx.options.threads, tuning=ctx.tuning)
     if quick is None:
         return None
-    return no_schedule("infeasible", quick.message, Notes.of(quick.extra))
+    return no_schedule("infeasible", quick.message, quick.notes)
 
 
 def infeasible(ctx: Context, reserve: int, notes: Notes, proof: str) -> Answer:
@@ -31,6 +31,6 @@ def infeasible(ctx: Context, reserve: int, notes: Notes, proof: str) -> Answer:
                            f"the arena planner needs within the activation budget {problem.activation_budget}", notes)
     with ctx.stage("infeasibility"):
         why = ctx.steps.explain_infeasible(problem, time_limit_s=max(ctx.left(), ctx.tuning.last_step_min_s),
-                                           threads=ctx.options.threads)
-    return no_schedule("infeasible", why.message, notes.merge(Notes.of(why.extra), infeasible_proof=proof),
+                                           threads=ctx.options.threads, tuning=ctx.tuning)
+    return no_schedule("infeasible", why.message, notes.merge(why.notes, infeasible_proof=proof),
                        proven=True)

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 from poet_compiler import work
 from poet_compiler.solve.feasibility import what_fits
-from poet_compiler.solve.finalize import fill
+from poet_compiler.solve.finalize import build_result
 from poet_compiler.solve.pipeline.answer import BOUND_NOISE, Answer, after, says, text
 from poet_compiler.solve.pipeline.context import STRATEGY, Context
-from poet_compiler.solve.result import Result
+from poet_compiler.solve.result import Judged, Result, Run
 
 
 @dataclass(frozen=True)
@@ -54,16 +54,9 @@ def stopped_by(res: Answer, meter: work.Meter, gap: float) -> str:
     return "memory" if res.over_memory else "effort"
 
 
-def result_of(ctx: Context, answer: Answer, timing: Timing) -> Result:
-    """The Result (module docstring)."""
-    problem, options, plan = ctx.problem, ctx.options, answer.plan
-    notes = answer.notes.set(stage_s=timing.stage_s, stage_effort=timing.stage_effort)
-    result = Result(status=answer.status, strategy=STRATEGY, mode=problem.mode,
-                    ram_budget_bytes=problem.ram_budget_bytes, deadline_s=problem.deadline_s,
-                    program=None if plan is None else plan.program, schedule=None if plan is None else plan.schedule,
-                    lower_bound_j=answer.lower_bound_j, gap=answer.gap, solve_time_s=timing.solve_s,
-                    n_nodes=problem.n, solver=options.solver, formulation=options.formulation,
-                    message=text(answer.message), extra=notes.extra())
-    if plan is not None:
-        fill(result, plan)
-    return result
+def final_result(ctx: Context, answer: Answer, timing: Timing) -> Result:
+    """The Result (module docstring), by :func:`~poet_compiler.solve.finalize.build_result`."""
+    return build_result(ctx.problem, answer.plan,
+                        Judged(answer.status, text(answer.message), answer.lower_bound_j, answer.gap),
+                        Run(STRATEGY, timing.solve_s, ctx.options.solver, ctx.options.formulation),
+                        answer.notes.set(stage_s=timing.stage_s, stage_effort=timing.stage_effort))

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from poet_compiler.codegen.executor import ScheduledStep
 from poet_compiler.errors import FrontendError
 from poet_compiler.frontends import load_model
 from poet_compiler.frontends.torch.optimizer import parse_optimizer
 from poet_compiler.schedule.build import assemble
 from poet_compiler.schedule.linearize import linearize
+from poet_compiler.torch_exec.executor import ScheduledStep
 
 ONNX = Path(__file__).resolve().parents[3] / "models" / "kws_dscnn.onnx"
 

@@ -18,7 +18,6 @@ import torch
 from torch import nn
 
 from poet_compiler.api import load_costs
-from poet_compiler.codegen.executor import ScheduledStep
 from poet_compiler.errors import FrontendError, UpdateOrderError
 from poet_compiler.frontends.torch import trace_module
 from poet_compiler.frontends.torch.optimizer import OptimizerSpec, as_optimizer, from_torch, parse_optimizer
@@ -28,6 +27,7 @@ from poet_compiler.schedule.build import assemble
 from poet_compiler.schedule.linearize import linearize
 from poet_compiler.schedule.program import Op, Program
 from poet_compiler.schedule.simulate import simulate
+from poet_compiler.torch_exec.executor import ScheduledStep
 
 SPECS = (
     "sgd:lr=0.1",

@@ -1,7 +1,7 @@
 """Verify a schedule on the real model: plain autograd vs the scheduled step, side by side.
 
 :func:`verify` runs one training step of a TracedModel with ``loss.backward()`` on a copy
-of its nn.Module and one with :class:`~poet_compiler.codegen.executor.ScheduledStep`
+of its nn.Module and one with :class:`~poet_compiler.torch_exec.executor.ScheduledStep`
 (same inputs, same seed), and collects what ``poetc verify`` prints: the max absolute
 difference over all parameter gradients (and whether they are bitwise equal), the
 measured peak of live activation bytes against the simulator's prediction and the
@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from poet_compiler.codegen.executor import ScheduledStep
 from poet_compiler.devices.costs import CostTable
 from poet_compiler.errors import ScheduleError
 from poet_compiler.schedule.program import Program
 from poet_compiler.schedule.simulate import simulate
+from poet_compiler.torch_exec.executor import ScheduledStep
 
 if TYPE_CHECKING:
     from poet_compiler.frontends.torch.traced import TracedModel
@@ -115,11 +115,10 @@ def node_storage_bytes(traced: TracedModel) -> list[int]:
 
     This equals the node's ``output_bytes`` except where the graph counts a storage
     twice: a coarsened group holding a multi-output op and the select that picks its
-    saved statistics keeps that storage once (README, "Shared storage is counted
-    twice"), and an op-level multi-output op keeps the elements its select reads.
+    saved statistics keeps that storage once, and an op-level multi-output op keeps the
+    elements its select reads.
     """
-    from poet_compiler.codegen.pager import _tensors
-    from poet_compiler.codegen.plan import build_plan
+    from poet_compiler.torch_exec.plan import build_plan, tensors_of
 
     plan = build_plan(traced)
     sizes = []
@@ -130,7 +129,7 @@ def node_storage_bytes(traced: TracedModel) -> list[int]:
             val = plan.fx_nodes[name].meta.get("val")
             if name in keep and isinstance(val, (list, tuple)):
                 val = tuple(v for k, v in enumerate(val) if k in keep[name])
-            tensors = _tensors(val)
+            tensors = tensors_of(val)
             if val is None or (not tensors and name not in keep):
                 return [n.output_bytes for n in traced.graph.nodes]  # no metadata: the graph's figure
             for t in tensors:

@@ -1,7 +1,7 @@
 """Static execution plan of a TracedModel: what each scheduling node runs, keeps and drops.
 
-Both the interpreting executor (:mod:`poet_compiler.codegen.executor`) and the Python
-generator (:mod:`poet_compiler.codegen.pygen`) follow this plan, so the two agree by
+Both the interpreting executor (:mod:`poet_compiler.torch_exec.executor`) and the Python
+generator (:mod:`poet_compiler.torch_exec.pygen`) follow this plan, so the two agree by
 construction. It mirrors the memory accounting of the lowering
 (:mod:`poet_compiler.frontends.torch.lowering`) and of module coarsening, so that the
 tensors the executor really holds match the graph's ``output_bytes``/``workspace_bytes``:
@@ -157,3 +157,12 @@ def constants(tm: TracedModel) -> dict[str, Any]:
                 value = getattr(value, part)
             out[n.name] = value
     return out
+
+
+def tensors_of(value: Any) -> list[torch.Tensor]:
+    """The tensors of an FX value: itself, or the tensor elements of a multi-output op's tuple."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if isinstance(v, torch.Tensor)]
+    return []

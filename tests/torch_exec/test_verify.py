@@ -8,8 +8,8 @@ import json
 import pytest
 
 from poet_compiler.cli import main
-from poet_compiler.codegen import executor
-from tests.codegen.test_executor import BATCH, compiled
+from poet_compiler.torch_exec import executor
+from tests.torch_exec.test_executor import BATCH, compiled
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +108,8 @@ def test_verify_bad_input(schedule, tmp_path, capsys) -> None:
 def test_module_paging_traffic_is_the_distinct_storage_moved() -> None:
     """A coarsened batch-norm group holds its saved statistics once, while the graph counts
     them twice: the page file must see the distinct storage, and verify accepts exactly that."""
-    from poet_compiler.codegen.verification import verify
-    from tests.codegen.test_executor import traced
+    from poet_compiler.torch_exec.verification import verify
+    from tests.torch_exec.test_executor import traced
 
     c = compiled("kws_dscnn", "30%", "paging", "module")
     res = verify(traced("kws_dscnn", "module"), c.program, c.costs, ram_budget_bytes=c.problem.ram_budget_bytes)

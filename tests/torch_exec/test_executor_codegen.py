@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import torch
 
-from poet_compiler.codegen.executor import ScheduledStep
-from poet_compiler.codegen.pager import PageFile
-from poet_compiler.codegen.pygen import run_python, to_python
-from poet_compiler.codegen.verification import autograd_step
 from poet_compiler.schedule.simulate import simulate
-from tests.codegen.test_executor import compiled, traced
+from poet_compiler.torch_exec.executor import ScheduledStep
+from poet_compiler.torch_exec.pager import PageFile
+from poet_compiler.torch_exec.pygen import run_python, to_python
+from poet_compiler.torch_exec.verification import autograd_step
+from tests.torch_exec.test_executor import compiled, traced
 
 
 def _same(tm, c, tmp_path) -> str:

@@ -1,6 +1,6 @@
 """ScheduledStep: run one training step of a traced model by following a Program.
 
-The rewritten training step of design.md ("Outputs"): instruction by instruction (a
+The rewritten training step (``training_step()``, docs/pytorch.md): instruction by instruction (a
 :class:`~poet_compiler.schedule.interpreter.ProgramInterpreter`, one method per opcode),
 
 * ``COMPUTE i`` runs node ``i``'s FX ops (the prelude once, first); a second COMPUTE of
@@ -8,13 +8,13 @@ The rewritten training step of design.md ("Outputs"): instruction by instruction
 * ``FREE i`` drops every value node ``i`` holds from the environment — the executor
   keeps no other reference, so the storage is really released;
 * ``PAGE_OUT i`` writes the node's storages to a real page file on disk
-  (:class:`~poet_compiler.codegen.pager.PageFile`); the tensors stay usable until FREE;
+  (:class:`~poet_compiler.torch_exec.pager.PageFile`); the tensors stay usable until FREE;
 * ``PAGE_IN i`` reads them back into fresh storages and rebuilds the node's values
   (dtype, shape, strides, storage offset: the folded views come back with them);
 * ``FENCE`` completes transfers: I/O here is synchronous, so it is a no-op, or an
   ``fsync`` point with ``fsync=True``.
 
-What the node keeps and what is transient follows :mod:`poet_compiler.codegen.plan`.
+What the node keeps and what is transient follows :mod:`poet_compiler.torch_exec.plan`.
 The executor measures the peak of live activation bytes from the tensors it really holds
 (deduplicated by storage; parameters, buffers, inputs, target and the prelude excluded),
 the bytes written to and read from the page file, and the wall time.
@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import torch
 import torch.fx
 
-from poet_compiler.codegen.pager import PageFile, _tensors
-from poet_compiler.codegen.plan import StepPlan, build_plan, constants, trimmed
 from poet_compiler.errors import ScheduleError
 from poet_compiler.schedule.interpreter import ProgramInterpreter
 from poet_compiler.schedule.program import Instruction, Op, Program
+from poet_compiler.torch_exec.pager import PageFile
+from poet_compiler.torch_exec.plan import StepPlan, build_plan, constants, tensors_of, trimmed
 
 if TYPE_CHECKING:
     from poet_compiler.frontends.torch.traced import TracedModel
@@ -74,7 +74,7 @@ class _Live:
         self.bytes = 0
 
     def add(self, value: Any) -> None:
-        for t in _tensors(value):
+        for t in tensors_of(value):
             s = t.untyped_storage()
             n = s.nbytes()
             key = s.data_ptr()
@@ -88,7 +88,7 @@ class _Live:
                 self.bytes += n
 
     def remove(self, value: Any) -> None:
-        for t in _tensors(value):
+        for t in tensors_of(value):
             s = t.untyped_storage()
             key = s.data_ptr()
             if s.nbytes() == 0 or key not in self.refs:
@@ -177,8 +177,8 @@ class ScheduledStep:
     __call__ = step
 
     def source(self) -> str:
-        """The schedule as straight-line Python (see :func:`poet_compiler.codegen.pygen.to_python`)."""
-        from poet_compiler.codegen.pygen import to_python
+        """The schedule as straight-line Python (see :func:`poet_compiler.torch_exec.pygen.to_python`)."""
+        from poet_compiler.torch_exec.pygen import to_python
 
         return to_python(self.traced, self.program)
 
@@ -254,7 +254,7 @@ class _StepWalk(ProgramInterpreter):
         for name, k in plan.prelude_outputs:
             self.outputs[k] = env[name]
         # Placeholders, constants and the prelude are not activations: never counted.
-        self.live = _Live({t.untyped_storage().data_ptr() for v in env.values() for t in _tensors(v)})
+        self.live = _Live({t.untyped_storage().data_ptr() for v in env.values() for t in tensors_of(v)})
 
     def fail(self, what: str) -> NoReturn:
         ins = self.instructions[self.index]

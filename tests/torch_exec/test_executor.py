@@ -12,22 +12,22 @@ import pytest
 import torch
 
 import poet_compiler.api as api
-from poet_compiler.codegen.executor import ScheduledStep
-from poet_compiler.codegen.verification import autograd_step
 from poet_compiler.errors import ScheduleError
 from poet_compiler.frontends import trace_zoo
 from poet_compiler.schedule.program import Instruction, Op, Program
 from poet_compiler.schedule.simulate import simulate
+from poet_compiler.torch_exec.executor import ScheduledStep
+from poet_compiler.torch_exec.verification import autograd_step
 
 BATCH = 2
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def traced(name: str, granularity: str = "op"):
     return trace_zoo(name, granularity=granularity, batch=BATCH)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled(name: str, ram: str, mode: str = "poet", granularity: str = "op"):
     # Little effort (what a 1 s limit would give): the warm start (or the incumbent) is a
     # valid schedule either way. The wall cap stays far: at 1 s a loaded machine hit it.

@@ -55,14 +55,6 @@ class _Record:
     layout: dict[str, Any]         # name -> _TensorLayout | tuple of (_TensorLayout | None) | None
 
 
-def _tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [v for v in value if isinstance(v, torch.Tensor)]
-    return []
-
-
 def _bytes_view(storage: torch.UntypedStorage) -> Any:
     """A zero-copy uint8 numpy view of ``storage`` (a buffer os.pwrite/preadv accept)."""
     t = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (storage.nbytes(),), (1,))
@@ -409,4 +401,4 @@ class SavedTensorPager:
             self._pool = None
 
 
-__all__ = ["PageFile", "SavedTensorPager", "_tensors"]
+__all__ = ["PageFile", "SavedTensorPager"]
