@@ -38,6 +38,7 @@ import torch.fx
 
 from poet_compiler.errors import InternalError, PoetError
 from poet_compiler.frontends.torch.opinfo import is_view
+from poet_compiler.frontends.torch.rng import draws, is_stash
 from poet_compiler.frontends.torch.tracing import GRAD_FN, GRAD_OF, PHASE
 from poet_compiler.schedule.program import Instruction, Op, Program
 from poet_compiler.schedule.simulate import Simulation, simulate
@@ -233,15 +234,17 @@ class Analysis:
                 continue
             needed.add(n.name)
             stack.extend(n.all_input_nodes)
+        # A random op's state stash is poetc's (checkpoint stashes its own): not run.
         self.fwd_ops: list[str] = [
             n.name for n in gm_nodes
             if n.op == "call_function" and _phase(n) == "forward" and n.name not in self.prelude
-            and (n.name in needed or not _is_alias(n))
+            and (n.name in needed or not _is_alias(n)) and not is_stash(n)
         ]
         self.prelude_fwd: list[str] = [name for name in tm.prelude_fx if _phase(self.fx[name]) == "forward"
                                        and name in needed]
         self.fwd_pos: dict[str, int] = {name: k for k, name in enumerate(self.fwd_ops)}
-        missing = [i for i in self.forward if self.op_of[i] not in self.fwd_pos]
+        self.stashes = {i for i in self.forward if is_stash(self.fx[self.op_of[i]])}
+        missing = [i for i in self.forward if self.op_of[i] not in self.fwd_pos and i not in self.stashes]
         if missing:
             raise InternalError(f"{graph.name}: forward node {missing[0]} {graph.nodes[missing[0]].name!r} "
                                 "is not run by the module's forward")
@@ -273,8 +276,7 @@ class Analysis:
         return [i for i in self.forward if self.op_of[i] in inside]
 
     def is_random(self, name: str) -> bool:
-        target = self.fx[name].target
-        return isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in target.tags
+        return draws(self.fx[name])
 
 
 # -- what PyTorch does, as a Program ------------------------------------------------------------
@@ -360,10 +362,13 @@ class _Builder:
         # Per region: its nodes, inputs, the autograd nodes whose saved tensors are its holders.
         self.r_nodes = [an.region_nodes(region) for region in regions]
         self.r_inputs: list[set[int]] = []
+        self.input_of: dict[int, list[int]] = defaultdict(list)    # node -> regions it is an input of
         self.r_holders: list[set[int]] = []
         for nodes in self.r_nodes:
             inside = set(nodes)
             self.r_inputs.append({v for i in nodes for v in an.graph.nodes[i].inputs if v not in inside})
+            for v in self.r_inputs[-1]:
+                self.input_of[v].append(len(self.r_inputs) - 1)
             packing = [i for i in nodes if i in an.has_saves]
             self.r_holders.append({g for g in packing if an.bnodes.get(g)})
         self._forward()
@@ -382,6 +387,9 @@ class _Builder:
                 for v in self.r_inputs[r]:
                     self.hold(v, ("frame", r))
             self.compute(i)
+            for r2 in self.input_of.get(i, ()):
+                if r2 in started:     # a random op's stash, computed inside its region
+                    self.hold(i, ("frame", r2))
             for k in an.readers[i]:
                 # Forward readers hold it by reference; a backward op that no autograd
                 # node runs (the seed gradient reads the loss) through the caller's.
@@ -599,6 +607,7 @@ def _regions_for(an: Analysis, dropped: set[int]) -> tuple[list[Region], list[st
             if needed or alive_anyway:
                 continue      # MUST_SAVE
             recompute.add(op)
+        _cache_draws_after_a_cached_draw(an, ops, last, recompute)
         # Views are free to run again; getitems are not ATen calls.
         node_ops = {an.op_of[i] for i in nodes}
         for name in ops:
@@ -607,6 +616,21 @@ def _regions_for(an: Analysis, dropped: set[int]) -> tuple[list[Region], list[st
         rng = any(an.is_random(name) for name in ops)
         final.append(Region(ops=ops, recompute=frozenset(recompute), rng=rng))
     return final, notes
+
+
+def _cache_draws_after_a_cached_draw(an: Analysis, ops: tuple[str, ...], last: int, recompute: set[str]) -> None:
+    """Make every random op after a cached one (``MUST_SAVE``) cached too. A region's
+    recomputation restores the generator state of its start and runs its ops again, and a
+    cached op does not draw: a random op after it that ran again would draw the cached
+    one's numbers instead of its own."""
+    cached = False
+    for op in ops:
+        if an.fwd_pos[op] > last or not an.is_random(op):
+            continue
+        if op not in recompute:
+            cached = True
+        elif cached:
+            recompute.discard(op)
 
 
 def plan_from(an: Analysis, dropped: set[int], paged: set[int], costs: CostTable,
@@ -734,7 +758,7 @@ def derive_plan(an: Analysis, program: Program, costs: CostTable, budget: int | 
         elif ins.op is Op.PAGE_IN and stage > last_fwd + 1:
             page_in_stage.setdefault(ins.node, stage)
     fwd = set(an.forward)
-    droppable = {i for i in an.forward if an.op_of[i] == an.tm.node_fx[i][0]
+    droppable = {i for i in an.forward if an.op_of[i] == an.tm.node_fx[i][0] and not graph.nodes[i].pinned
                  and not any(g not in fwd for g in an.saved_by.get(i, ()))}
     seed = {i for i in droppable if n_comp[i] > 1 or any(n_comp[k] > 1 for k in an.readers[i]
                                                             if an.op_of[k] == an.op_of[i])}

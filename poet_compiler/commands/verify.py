@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -23,6 +24,17 @@ from poet_compiler.errors import BytecodeError, PoetError
 from poet_compiler.reporting import read_sidecar
 from poet_compiler.training_options import OPTIMIZER_HELP, TRAIN_HELP
 from poet_compiler.units import format_bytes
+
+if TYPE_CHECKING:
+    from poet_compiler.codegen.verification import Verification
+
+
+def _against(res: Verification) -> str:
+    """Which step the gradients were checked against (docs/pytorch.md, "Random ops")."""
+    if res.reference == "autograd":
+        return "against eager autograd"
+    return (f"against the traced step run whole, whose random draws differ from eager autograd's "
+            f"(max |diff| {res.reference_gap:.3g})")
 
 
 def _b(n: int | None) -> str:
@@ -119,7 +131,7 @@ def register(app: typer.Typer) -> None:
                 (
                     "gradients",
                     f"max |diff| = {res.max_abs_grad_diff:.3g} over {res.n_grads} tensors "
-                    f"({'bitwise identical' if res.grads_bitwise else 'DIFFERENT'})",
+                    f"({'bitwise identical' if res.grads_bitwise else 'DIFFERENT'}) {_against(res)}",
                 ) if res.optimizer is None else (
                     f"after {res.steps} steps",
                     f"{res.optimizer} vs torch.optim (foreach=False): parameters max |diff| = "
@@ -127,6 +139,10 @@ def register(app: typer.Typer) -> None:
                     f"({'bitwise identical' if res.params_bitwise else 'DIFFERENT'}), optimizer state max |diff| = "
                     f"{res.max_abs_state_diff:.3g} ({'bitwise identical' if res.state_bitwise else 'DIFFERENT'})",
                 ),
+                *([(
+                    "random ops",
+                    f"{res.n_random}, their {res.n_replays} recomputation(s) replayed from stashed generator states",
+                )] if res.n_random else []),
                 (
                     "loss, buffers",
                     f"loss {'identical' if res.loss_bitwise else 'DIFFERENT'}, "

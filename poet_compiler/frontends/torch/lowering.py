@@ -35,7 +35,7 @@ import torch
 import torch.fx
 
 from poet_compiler.errors import FrontendError
-from poet_compiler.frontends.torch import opinfo
+from poet_compiler.frontends.torch import opinfo, rng
 from poet_compiler.frontends.torch.tracing import MODULE, PHASE, JointTrace, is_update
 from poet_compiler.graph.ir import Node, TrainingGraph
 from poet_compiler.graph.validate import validate
@@ -180,6 +180,7 @@ def lower(trace: JointTrace, name: str) -> Lowered:
 
     P, B = len(trace.param_names), len(trace.buffer_names)
     sid_of = {s["fx"]: sid for sid, s in enumerate(sched) if s["sel"] is None}
+    by_name = {n.name: n for n in nodes}
     param_readers: dict[torch.fx.Node, set[int]] = {}
     for n in ops:
         if is_update(n):
@@ -201,6 +202,12 @@ def lower(trace: JointTrace, name: str) -> Lowered:
         else:
             deps = {s["src"]}
             nm = (f"{prov}/" if prov else "") + f"{fx.name}.out{'_'.join(map(str, s['sel']))}"
+        stash = rng.stash_of(fx) if s["sel"] is None else None
+        if stash is not None:
+            # A random op reads its stash: recomputing it needs the state in RAM. Restoring
+            # the state around a recomputation copies it in and back out.
+            deps.add(sid_of[by_name[stash]])
+            s["accessed"] += 2 * graph_bytes(by_name[stash])
         deps.discard(sid)
         after: tuple[int, ...] = ()
         if s["sel"] is None and is_update(fx):
@@ -213,7 +220,7 @@ def lower(trace: JointTrace, name: str) -> Lowered:
         graph_nodes.append(Node(
             id=sid, name=nm, kind=kind, op=s["op"], op_class=s["class"], inputs=tuple(sorted(deps)),
             output_bytes=int(s["bytes"]), workspace_bytes=int(s["ws"]), flops=int(s["flops"]),
-            bytes_accessed=int(s["accessed"]), after=after,
+            bytes_accessed=int(s["accessed"]), after=after, pinned=s["sel"] is None and rng.is_stash(fx),
             extra={"provenance": prov, "signature": s["sig"], "fx": list(node_fx[sid])},
         ))
     ph_bytes = [sum(opinfo.tensor_bytes(t) for t in opinfo.tensors_in(p.meta.get("val"))) for p in placeholders]
@@ -238,6 +245,11 @@ def lower(trace: JointTrace, name: str) -> Lowered:
     )
     return Lowered(graph=validate(graph), node_fx=tuple(tuple(f) for f in node_fx),
                    prelude_fx=tuple(n.name for n in prelude), fx_owner=fx_owner)
+
+
+def graph_bytes(n: torch.fx.Node) -> int:
+    """Bytes of the tensors FX node ``n`` produces, from its metadata."""
+    return sum(opinfo.tensor_bytes(t) for t in opinfo.tensors_in(n.meta.get("val")))
 
 
 def _free(a: torch.fx.Node, root: dict[torch.fx.Node, Any], external: set[torch.fx.Node],
