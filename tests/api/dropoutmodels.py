@@ -1,4 +1,5 @@
-"""Models with dropout in train mode, as users train them: an MLP and a transformer layer.
+"""Models with dropout in train mode, as users train them: an MLP and a transformer layer
+(and the transformer without dropout, whose ReLU a schedule recomputes under Inductor).
 
 ``gradients(module, step, x, y, seed)`` runs one step under ``torch.manual_seed(seed)``
 and returns the gradients by parameter name, so that runs can be compared bitwise.
@@ -31,13 +32,15 @@ class DropoutMLP(nn.Module):
 
 
 class DropoutTransformer(nn.Module):
-    """A linear stem, ``nn.TransformerEncoderLayer(dropout=0.1)`` (batch first: its attention
-    output is not contiguous where its dropout draws), a mean-pooled head."""
+    """A linear stem, ``layers`` of ``nn.TransformerEncoderLayer(dropout=0.1)`` (batch first:
+    its attention output is not contiguous where its dropout draws; its default ReLU
+    feed-forward), a mean-pooled head."""
 
-    def __init__(self, d_model: int = 32, classes: int = 10, dropout: float = 0.1) -> None:
+    def __init__(self, d_model: int = 32, classes: int = 10, dropout: float = 0.1, layers: int = 1) -> None:
         super().__init__()
         self.stem = nn.Linear(16, d_model)
-        self.enc = nn.TransformerEncoderLayer(d_model, 4, 2 * d_model, dropout=dropout, batch_first=True)
+        layer = nn.TransformerEncoderLayer(d_model, 4, 2 * d_model, dropout=dropout, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False) if layers > 1 else layer
         self.head = nn.Linear(d_model, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -54,6 +57,15 @@ def transformer_case() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
     return (DropoutTransformer().train(), torch.randn(8, 16, 16, generator=g),
+            torch.randint(0, 10, (8,), generator=g))
+
+
+def relu_transformer_case() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    """Two transformer layers without dropout: at 50 % on ``a72`` the schedule recomputes a
+    ``native_layer_norm -> addmm -> relu`` chain."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    return (DropoutTransformer(dropout=0.0, layers=2).train(), torch.randn(8, 16, 16, generator=g),
             torch.randint(0, 10, (8,), generator=g))
 
 
