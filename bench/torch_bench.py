@@ -1,13 +1,15 @@
 """PyTorch execution: a poetc plan run by PyTorch's own machinery, against PyTorch's answers.
 
-Three models (a zoo CNN, a zoo transformer, a U-Net written here), each compiled by poetc
+Four models (a zoo CNN, a zoo transformer, a U-Net and a ReLU transformer written here,
+bench/torch_models.py), each compiled by poetc
 at RAM budgets of 30, 50 and 70 % of its checkpoint-all activation peak for a profile of
 this machine (``poetc profile --quick``, measured at the start, with every op of the model
-timed on it: a per-op table, so that the predicted times are this machine's). Per cell, six variants of
+timed on it: a per-op table, so that the predicted times are this machine's). Per cell, the variants of
 one training step (``loss_fn(model(x), y).backward()``), on one machine in one process:
 
 * ``autograd``      plain PyTorch;
 * ``ckpt-blocks``   ``torch.utils.checkpoint`` (non-reentrant) around every block;
+* ``torch.compile`` plain ``torch.compile`` (Inductor), the reference of the compiled steps' gradients;
 * ``torch-budget``  ``torch.compile`` with ``torch._functorch.config.activation_memory_budget``
                     set (from a grid) to the least measured peak at or above poetc's compiled one;
 * ``training_step`` poetc's interpreter (``Compilation.training_step()``);
@@ -19,9 +21,10 @@ one training step (``loss_fn(model(x), y).backward()``), on one machine in one p
 
 Columns: step ms (median of 5 interleaved runs after a warm-up), measured peak (the CPU
 allocator's bytes allocated by the step and live at once, gradients left out:
-poet_compiler/codegen/memtrack.py), the plan's predicted peak (the simulator's), and the
-gradients against autograd. The allowance on the prediction is one kernel's scratch,
-measured on the autograd step.
+poet_compiler/torch_exec/memtrack.py), the plan's predicted peak (the simulator's), and the
+gradients against autograd (max |diff|, and relative: max over parameters of max |diff| /
+max |autograd's|, for the compiled steps' table). The allowance on the prediction is one
+kernel's scratch, measured on the autograd step.
 
     .venv/bin/python bench/torch_bench.py -o bench/results/torch.md
     .venv/bin/python bench/torch_bench.py --quick -o /tmp/torch.md      # the U-Net at 50 %, aot_eager
@@ -42,83 +45,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+from torch_models import Model, load
 
 import poet_compiler
 from poet_compiler.fileio import atomic_write_text
-from poet_compiler.frontends import trace_zoo
 from poet_compiler.torch_exec.checkpointed_forward import saves_a_call
 from poet_compiler.torch_exec.memtrack import measure
 
-VARIANTS = ("autograd", "ckpt-blocks", "torch-budget", "training_step", "checkpointed",
+VARIANTS = ("autograd", "ckpt-blocks", "torch.compile", "torch-budget", "training_step", "checkpointed",
             "checkpointed, policy everywhere", "compiled")
 BUDGET_GRID = (0.0, 0.1, 0.2, 0.35, 0.5, 0.7, 1.0)
-
-
-# -- the model written here --------------------------------------------------------------------
-class Stage(nn.Module):
-    """conv-GroupNorm-SiLU twice (spatial dropout after, in the middle stage)."""
-
-    def __init__(self, cin: int, cout: int, dropout: float = 0.0) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, padding=1)
-        self.norm1 = nn.GroupNorm(4, cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1)
-        self.norm2 = nn.GroupNorm(4, cout)
-        self.drop = nn.Dropout2d(dropout) if dropout else nn.Identity()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.silu(self.norm1(self.conv1(x)))
-        return self.drop(F.silu(self.norm2(self.conv2(x))))
-
-
-class TinyUNet(nn.Module):
-    """A two-level U-Net for per-pixel classes: long skips, concatenation, upsampling."""
-
-    def __init__(self, c: int = 16, classes: int = 4) -> None:
-        super().__init__()
-        self.enc1, self.enc2 = Stage(3, c), Stage(c, 2 * c)
-        self.mid = Stage(2 * c, 4 * c, dropout=0.1)
-        self.dec2, self.dec1 = Stage(6 * c, 2 * c), Stage(3 * c, c)
-        self.head = nn.Conv2d(c, classes, 1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        e1 = self.enc1(x)
-        e2 = self.enc2(F.max_pool2d(e1, 2))
-        m = self.mid(F.max_pool2d(e2, 2))
-        d2 = self.dec2(torch.cat([F.interpolate(m, scale_factor=2.0), e2], 1))
-        d1 = self.dec1(torch.cat([F.interpolate(d2, scale_factor=2.0), e1], 1))
-        return self.head(d1)
-
-
-@dataclass
-class Model:
-    name: str
-    module: nn.Module
-    inputs: tuple[torch.Tensor, ...]
-    target: torch.Tensor
-    loss_fn: Callable[..., torch.Tensor]
-    blocks: list[str]
-
-
-def load(name: str, quick: bool) -> Model:
-    if name == "unet":
-        torch.manual_seed(0)
-        g = torch.Generator().manual_seed(0)
-        n, size = (2, 32) if quick else (4, 64)
-        x = torch.randn(n, 3, size, size, generator=g)
-        y = torch.randint(0, 4, (n, size, size), generator=g)
-        return Model("unet (bench)", TinyUNet().train(), (x,), y, F.cross_entropy,
-                     ["enc1", "enc2", "mid", "dec2", "dec1"])
-    batch = {"resnet18_cifar": 8, "gpt2_tiny": 16}[name]
-    tm = trace_zoo(name, batch=batch)
-    module = tm.module.train()
-    if name == "resnet18_cifar":
-        blocks = [f"layer{i}.{j}" for i in range(1, 5) for j in range(2)]
-    else:
-        blocks = [f"blocks.{k}" for k in range(len(module.blocks))]   # type: ignore[arg-type]
-    return Model(name, module, tuple(tm.example_inputs), tm.target, tm.loss_fn, blocks)
 
 
 # -- the variants -------------------------------------------------------------------------------
@@ -171,6 +108,7 @@ class Run:
     peak: int | None = None
     grad_bitwise: bool | None = None
     grad_diff: float | None = None
+    grad_rel: float | None = None     # max over parameters of max |diff| / max |autograd's|
     note: str = ""
 
     @property
@@ -206,6 +144,14 @@ def compare(run: Run, ref: dict[str, torch.Tensor], seed: int = 0) -> None:
     run.grad_bitwise = got.keys() == ref.keys() and all(torch.equal(got[k], ref[k]) for k in ref)
     run.grad_diff = max(((got[k].double() - ref[k].double()).abs().max().item() for k in ref if k in got),
                         default=float("inf"))
+    run.grad_rel = max((relative_diff(got[k], ref[k]) for k in ref if k in got), default=float("inf"))
+
+
+def relative_diff(got: torch.Tensor, ref: torch.Tensor) -> float:
+    """max |got - ref| / max |ref| (0 where both are all zero)."""
+    diff = (got.double() - ref.double()).abs().max().item()
+    scale = ref.double().abs().max().item()
+    return diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf"))
 
 
 def measure_peak(run: Run) -> None:
@@ -305,6 +251,13 @@ def bench_model(name: str, *, device: str, budgets: list[str], repeats: int, qui
         log(f"  {name}: torch.compile activation_memory_budget={b}: peak {run.peak} B "
             f"(compiled in {time.perf_counter() - t0:.0f} s)")
         grid.append((b, run))
+    plain_mod = copy.deepcopy(base)
+    plain = Run("torch.compile", plain_mod, step_of(model, torch.compile(plain_mod, backend=budget_backend(1.0, quick)
+                                                                       if quick else "inductor")))
+    zero(plain_mod)
+    plain.fn()                             # compile it
+    zero(plain_mod)
+    measure_peak(plain)
     rows: list[dict[str, Any]] = []
     for ram in budgets:
         cell_mod = copy.deepcopy(base)
@@ -343,18 +296,20 @@ def bench_model(name: str, *, device: str, budgets: list[str], repeats: int, qui
         b, torch_run = min(above, key=lambda g: g[1].peak or 0) if above else max(grid, key=lambda g: g[1].peak or 0)
         cell_torch = Run("torch-budget", torch_run.module, torch_run.fn, peak=torch_run.peak, note=f"budget {b}")
         runs.insert(2, cell_torch)
+        runs.insert(2, Run("torch.compile", plain_mod, plain.fn, peak=plain.peak))
         for run in runs:
             run.times = []
         time_interleaved(runs, repeats)
         for run in runs:
             if run is not auto and (run is not blocks or blocks.grad_bitwise is None):
                 compare(run, ref)
-        auto.grad_bitwise, auto.grad_diff = True, 0.0
+        auto.grad_bitwise, auto.grad_diff, auto.grad_rel = True, 0.0, 0.0
         auto.predicted = c.reference.peak_bytes
         a_ms = auto.ms
         assert a_ms is not None and eager.ms is not None and comp.ms is not None and cell_torch.ms is not None
         snap = [Run(r.name, r.module, r.fn, predicted=r.predicted, times=list(r.times), peak=r.peak,
-                    grad_bitwise=r.grad_bitwise, grad_diff=r.grad_diff, note=r.note) for r in runs]
+                    grad_bitwise=r.grad_bitwise, grad_diff=r.grad_diff, grad_rel=r.grad_rel, note=r.note)
+                for r in runs]
         row = {
             "model": name, "ram": ram, "status": c.result.status, "nodes": c.graph.n,
             "budget": c.problem.activation_budget, "schedule_peak": c.result.peak_ram_bytes,
@@ -420,6 +375,26 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def inductor(rows: list[dict[str, Any]]) -> list[str]:
+    """The compiled steps against eager autograd: poetc's beside plain ``torch.compile`` and
+    PyTorch's budget knob, with the bound max(2 x plain's difference, 1e-5)."""
+    out = ["| model | budget | compiled: rel. diff | torch.compile: rel. diff | within max(2x, 1e-5) | "
+           "torch-budget: rel. diff | compiled ms, KiB | torch.compile ms, KiB | torch-budget ms, KiB |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        if "runs" not in row:
+            continue
+        r = {run.name: run for run in row["runs"]}
+        comp, plain, tb = r["compiled"], r["torch.compile"], r["torch-budget"]
+        assert comp.grad_rel is not None and plain.grad_rel is not None
+        bound = max(2 * plain.grad_rel, 1e-5)
+        out.append(f"| {row['model']} | {row['ram']} | {comp.grad_rel:.2g} | {plain.grad_rel:.2g} | "
+                   f"{'yes' if comp.grad_rel <= bound else '**no**'} | {tb.grad_rel:.2g} ({tb.note}) | "
+                   f"{comp.ms:.1f}, {kib(comp.peak)} | {plain.ms:.1f}, {kib(plain.peak)} | "
+                   f"{tb.ms:.1f}, {kib(tb.peak)} |")
+    return out
+
+
 def machine_load() -> str:
     try:
         return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -429,7 +404,7 @@ def machine_load() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="+", default=["resnet18_cifar", "gpt2_tiny", "unet"])
+    ap.add_argument("--models", nargs="+", default=["resnet18_cifar", "gpt2_tiny", "unet", "relu_transformer"])
     ap.add_argument("--ram", nargs="+", default=["30%", "50%", "70%"])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--effort", type=float, default=5.0, help="poetc's effort per compile (deterministic s)")
@@ -469,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
                             effort=args.effort, log=log, out_dir=None if args.quick else where)
     end_load = machine_load()
     log(f"end: {end_load}")
-    lines += ["## Targets per cell", ""] + summary(rows) + ["", "## Every variant", ""] + table(rows)
+    lines += ["## Targets per cell", ""] + summary(rows) + ["", "## Compiled: gradients against eager autograd", ""]
+    lines += inductor(rows) + ["", "## Every variant", ""] + table(rows)
     lines += ["", f"torch {torch.__version__}, 1 thread; profile: {device_label}; medians of {args.repeats} "
               f"interleaved steps after a warm-up; machine {start_load} at the start, {end_load} at the end. "
               "Slack: the largest single-op scratch of the autograd step (memtrack.kernel_slack). "

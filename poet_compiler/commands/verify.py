@@ -31,6 +31,14 @@ if TYPE_CHECKING:
     from poet_compiler.torch_exec.verification import Verification
 
 
+def _against(res: Verification) -> str:
+    """Which step the gradients were checked against (docs/pytorch.md, "Random ops")."""
+    if res.reference == "autograd":
+        return "against eager autograd"
+    return (f"against the traced step run whole, whose random draws differ from eager autograd's "
+            f"(max |diff| {res.reference_gap:.3g})")
+
+
 def _b(n: int | None) -> str:
     return "-" if n is None else f"{n:,} B ({format_bytes(n)})"
 
@@ -143,7 +151,7 @@ def _rows(res: Verification, label: str) -> list[tuple[str, str]]:
         (
             "gradients",
             f"max |diff| = {res.max_abs_grad_diff:.3g} over {res.n_grads} tensors "
-            f"({'bitwise identical' if res.grads_bitwise else 'DIFFERENT'})",
+            f"({'bitwise identical' if res.grads_bitwise else 'DIFFERENT'}) {_against(res)}",
         ) if res.optimizer is None else (
             f"after {res.steps} steps",
             f"{res.optimizer} vs torch.optim (foreach=False): parameters max |diff| = "
@@ -151,6 +159,10 @@ def _rows(res: Verification, label: str) -> list[tuple[str, str]]:
             f"({'bitwise identical' if res.params_bitwise else 'DIFFERENT'}), optimizer state max |diff| = "
             f"{res.max_abs_state_diff:.3g} ({'bitwise identical' if res.state_bitwise else 'DIFFERENT'})",
         ),
+        *([(
+            "random ops",
+            f"{res.n_random}, their {res.n_replays} recomputation(s) replayed from stashed generator states",
+        )] if res.n_random else []),
         (
             "loss, buffers",
             f"loss {'identical' if res.loss_bitwise else 'DIFFERENT'}, "

@@ -37,7 +37,7 @@ from dataclasses import replace
 from typing import Any
 
 from poet_compiler.errors import FrontendError
-from poet_compiler.graph.ir import Node, TrainingGraph
+from poet_compiler.graph.ir import RNG_STATE_OP, Node, TrainingGraph
 from poet_compiler.graph.validate import validate
 
 #: Every granularity :func:`groups_for` understands, finest first.
@@ -300,7 +300,7 @@ def groups_for(graph: TrainingGraph, granularity: str, max_nodes: int | None = N
         max_nodes = AUTO_MAX_NODES
     if max_nodes is not None:
         groups = merge_groups(graph, groups, max_nodes)
-    return _split_updates(graph, groups)
+    return _split_stashes(graph, _split_updates(graph, groups))
 
 
 def _split_updates(graph: TrainingGraph, groups: list[list[int]]) -> list[list[int]]:
@@ -316,6 +316,25 @@ def _split_updates(graph: TrainingGraph, groups: list[list[int]]) -> list[list[i
                 run = []
             run.append(i)
         out.append(run)
+    return out
+
+
+def _split_stashes(graph: TrainingGraph, groups: list[list[int]]) -> list[list[int]]:
+    """Give every random op's state stash a node of its own: grouped, it would run again
+    with its group (a new state) and pin the whole group."""
+    out: list[list[int]] = []
+    for g in groups:
+        run: list[int] = []
+        for i in g:
+            if graph.nodes[i].op == RNG_STATE_OP:
+                if run:
+                    out.append(run)
+                out.append([i])
+                run = []
+            else:
+                run.append(i)
+        if run:
+            out.append(run)
     return out
 
 

@@ -23,6 +23,10 @@ OpClass = Literal["conv", "matmul", "elementwise", "norm", "reduction", "data", 
 KINDS: tuple[str, ...] = get_args(Kind)
 OP_CLASSES: tuple[str, ...] = get_args(OpClass)
 COST_FIELDS = ("compute_s", "compute_j", "page_in_s", "page_in_j", "page_out_s", "page_out_j")
+#: The op of a node that stashes a generator's state for a random op (its one reader): a
+#: pinned node, so a schedule may recompute the random op only while the stash is in RAM
+#: (frontends/torch/rng.py). Coarsening never groups it with other nodes.
+RNG_STATE_OP = "poet.rng_state"
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import torch.fx
 
 from poet_compiler.errors import InternalError, PoetError
 from poet_compiler.frontends.torch.opinfo import is_view
+from poet_compiler.frontends.torch.rng import draws, is_stash
 from poet_compiler.frontends.torch.tracing import GRAD_FN, GRAD_OF, PHASE
 
 if TYPE_CHECKING:
@@ -188,15 +189,17 @@ class Analysis:
         tm = self.tm
         needed = _needed_ops(self.fx, [x for x, is_fx in zip(tm.out_leaves, tm.out_is_fx)
                                        if is_fx and x is not None] + self.update_fx)
+        # A random op's state stash is poetc's (checkpoint stashes its own): not run.
         self.fwd_ops: list[str] = [
             n.name for n in gm_nodes
             if n.op == "call_function" and _phase(n) == "forward" and n.name not in self.prelude
-            and (n.name in needed or not _is_alias(n))
+            and (n.name in needed or not _is_alias(n)) and not is_stash(n)
         ]
         self.prelude_fwd: list[str] = [name for name in tm.prelude_fx if _phase(self.fx[name]) == "forward"
                                        and name in needed]
         self.fwd_pos: dict[str, int] = {name: k for k, name in enumerate(self.fwd_ops)}
-        missing = [i for i in self.forward if self.op_of[i] not in self.fwd_pos]
+        self.stashes = {i for i in self.forward if is_stash(self.fx[self.op_of[i]])}
+        missing = [i for i in self.forward if self.op_of[i] not in self.fwd_pos and i not in self.stashes]
         if missing:
             raise InternalError(f"{self.graph.name}: forward node {missing[0]} "
                                 f"{self.graph.nodes[missing[0]].name!r} is not run by the module's forward")
@@ -228,8 +231,7 @@ class Analysis:
         return [i for i in self.forward if self.op_of[i] in inside]
 
     def is_random(self, name: str) -> bool:
-        target = self.fx[name].target
-        return isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in target.tags
+        return draws(self.fx[name])
 
 
 __all__ = ["NO_NODE", "Analysis", "getitem_of"]

@@ -106,10 +106,13 @@ class _Builder:
         # Per region: its nodes, inputs, the autograd nodes whose saved tensors are its holders.
         self.r_nodes = [an.region_nodes(region) for region in regions]
         self.r_inputs: list[set[int]] = []
+        self.input_of: dict[int, list[int]] = defaultdict(list)    # node -> regions it is an input of
         self.r_holders: list[set[int]] = []
         for nodes in self.r_nodes:
             inside = set(nodes)
             self.r_inputs.append({v for i in nodes for v in an.graph.nodes[i].inputs if v not in inside})
+            for v in self.r_inputs[-1]:
+                self.input_of[v].append(len(self.r_inputs) - 1)
             packing = [i for i in nodes if i in an.has_saves]
             self.r_holders.append({g for g in packing if an.backward_nodes_of.get(g)})
         self._forward()
@@ -128,6 +131,9 @@ class _Builder:
                 for v in self.r_inputs[r]:
                     self.hold(v, ("frame", r))
             self.compute(i)
+            for r2 in self.input_of.get(i, ()):
+                if r2 in started:     # a random op's stash, computed inside its region
+                    self.hold(i, ("frame", r2))
             for k in an.readers[i]:
                 # Forward readers hold it by reference; a backward op that no autograd
                 # node runs (the seed gradient reads the loss) through the caller's.

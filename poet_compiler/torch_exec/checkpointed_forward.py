@@ -333,7 +333,7 @@ def _emit_region_call(src: _Source, layout: _Layout, r: int, plain: bool) -> Non
 
 def _paged_value(an: Analysis, node: int, op_name: str) -> str:
     """The tuple of tensors paged node ``node`` holds, right after its op ``op_name``: the
-    op's value, or for a multi-output op the elements the node keeps (codegen/plan.py)."""
+    op's value, or for a multi-output op the elements the node keeps (torch_exec/plan.py)."""
     val = an.fx[op_name].meta.get("val")
     if not isinstance(val, (list, tuple)):
         return f"({op_name},)"

@@ -4,7 +4,8 @@ The rewritten training step (``training_step()``, docs/pytorch.md): instruction 
 :class:`~poet_compiler.schedule.interpreter.ProgramInterpreter`, one method per opcode),
 
 * ``COMPUTE i`` runs node ``i``'s FX ops (the prelude once, first); a second COMPUTE of
-  a node is a recomputation from its inputs, exactly as the schedule asks;
+  a node is a recomputation from its inputs, exactly as the schedule asks; a random op
+  recomputed draws from its stashed generator state, so it gives its first numbers;
 * ``FREE i`` drops every value node ``i`` holds from the environment — the executor
   keeps no other reference, so the storage is really released;
 * ``PAGE_OUT i`` writes the node's storages to a real page file on disk
@@ -35,6 +36,7 @@ import torch
 import torch.fx
 
 from poet_compiler.errors import ScheduleError
+from poet_compiler.frontends.torch.rng import device_of, replayed
 from poet_compiler.schedule.interpreter import ProgramInterpreter
 from poet_compiler.schedule.program import Instruction, Op, Program
 from poet_compiler.torch_exec.pager import PageFile
@@ -231,6 +233,7 @@ class _StepWalk(ProgramInterpreter):
         for k, name in enumerate(plan.output_names):
             self.out_pos.setdefault(name, []).append(k)
         self.resident: set[int] = set()
+        self.computed: set[int] = set()
         self.live = _Live(set())
         self.point: int | None = None   # the most live bytes seen during the current COMPUTE
 
@@ -244,6 +247,11 @@ class _StepWalk(ProgramInterpreter):
         a = torch.fx.node.map_arg(node.args, load)
         kw = torch.fx.node.map_arg(node.kwargs, load)
         return node.target(*a, **kw)  # type: ignore[operator]
+
+    def replay_fx(self, name: str, stash: str) -> Any:
+        """Run random FX op ``name`` again, drawing from its stash's state."""
+        with replayed(self.env[stash], device_of(self.plan.fx_nodes[name])):
+            return self.run_fx(name)
 
     def start(self) -> None:
         plan, env = self.plan, self.env
@@ -284,8 +292,10 @@ class _StepWalk(ProgramInterpreter):
         npl = self.plan.nodes[i]
         point = live.bytes
         in_place = self.graph.nodes[i].kind == "update"  # writes parameters: no activation bytes
+        replays = dict(npl.replays) if i in self.computed else {}
         for name, drops in zip(npl.fx, npl.drop_after):
-            value = self.run_fx(name)
+            stash = replays.get(name)
+            value = self.run_fx(name) if stash is None else self.replay_fx(name, stash)
             env[name] = value
             if not in_place:
                 live.add(value)
@@ -303,6 +313,7 @@ class _StepWalk(ProgramInterpreter):
             live.add(env[name])
         self.point = point
         self.resident.add(i)
+        self.computed.add(i)
         self.stats.n_compute += 1
 
     def free(self, ins: Instruction) -> None:

@@ -19,6 +19,9 @@ tensors the executor really holds match the graph's ``output_bytes``/``workspace
 * Graph outputs (loss, gradients, buffer updates) are taken when their FX node runs.
 * An update node (docs/training.md) keeps nothing: its new parameter and state are
   graph outputs, taken when it runs, and written in place by the C runtime.
+* A random op's state stash (``poet.rng_state``, frontends/torch/rng.py) is a sink: kept
+  until FREE. A recomputation of a node replays each random op it runs from its stash
+  (``replays``); its first computation draws from the generator.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import torch.fx
 
 from poet_compiler.errors import FrontendError
 from poet_compiler.frontends.torch.opinfo import is_view
+from poet_compiler.frontends.torch.rng import stash_of
 
 if TYPE_CHECKING:
     from poet_compiler.frontends.torch.traced import TracedModel
@@ -46,6 +50,7 @@ class NodePlan:
     kept: tuple[str, ...]                     # names held until FREE (node's buffer)
     trim: tuple[tuple[str, tuple[int, ...]], ...]  # tuple-valued kept names: elements kept
     outputs: tuple[tuple[str, int], ...]      # (FX name, position in the graph outputs)
+    replays: tuple[tuple[str, str], ...] = ()  # (random FX op, its stash's FX name)
 
 
 @dataclass(frozen=True)
@@ -133,8 +138,9 @@ def build_plan(tm: TracedModel) -> StepPlan:
             if name not in keep:
                 drops[p].append(name)
         outputs = tuple((name, k) for name in names for k in out_pos.get(name, ()))
+        replays = tuple((name, stash) for name in names if (stash := stash_of(by_name[name])) is not None)
         nodes.append(NodePlan(fx=tuple(names), drop_after=tuple(tuple(sorted(d)) for d in drops),
-                              kept=tuple(kept), trim=tuple(trim), outputs=outputs))
+                              kept=tuple(kept), trim=tuple(trim), outputs=outputs, replays=replays))
     placeholders = tuple(n.name for n in graph.nodes if n.op == "placeholder")
     prelude_outputs = tuple((name, k) for name in (*placeholders, *tm.prelude_fx) for k in out_pos.get(name, ()))
     return StepPlan(nodes=tuple(nodes), prelude=tuple(tm.prelude_fx), prelude_outputs=prelude_outputs,

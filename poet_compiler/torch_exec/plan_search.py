@@ -95,7 +95,7 @@ def derive_plan(an: Analysis, program: Program, costs: CostTable, budget: int | 
     """
     n_comp, paged_out, page_in_stage = _what_the_schedule_does(an, program)
     fwd = set(an.forward)
-    droppable = {i for i in an.forward if an.op_of[i] == an.tm.node_fx[i][0]
+    droppable = {i for i in an.forward if an.op_of[i] == an.tm.node_fx[i][0] and not an.graph.nodes[i].pinned
                  and not any(g not in fwd for g in an.saved_by.get(i, ()))}
     seed = {i for i in droppable if n_comp[i] > 1 or any(n_comp[k] > 1 for k in an.readers[i]
                                                             if an.op_of[k] == an.op_of[i])}

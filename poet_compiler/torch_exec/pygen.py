@@ -4,7 +4,8 @@
 runs the Program exactly as :class:`~poet_compiler.torch_exec.executor.ScheduledStep` does
 (same :mod:`~poet_compiler.torch_exec.plan`): every instruction is a comment
 (``COMPUTE``/``RECOMPUTE``/``PAGE_OUT``/``PAGE_IN``/``FREE``/``FENCE``) followed by its
-code — the aten calls of the node, ``del`` of its transients, ``_pages.page_out(...)`` /
+code — the aten calls of the node (a recomputed random op under ``_replayed`` with its
+stashed generator state, frontends/torch/rng.py), ``del`` of its transients, ``_pages.page_out(...)`` /
 ``_pages.page_in(...)`` on a :class:`~poet_compiler.torch_exec.pager.PageFile`, and ``del``
 of the node's values at FREE. It returns ``(loss, *grads, *buffer updates)`` in the
 traced graph's output order (with an optimizer in the step: the loss, the new parameters
@@ -21,6 +22,8 @@ import torch
 import torch.fx
 
 from poet_compiler.errors import ScheduleError
+from poet_compiler.frontends.torch.rng import device_of
+from poet_compiler.graph.ir import RNG_STATE_OP
 from poet_compiler.schedule.interpreter import ProgramInterpreter
 from poet_compiler.schedule.program import Instruction, Op, Program
 from poet_compiler.torch_exec.fx_source import call, literal, qualified_name
@@ -96,11 +99,16 @@ class _Writer(ProgramInterpreter):
         self.lines.append(_HEADER.format(
             name=graph.name, n=graph.n, m=len(program), n_recompute=program.n_recompute, n_out=program.n_page_out,
             n_in=program.n_page_in, fn=self.fn, params=params, n_outputs=len(plan.output_names)))
+        imports = []
         if graph.has_updates:
             # The optimizer's update ops (torch.ops.poet.*) are registered by importing them.
+            imports.append("import poet_compiler.frontends.torch.optim_ops  # noqa: F401")
+        if any(node.op == RNG_STATE_OP for node in graph.nodes):
+            imports.append("from poet_compiler.frontends.torch.rng import replayed as _replayed  "
+                           "# and torch.ops.poet.rng_state")
+        if imports:
             at = self.lines[-1].index("\n\n\ndef _trim")
-            self.lines[-1] = (self.lines[-1][:at] + "\nimport poet_compiler.frontends.torch.optim_ops  # noqa: F401"
-                              + self.lines[-1][at:])
+            self.lines[-1] = self.lines[-1][:at] + "".join("\n" + line for line in imports) + self.lines[-1][at:]
         for name in plan.placeholders:
             self.emit_outputs(name)
         if plan.prelude:
@@ -121,8 +129,13 @@ class _Writer(ProgramInterpreter):
         what = "RECOMPUTE" if self.computed[i] else "COMPUTE"
         self.computed[i] += 1
         self.emit(f"# [{self.index}] {what} {self.label} ({node.kind}, {node.output_bytes} B)")
+        replays = dict(npl.replays) if what == "RECOMPUTE" else {}
         for name, drops in zip(npl.fx, npl.drop_after):
-            self.emit(f"{name} = {call(fx[name], qualified_name)}")
+            if name in replays:   # a random op draws its first numbers again, from its stash
+                self.emit(f"with _replayed({replays[name]}, {literal(device_of(fx[name]))}):")
+                self.emit(f"    {name} = {call(fx[name], qualified_name)}")
+            else:
+                self.emit(f"{name} = {call(fx[name], qualified_name)}")
             self.emit_outputs(name)
             if drops:
                 self.emit(f"del {', '.join(drops)}  # transient")

@@ -129,7 +129,23 @@ def _recomputed_ops(an: Analysis, r: int, inside: set[int], region_of: dict[int,
         if needed or alive_anyway:
             continue      # MUST_SAVE
         recompute.add(op)
+    _cache_draws_after_a_cached_draw(an, list(by_op), last, recompute)
     return recompute
+
+
+def _cache_draws_after_a_cached_draw(an: Analysis, ops: list[str], last: int, recompute: set[str]) -> None:
+    """Make every random op after a cached one (``MUST_SAVE``) cached too. A region's
+    recomputation restores the generator state of its start and runs its ops again, and a
+    cached op does not draw: a random op after it that ran again would draw the cached
+    one's numbers instead of its own."""
+    cached = False
+    for op in ops:
+        if an.fwd_pos[op] > last or not an.is_random(op):
+            continue
+        if op not in recompute:
+            cached = True
+        elif cached:
+            recompute.discard(op)
 
 
 def plan_from(an: Analysis, dropped: set[int], paged: set[int], costs: CostTable,

@@ -9,6 +9,12 @@ budget, whether the loss and the buffer updates are bitwise equal too, and the p
 file's traffic against what the schedule's page-outs and page-ins must move.
 :attr:`Verification.ok` is false when any of these differ.
 
+A random op (dropout) draws the numbers eager PyTorch draws, in the traced step
+(frontends/torch/rng.py), and a recomputation of it replays its first numbers from a
+stashed generator state: the scheduled step is compared with eager autograd under the same
+seed. Should the traced step, run whole, draw otherwise than eager (no case is known), the
+reference is that traced step instead, and :attr:`Verification.reference` says so.
+
 With an optimizer in the step (docs/training.md) the reference is ``steps`` iterations of
 ``loss.backward(); opt.step()`` with the same optimizer in torch.optim, on its
 single-tensor path (``foreach=False``), and the figures are the parameters (frozen ones
@@ -29,7 +35,8 @@ import torch
 
 from poet_compiler.devices.costs import CostTable
 from poet_compiler.errors import ScheduleError
-from poet_compiler.schedule.program import Program
+from poet_compiler.graph.ir import RNG_STATE_OP, TrainingGraph
+from poet_compiler.schedule.program import Op, Program
 from poet_compiler.schedule.simulate import simulate
 from poet_compiler.torch_exec.executor import ScheduledStep
 
@@ -69,6 +76,10 @@ class Verification:
     max_abs_param_diff: float = 0.0
     state_bitwise: bool = True         # the optimizer state after ``steps`` steps
     max_abs_state_diff: float = 0.0
+    reference: str = "autograd"        # what the step is compared with: "autograd" or "traced step"
+    reference_gap: float = 0.0         # traced step run whole vs autograd, max |diff| (reference "traced step")
+    n_random: int = 0                  # random ops (nodes that read a stashed generator state)
+    n_replays: int = 0                 # their recomputations, replayed from the stash
 
     @property
     def within_budget(self) -> bool:
@@ -141,8 +152,6 @@ def node_storage_bytes(traced: TracedModel) -> list[int]:
 
 def expected_page_bytes(traced: TracedModel, program: Program) -> tuple[int, int]:
     """(bytes written, bytes read) that running ``program`` must cause in the page file."""
-    from poet_compiler.schedule.program import Op
-
     size = node_storage_bytes(traced)
     out = sum(size[ins.node] for ins in program.instructions if ins.op is Op.PAGE_OUT)
     back = sum(size[ins.node] for ins in program.instructions if ins.op is Op.PAGE_IN)
@@ -257,20 +266,20 @@ def verify(traced: TracedModel, program: Program, costs: CostTable, *,
         loss, grads, updates = step.run_full()
         stats = step.last
     assert stats is not None
-    names = sorted(set(grads) | set(ref_grads))
-    bitwise = True
-    max_diff = 0.0
-    for name in names:
-        a, b = grads.get(name), ref_grads.get(name)
-        if a is None or b is None or a.shape != b.shape:
-            bitwise, max_diff = False, float("inf")
-            continue
-        if not torch.equal(a, b):
-            bitwise = False
-        max_diff = max(max_diff, float((a.double() - b.double()).abs().max()) if a.numel() else 0.0)
     # Every buffer, updated or not, must end as autograd's copy left it.
     after = {name: b.detach() for name, b in traced.module.named_buffers()}
     after.update(updates)
+    bitwise, max_diff = _compare(grads, ref_grads)
+    randoms = random_nodes(graph)
+    reference, gap = "autograd", 0.0
+    if randoms and not bitwise:
+        whole_loss, whole_grads, whole_buffers = traced_step(traced, seed)
+        same_draws, gap = _compare(whole_grads, ref_grads)
+        if not same_draws:
+            reference, ref_loss, ref_grads = "traced step", whole_loss, whole_grads
+            ref_buffers = {**ref_buffers, **whole_buffers}
+            bitwise, max_diff = _compare(grads, ref_grads)
+    names = sorted(set(grads) | set(ref_grads))
     exp_out, exp_in = expected_page_bytes(traced, program) if program.n_page_out or program.n_page_in else (0, 0)
     buffers_ok = set(after) == set(ref_buffers) and all(torch.equal(v, ref_buffers[n]) for n, v in after.items())
     return Verification(
@@ -283,8 +292,40 @@ def verify(traced: TracedModel, program: Program, costs: CostTable, *,
         page_out_bytes=stats.page_out_bytes, page_in_bytes=stats.page_in_bytes,
         schedule_page_out_bytes=sim.page_out_bytes, schedule_page_in_bytes=sim.page_in_bytes,
         expected_page_out_bytes=exp_out, expected_page_in_bytes=exp_in,
-        scheduled_wall_s=stats.wall_s, autograd_wall_s=auto_wall,
+        scheduled_wall_s=stats.wall_s, autograd_wall_s=auto_wall, reference=reference, reference_gap=gap,
+        n_random=len(randoms), n_replays=sum(ins.op is Op.COMPUTE and ins.node in randoms
+                                             for ins in program.instructions) - len(randoms),
     )
+
+
+def _compare(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> tuple[bool, float]:
+    """(bitwise equal, max |diff|) of two gradient dicts (a missing or misshapen one: inf)."""
+    bitwise, max_diff = True, 0.0
+    for name in sorted(set(got) | set(want)):
+        a, b = got.get(name), want.get(name)
+        if a is None or b is None or a.shape != b.shape:
+            bitwise, max_diff = False, float("inf")
+            continue
+        if not torch.equal(a, b):
+            bitwise = False
+        max_diff = max(max_diff, _max_diff(a, b))
+    return bitwise, max_diff
+
+
+def random_nodes(graph: TrainingGraph) -> set[int]:
+    """Nodes that read a random op's stashed generator state: the random ops."""
+    return {nd.id for nd in graph.nodes if any(graph.nodes[j].op == RNG_STATE_OP for j in nd.inputs)}
+
+
+def traced_step(traced: TracedModel, seed: int) -> tuple[torch.Tensor, dict[str, torch.Tensor],
+                                                         dict[str, torch.Tensor]]:
+    """The traced joint graph run whole, as traced, under ``seed``: (loss, grads, buffer updates)."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        outs = traced.gm(*traced.flat_args())
+    g = len(traced.grad_names)
+    return (outs[0], dict(zip(traced.grad_names, outs[1:1 + g])),
+            dict(zip(traced.update_names, outs[1 + g:])))
 
 
 __all__ = ["Verification", "autograd_step", "torch_optim_steps", "verify"]

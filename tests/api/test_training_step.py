@@ -18,7 +18,7 @@ from tests.api.usermodel import TinyResNet, batch, refusal
 
 
 @pytest.fixture(scope="module")
-def compiled() -> tuple[torch.nn.Module, torch.nn.Module, "poet_compiler.Compilation"]:
+def compiled() -> tuple[torch.nn.Module, torch.nn.Module, poet_compiler.Compilation]:
     torch.manual_seed(0)
     model = TinyResNet().train()
     reference = copy.deepcopy(model)
@@ -103,8 +103,8 @@ def test_module_needs_example_target_and_loss() -> None:
 
 
 def test_graph_only_models_have_no_training_step() -> None:
-    from tests.viz.graphs import chain_dict
     from poet_compiler.graph.io import graph_from_dict
+    from tests.viz.graphs import chain_dict
 
     c = poet_compiler.compile(graph_from_dict(chain_dict(4), "chain"), device=None, ram="80%",
                               time_limit_s=5, threads=1)

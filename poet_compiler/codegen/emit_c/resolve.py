@@ -25,6 +25,7 @@ from poet_compiler.codegen.emit_c.layout import (
     out_elements,
     tensor_nbytes,
 )
+from poet_compiler.frontends.torch.rng import draws
 
 if TYPE_CHECKING:
     from poet_compiler.frontends.torch.traced import TracedModel
@@ -166,6 +167,10 @@ class _Resolver:
         for n in self.fx_nodes:
             if n.op == "get_attr":
                 raise EmitError(f"constant tensor {n.target!r} in the graph: not supported by emit-c")
+            if draws(n):
+                raise EmitError(f"random op {n.target} (node {tm.fx_owner.get(n.name)}, {n.name}) draws random "
+                                "numbers: the C runtime has no generator to draw or replay them (use a model "
+                                "without dropout)")
 
     def graph_outputs(self) -> None:
         """Loss, gradients, buffer updates: each a static array ``out_<k>``, or the array

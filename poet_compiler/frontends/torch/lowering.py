@@ -36,7 +36,7 @@ import torch
 import torch.fx
 
 from poet_compiler.errors import FrontendError
-from poet_compiler.frontends.torch import opinfo
+from poet_compiler.frontends.torch import opinfo, rng
 from poet_compiler.frontends.torch.tracing import MODULE, PHASE, JointTrace, is_update
 from poet_compiler.graph.ir import Node, OpClass, TrainingGraph
 from poet_compiler.graph.validate import validate
@@ -261,6 +261,8 @@ def _graph_nodes(trace: JointTrace, nodes: list[torch.fx.Node], roots: _Roots, i
     docs/training.md) after every node that reads its parameter."""
     placeholders = [n for n in nodes if n.op == "placeholder"]
     param_readers = _param_readers(trace, placeholders, roots, items)
+    sid_of = {item.fx: sid for sid, item in enumerate(items) if item.selected is None}
+    by_name = {n.name: n for n in nodes}
     out: list[Node] = []
     for sid, item in enumerate(items):
         fx = item.fx
@@ -273,6 +275,13 @@ def _graph_nodes(trace: JointTrace, nodes: list[torch.fx.Node], roots: _Roots, i
         else:
             deps = {item.source}
             nm = (f"{prov}/" if prov else "") + f"{fx.name}.out{'_'.join(map(str, item.selected))}"
+        bytes_accessed = item.bytes_accessed
+        stash = rng.stash_of(fx) if item.selected is None else None
+        if stash is not None:
+            # A random op reads its stash: recomputing it needs the state in RAM. Restoring
+            # the state around a recomputation copies it in and back out.
+            deps.add(sid_of[by_name[stash]])
+            bytes_accessed += 2 * graph_bytes(by_name[stash])
         deps.discard(sid)
         after: tuple[int, ...] = ()
         output_bytes, workspace_bytes = item.output_bytes, item.workspace_bytes
@@ -285,7 +294,7 @@ def _graph_nodes(trace: JointTrace, nodes: list[torch.fx.Node], roots: _Roots, i
         out.append(Node(
             id=sid, name=nm, kind=kind, op=item.op, op_class=item.op_class, inputs=tuple(sorted(deps)),
             output_bytes=int(output_bytes), workspace_bytes=int(workspace_bytes), flops=int(item.flops),
-            bytes_accessed=int(item.bytes_accessed), after=after,
+            bytes_accessed=int(bytes_accessed), after=after, pinned=item.selected is None and rng.is_stash(fx),
             extra={"provenance": prov, "signature": item.signature, "fx": list(node_fx[sid])},
         ))
     return out
@@ -317,6 +326,11 @@ def _graph(trace: JointTrace, nodes: list[torch.fx.Node], name: str, graph_nodes
         input_bytes=sum(ph_bytes[P + B:]),
         step_output_bytes=step_output_bytes,
     )
+
+
+def graph_bytes(n: torch.fx.Node) -> int:
+    """Bytes of the tensors FX node ``n`` produces, from its metadata."""
+    return sum(opinfo.tensor_bytes(t) for t in opinfo.tensors_in(n.meta.get("val")))
 
 
 def _first_held(op: torch.fx.Node, value_node: dict[Value, int]) -> int:

@@ -39,7 +39,7 @@ from torch.func import functional_call, functionalize
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from poet_compiler.errors import FrontendError
-from poet_compiler.frontends.torch import opinfo
+from poet_compiler.frontends.torch import opinfo, rng
 from poet_compiler.frontends.torch.optimizer import OptimizerSpec
 
 aten = torch.ops.aten
@@ -122,7 +122,9 @@ def trace_joint(
     interp = torch.fx.Interpreter(gm1)
     try:
         with fxtb.preserve_node_meta():
-            gm2 = make_fx(functionalize(interp.run, remove="mutations"), tracing_mode="fake")(*flat_args)
+            # Dropout's in-place draw becomes bernoulli.p here: drawn in its input's layout.
+            gm2 = make_fx(functionalize(interp.run, remove="mutations"), tracing_mode="fake",
+                          decomposition_table={aten.bernoulli.p: rng.bernoulli_in_memory_order})(*flat_args)
     except Exception as exc:  # noqa: BLE001
         raise FrontendError(
             f"{type(module).__name__}: functionalization failed ({type(exc).__name__}: {_first_line(exc)})"
@@ -132,6 +134,7 @@ def trace_joint(
     update_names = _mutations_to_outputs(gm2, step.bnames, len(step.params))
     if optimizer is not None:
         _place_updates(gm2)
+    rng.insert_stashes(gm2, (PHASE, MODULE))
     return JointTrace(gm=gm2, param_names=step.pnames, buffer_names=step.bnames, n_inputs=len(step.inputs),
                       grad_names=tuple(step.grad_names), update_names=tuple(step.out_names) + update_names,
                       state_names=tuple(n for n, _ in step.opt_state), out_spec=spec,
@@ -309,8 +312,8 @@ def _hoist_alias(n: torch.fx.Node) -> None:
 
 
 def is_update(n: torch.fx.Node) -> bool:
-    """An optimizer update op (``poet.*``) of the traced step."""
-    return n.op == "call_function" and getattr(n.target, "namespace", "") == "poet"
+    """An optimizer update op (``poet.*`` but the random ops' state stash) of the traced step."""
+    return n.op == "call_function" and getattr(n.target, "namespace", "") == "poet" and not rng.is_stash(n)
 
 
 def _first_line(exc: BaseException) -> str:
