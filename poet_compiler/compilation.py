@@ -99,8 +99,8 @@ class Compilation:
         traced, program = self._runnable("a training step needs")
         return TrainingStep(traced, program, page_file=page_file, page_dir=page_dir)
 
-    def checkpointed(self, *, page_file: str | Path | None = None,
-                     page_dir: str | Path | None = None) -> CheckpointedModule:
+    def checkpointed(self, *, page_file: str | Path | None = None, page_dir: str | Path | None = None,
+                     allow_over_budget: bool = False) -> CheckpointedModule:
         """The compiled module as an ``nn.Module`` whose forward runs under the schedule's
         decisions through PyTorch's own machinery: ``torch.utils.checkpoint`` regions with
         selective-checkpoint policies, and saved-tensor hooks that page to ``page_file``
@@ -114,20 +114,19 @@ class Compilation:
         are autograd's (bitwise in eager mode); ``torch.compile(m)`` works. ``m.plan`` is
         the plan PyTorch runs, derived from the schedule and fitted to the budget, with the
         simulator's figures of it (docs/pytorch.md): where PyTorch cannot run the schedule
-        as it is, the plan that runs is what is reported.
+        as it is, the plan that runs is what is reported. Where no plan PyTorch can run fits
+        the budget, it raises :class:`InfeasibleError` naming the smallest RAM budget the
+        plan search fits and where the plan peaks; ``allow_over_budget=True`` runs that
+        plan anyway (for its bits, or under ``torch.compile``, which places recomputations
+        itself), ``m.plan.peak_bytes`` above the budget.
         """
         from poet_compiler.torch_exec.checkpointed import CheckpointedModule
+        from poet_compiler.torch_exec.plan_budget import check_plan_within_budget
 
         traced, _ = self._runnable("checkpointed() needs")
         plan, analysis = self.torch_plan()
-        budget = self.problem.activation_budget
-        if plan.peak_bytes > budget:
-            import warnings
-
-            warnings.warn(f"{self.model}: the plan PyTorch's checkpointing can run needs {plan.peak_bytes} "
-                          f"activation bytes, above the budget {budget} (the schedule needs "
-                          f"{self.result.peak_ram_bytes}: a region recomputes its values once, together); m.plan has "
-                          "its figures (docs/pytorch.md)", stacklevel=2)
+        if not allow_over_budget:
+            check_plan_within_budget(self.model, analysis, plan, self.problem, self.result.peak_ram_bytes)
         return CheckpointedModule(traced, plan, analysis, page_file=page_file, page_dir=page_dir)
 
     def _runnable(self, needs: str) -> tuple[TracedModel, Program]:

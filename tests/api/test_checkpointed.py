@@ -12,13 +12,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import operator
+import re
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import poet_compiler
-from poet_compiler.errors import BatchError, PoetError
+from poet_compiler.errors import BatchError, InfeasibleError, PoetError
 from tests.api.usermodel import TinyResNet, batch, refusal
 
 
@@ -231,6 +232,41 @@ def _assert_peak_within_plan(m, model) -> tuple[int, int]:
     model.zero_grad(set_to_none=True)
     assert got.peak_bytes <= m.plan.peak_bytes + plain.slack_bytes
     return got.peak_bytes, plain.peak_bytes
+
+
+def test_a_budget_no_pytorch_plan_meets_is_refused_in_one_line() -> None:
+    """At 20 % the schedule fits by recomputing piece by piece; no plan PyTorch's
+    checkpointing runs does: checkpointed() refuses, naming the budget, the smallest RAM
+    budget the plan search fits and where the plan peaks, unless told to run it anyway."""
+    _, _, c = _compile("20%")
+    assert c.result.peak_ram_bytes <= c.problem.activation_budget
+    with pytest.raises(InfeasibleError) as info:
+        c.checkpointed()
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("TinyResNet: no plan PyTorch's checkpointing can run fits RAM ")
+    needed = int(re.search(r"ram=(\d+) bytes or more", message).group(1))
+    assert needed > c.problem.ram_budget_bytes
+    assert "the plan peaks at '" in message
+    m = c.checkpointed(allow_over_budget=True)      # the explicit opt-out runs that plan
+    assert m.plan.peak_bytes + c.problem.fixed.total == needed
+    m.close()
+
+
+def test_a_byte_budget_is_held_and_the_smallest_budget_named_works() -> None:
+    """A budget in bytes ("100KB") below every plan is refused; at the RAM budget the
+    message names, checkpointed() runs a plan within it and the measured peak is within
+    that plan plus one kernel's scratch."""
+    _, _, c = _compile("100KB")
+    assert c.problem.ram_budget_bytes == 100 * 1024
+    with pytest.raises(InfeasibleError, match=r"ram=\d+ bytes or more") as info:
+        c.checkpointed()
+    needed = int(re.search(r"ram=(\d+) bytes", str(info.value)).group(1))
+    model, _, c = _compile(str(needed))
+    m = c.checkpointed()
+    assert m.plan.peak_bytes + c.problem.fixed.total <= needed == c.problem.ram_budget_bytes
+    _assert_peak_within_plan(m, model)
+    m.close()
 
 
 def test_graph_without_module_and_optimizer_steps_are_refused() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import warnings
 
 import pytest
 
@@ -35,9 +34,7 @@ def test_hugging_face_models_train_by_the_schedule_like_autograd(name: str) -> N
         step = c.training_step()
         assert not differing(gradients(model, functools.partial(step, ids, target)), ref), ram
         step.close()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")     # a plan above the budget warns; the bits are checked
-            m = c.checkpointed()
+        m = c.checkpointed(allow_over_budget=True)   # a plan above the budget too: the bits are checked
         assert not differing(gradients(model, functools.partial(_backward, m, ids, target, loss_fn)), ref), ram
         m.close()
         v = verify(c.traced, c.program, c.costs, seed=1)

@@ -56,7 +56,7 @@ def test_inductor_recomputation_is_as_close_to_autograd_as_plain_torch_compile()
     torch._dynamo.reset()
     try:
         plain_diff = _relative(gradients(plain, functools.partial(_backward, torch.compile(plain), x, y)), ref)
-        m = c.checkpointed()
+        m = c.checkpointed(allow_over_budget=True)   # compiled: the partitioner places the recomputations
         ours = _relative(gradients(model, functools.partial(_backward, torch.compile(m), x, y)), ref)
         m.close()
     finally:
