@@ -30,14 +30,13 @@ def check_plan_within_budget(name: str, an: Analysis, plan: TorchPlan, problem: 
     budget = problem.activation_budget
     if plan.peak_bytes <= budget:
         return
-    fixed = problem.fixed.total
-    needed = plan.peak_bytes + fixed
-    schedule = "" if schedule_peak is None else f"; the schedule needs {format_bytes(schedule_peak)}, "
+    needed = plan.peak_bytes + problem.fixed.total
+    schedule = "" if schedule_peak is None else f"the schedule needs {format_bytes(schedule_peak)}, but "
     raise InfeasibleError(
         f"{name}: no plan PyTorch's checkpointing can run fits RAM {format_bytes(problem.ram_budget_bytes)} "
         f"({format_bytes(budget)} for activations): the smallest the plan search finds needs "
-        f"{format_bytes(plan.peak_bytes)}, i.e. ram={needed} bytes or more{schedule}"
-        f"{'' if schedule_peak is None else 'but '}{peak_cause(an, plan)} (docs/pytorch.md)")
+        f"{format_bytes(plan.peak_bytes)}, i.e. ram={needed} bytes or more; {schedule}{peak_cause(an, plan)} "
+        "(docs/pytorch.md)")
 
 
 def peak_cause(an: Analysis, plan: TorchPlan) -> str:
